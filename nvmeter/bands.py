@@ -1,0 +1,70 @@
+"""The J/TFLOP reference bands a board family's telemetry must fall in.
+
+The reference is 4096^2 FP32 products, TF32 off, constant operands 2^-6, measured
+above the idle either side (:mod:`nvmeter.probes.reference`). A board whose figures
+fall outside its family's band has telemetry (or clocks, or power capping) that
+should not be trusted for benchmarks until explained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Band:
+    """Accepted ranges for one board family.
+
+    Attributes:
+        family: Substring matched in the board's NVML name, e.g. ``"A100"``.
+        j_per_tflop: (low, high) energy above idle per TFLOP, J.
+        tflops: (low, high) achieved rate, TFLOP/s.
+        provisional: True while the band rests on too few boards.
+        source: Where the numbers come from.
+        uuids: The boards a provisional band rests on.
+
+    """
+
+    family: str
+    j_per_tflop: tuple[float, float]
+    tflops: tuple[float, float]
+    provisional: bool
+    source: str
+    uuids: tuple[str, ...] = ()
+
+    def contains(self, j_per_tflop: float, tflops: float) -> bool:
+        """True if both figures lie inside the band (edges included)."""
+        return (
+            self.j_per_tflop[0] <= j_per_tflop <= self.j_per_tflop[1]
+            and self.tflops[0] <= tflops <= self.tflops[1]
+        )
+
+    def describe(self) -> str:
+        """``"A100: 6-11 J/TFLOP, 15-23 TFLOP/s"`` plus a provisional note."""
+        text = (
+            f"{self.family}: {self.j_per_tflop[0]:g}-{self.j_per_tflop[1]:g} J/TFLOP, "
+            f"{self.tflops[0]:g}-{self.tflops[1]:g} TFLOP/s"
+        )
+        if self.provisional:
+            text += f" (provisional: {len(self.uuids)} board(s), {self.source})"
+        return text
+
+
+BANDS: dict[str, Band] = {
+    "A100": Band(
+        family="A100",
+        j_per_tflop=(6.0, 11.0),
+        tflops=(15.0, 23.0),
+        provisional=False,
+        # Public: 15 boards read 7.2-9.2 J/TFLOP (shared/FACTS.md).
+        source="public A100 band (15 boards, 7.2-9.2 J/TFLOP)",
+    ),
+}
+
+
+def band_for(board_name: str) -> Band | None:
+    """The band whose family appears in ``board_name`` (None if no band is known)."""
+    for band in BANDS.values():
+        if band.family.lower() in board_name.lower():
+            return band
+    return None

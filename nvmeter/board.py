@@ -1,0 +1,117 @@
+"""The `Board` protocol: every query nvmeter makes of a GPU's telemetry.
+
+Two implementations exist: :class:`nvmeter.nvml.NvmlBoard` (a real GPU, the only
+code that imports ``pynvml``) and :class:`nvmeter.simboard.SimulatedBoard` (a model
+of one on a virtual clock, for tests and ``--simulate``). Probes, windows and the
+scorer see only this protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from nvmeter.clock import Clock
+
+
+@dataclass(frozen=True)
+class BoardIdentity:
+    """Who the board is; recorded in every JSON record nvmeter writes.
+
+    Attributes:
+        name: Marketing name as NVML reports it, e.g. ``"NVIDIA H200"``.
+        uuid: ``GPU-…`` UUID; the key that ties records and CUDA devices to a board.
+        pci_bus_id: PCI bus id, e.g. ``"00000000:00:05.0"``.
+        driver: Driver version string.
+        vbios: VBIOS version string (``""`` where the board hides it).
+        power_limit_w: Enforced power limit, W.
+        memory_total_mib: Device memory, MiB.
+        simulated: True for the simulated board.
+
+    """
+
+    name: str
+    uuid: str
+    pci_bus_id: str
+    driver: str
+    vbios: str
+    power_limit_w: float
+    memory_total_mib: float
+    simulated: bool = False
+
+    @property
+    def short(self) -> str:
+        """``"H200 GPU-a6f4…"``: name without the vendor and an abbreviated UUID."""
+        return f"{self.name.removeprefix('NVIDIA ')} {self.uuid[:8]}…"
+
+    def to_dict(self) -> dict:
+        """Plain dict for JSON."""
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BoardIdentity:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass(frozen=True)
+class PowerSample:
+    """One entry of the driver's power-sample buffer.
+
+    Attributes:
+        t_s: When the driver took it, s, on the board's clock (the same timebase as
+            ``board.clock.now()``).
+        power_w: Board power, W.
+
+    """
+
+    t_s: float
+    power_w: float
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """Utilisation over the driver's last sample period, percent (0-100)."""
+
+    gpu_pct: float
+    memory_pct: float
+
+
+@runtime_checkable
+class Board(Protocol):
+    """A GPU's telemetry, as nvmeter uses it.
+
+    Every method may raise a :class:`nvmeter.errors.TelemetryError` subclass:
+    ``NotSupported`` where the board lacks the signal, ``GpuLost`` when the GPU is
+    gone, ``PermissionDenied`` where NVML refuses.
+    """
+
+    clock: Clock
+
+    def identity(self) -> BoardIdentity:
+        """Name, UUID, PCI bus id, driver, VBIOS, power limit and memory."""
+        ...
+
+    def energy_mj(self) -> int:
+        """Total energy counter since the driver loaded, mJ (steps every ~100 ms)."""
+        ...
+
+    def power_instant_w(self) -> float:
+        """Field ``NVML_FI_DEV_POWER_INSTANT``, W."""
+        ...
+
+    def power_average_w(self) -> float:
+        """Field ``NVML_FI_DEV_POWER_AVERAGE`` (about a 1 s average), W."""
+        ...
+
+    def power_samples(self, since_s: float | None = None) -> tuple[PowerSample, ...]:
+        """The driver's power-sample buffer, oldest first, newer than ``since_s``."""
+        ...
+
+    def utilization(self) -> Utilization:
+        """GPU and memory utilisation, percent."""
+        ...
+
+    def compute_process_count(self) -> int:
+        """Number of processes holding a compute context on this board."""
+        ...

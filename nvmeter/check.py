@@ -1,0 +1,73 @@
+"""``nvmeter check``: is this board's J/TFLOP reference inside its family's band?"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from nvmeter.bands import BANDS, Band, band_for
+from nvmeter.board import BoardIdentity
+from nvmeter.probes.reference import Trial
+
+
+class Verdict(enum.Enum):
+    """The outcome; the CLI exits 1 on FAIL only (docs/cli.md)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NO_BAND = "no band known"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The reference trial (constant operands), the band used, and the verdict.
+
+    Attributes:
+        board: The board checked.
+        trial: The constant-operand reference trial.
+        band: The band applied, or None where no band is known.
+        reasons: Why it failed (empty on a pass).
+
+    """
+
+    board: BoardIdentity
+    trial: Trial
+    band: Band | None
+    reasons: tuple[str, ...]
+
+    @property
+    def verdict(self) -> Verdict:
+        """PASS, FAIL, or NO_BAND."""
+        if self.reasons:
+            return Verdict.FAIL
+        return Verdict.NO_BAND if self.band is None else Verdict.PASS
+
+    def __repr__(self) -> str:
+        t = self.trial
+        return (
+            f"{self.verdict.name}: {t.j_per_tflop:.2f} J/TFLOP at {t.tflops:.1f} TFLOP/s "
+            f"({self.board.short}; band {self.band.describe() if self.band else 'none known'})"
+        )
+
+
+def check(board: BoardIdentity, trial: Trial, band_name: str | None = None) -> CheckResult:
+    """Judge a constant-operand reference trial against the board family's band.
+
+    Args:
+        board: The board the trial ran on.
+        trial: Constant-operand trial from :mod:`nvmeter.probes.reference`.
+        band_name: Force this band (a key of :data:`nvmeter.bands.BANDS`).
+
+    Raises:
+        KeyError: ``band_name`` is not a known band.
+
+    """
+    band = BANDS[band_name] if band_name else band_for(board.name)
+    reasons = []
+    if trial.exact is False:
+        reasons.append(f"the product was not exact (max |C-1| = {trial.run.max_abs_err:g}): not true FP32")
+    if not (trial.idle_before.aligned and trial.load.aligned and trial.idle_after.aligned):
+        reasons.append("a span saw no counter step at an edge")
+    if band is not None and not band.contains(trial.j_per_tflop, trial.tflops):
+        reasons.append(f"outside the band {band.describe()}")
+    return CheckResult(board, trial, band, tuple(reasons))

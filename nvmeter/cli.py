@@ -1,0 +1,230 @@
+"""The ``nvmeter`` command: a thin layer over the library.
+
+Exit codes (docs/cli.md): 0 success; 1 a check failed; 2 bad input (arguments,
+files, paths); 3 telemetry unavailable (no driver, no GPU, unsupported, lost);
+4 the GPU worker failed; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from nvmeter import errors
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="What one call of GPU code really costs in energy, from NVML, with an honest error bar.",
+)
+out = Console()
+err = Console(stderr=True)
+
+DeviceOpt = Annotated[
+    str | None,
+    typer.Option("--device", "-d", help="CUDA index (CUDA_VISIBLE_DEVICES respected) or GPU-… UUID."),
+]
+SimulateOpt = Annotated[
+    bool, typer.Option("--simulate", help="Use the simulated board (virtual time; no GPU needed).")
+]
+
+
+def _say(line: str) -> None:
+    """One unwrapped line on stderr (rich would wrap it at the terminal width)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def _guarded(fn):
+    """Turn nvmeter errors and Ctrl-C into one line on stderr and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except errors.NvmeterError as exc:
+            _say(f"nvmeter: {exc}")
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            _say("nvmeter: interrupted; nothing written")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _device(spec: str | None) -> int | str | None:
+    if spec is None:
+        return None
+    spec = spec.strip()
+    if spec.isdigit():
+        return int(spec)
+    if spec.startswith(("GPU-", "MIG-")) and len(spec) > 4:
+        return spec
+    raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
+
+
+def _open_rig(device: str | None, simulate: bool):
+    from nvmeter.rig import Rig
+
+    return Rig.open(_device(device), simulate=simulate)
+
+
+def _table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, title_justify="left", show_header=True, header_style="bold")
+    table.add_column("what")
+    table.add_column("measured")
+    for what, value in rows:
+        table.add_row(what, value)
+    return table
+
+
+class _ProbeProgress:
+    """One bar over the whole run, advanced by host time against the run's budget."""
+
+    def __init__(self, total_s: float, probes_n: int) -> None:
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+        )
+        self._task = self._progress.add_task("starting", total=total_s)
+        self._n = probes_n
+        self._i = 0
+        self._title = ""
+        self._t0 = time.monotonic()
+
+    def __enter__(self):
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._progress.update(self._task, completed=self._progress.tasks[0].total)
+        self._progress.stop()
+
+    def _tick(self, text: str) -> None:
+        elapsed = time.monotonic() - self._t0
+        total = self._progress.tasks[0].total
+        self._progress.update(self._task, description=text, completed=min(elapsed, 0.99 * total))
+
+    def on_probe(self, module, _elapsed_s: float) -> None:
+        self._i += 1
+        self._title = module.TITLE
+        self._tick(f"[{self._i}/{self._n}] {self._title}")
+
+    def on_phase(self, text: str) -> None:
+        self._tick(f"[{self._i}/{self._n}] {self._title}: {text}")
+
+
+@app.command()
+@_guarded
+def probe(
+    out_path: Annotated[
+        Path, typer.Option("--out", "-o", help="Where to write the probe record (JSON).")
+    ] = Path("probe.json"),
+    device: DeviceOpt = None,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help="At most ~30 s: read cost, idle, isolated bursts (4 of each size), reference, "
+            "cadence, all shorter; skips polling, sample buffer and step response.",
+        ),
+    ] = False,
+    simulate: SimulateOpt = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Run only this probe (repeatable).")
+    ] = None,
+) -> None:
+    """Characterise the board's energy telemetry and write a probe record (default ~2 min)."""
+    from nvmeter import probes, records
+    from nvmeter.probe import budget_s, run_probes
+
+    records.check_writable(out_path)
+    rig = _open_rig(device, simulate)
+    chosen = [m for m in probes.selected(quick) if not only or m.NAME in only]
+    board = rig.board.identity()
+    err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{budget_s(quick):.0f} s)")
+    with _ProbeProgress(sum(m.budget_s(quick) for m in chosen), len(chosen)) as progress:
+        rig.on_phase = progress.on_phase
+        report = run_probes(rig, quick=quick, only=tuple(only or ()), on_probe=progress.on_probe)
+    records.write_json(out_path, report.to_dict())
+    out.print(_table(f"{board.name} {board.uuid}", report.rows()))
+    out.print(f"wrote {out_path}")
+
+
+@app.command()
+@_guarded
+def check(
+    probe_file: Annotated[
+        Path | None,
+        typer.Option("--probe", help="Read the reference from this probe file instead of running it."),
+    ] = None,
+    device: DeviceOpt = None,
+    simulate: SimulateOpt = False,
+    band: Annotated[
+        str | None, typer.Option("--band", help="Judge against this family's band (A100, H200, …).")
+    ] = None,
+) -> None:
+    """Run (or read) the J/TFLOP reference and pass only inside the board family's band.
+
+    Exit 0: inside the band, or no band known for this board (figures reported).
+    Exit 1: outside the band, not exact FP32, or a span without counter steps.
+    """
+    from nvmeter.bands import BANDS
+    from nvmeter.check import Verdict
+    from nvmeter.check import check as judge
+
+    if band is not None and band not in BANDS:
+        raise errors.UsageError(f"unknown band {band!r}; known: {', '.join(BANDS)}")
+    if probe_file is not None:
+        from nvmeter.probe import load_report
+
+        report = load_report(probe_file)
+        if "reference" not in report.probes:
+            raise errors.RecordError(f"{probe_file} has no reference probe; run nvmeter probe without --only")
+        board, trial = report.board, report.probes["reference"].trials["constant"]
+    else:
+        from nvmeter.probes.reference import run_trial
+
+        with _open_rig(device, simulate) as rig:
+            board = rig.board.identity()
+            err.print(f"running the J/TFLOP reference on {board.name} {board.uuid} (~12 s)")
+            trial = run_trial(rig, "constant", quick=False)
+    result = judge(board, trial, band)
+    t = trial
+    rows = [
+        ("TFLOP/s", f"{t.tflops:.1f}"),
+        (
+            "power",
+            f"{t.load.power_w:.1f} W (idle {t.idle_before.power_w:.1f} / {t.idle_after.power_w:.1f} W)",
+        ),
+        ("J/TFLOP above idle", f"{t.j_per_tflop:.2f}"),
+        ("exact FP32", {True: "yes", False: "NO", None: "not checked"}[t.exact]),
+        ("band", result.band.describe() if result.band else "none known for this board"),
+    ]
+    out.print(_table(f"reference check: {board.name} {board.uuid}", rows))
+    for reason in result.reasons:
+        _say(f"nvmeter: check failed: {reason}")
+    out.print(result.verdict.value.upper())
+    if result.verdict is Verdict.FAIL:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Console entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""nvmeter's exceptions: each carries one line a user can act on.
+
+The CLI prints ``str(error)`` on one line and exits with ``error.exit_code``;
+nothing below a :class:`NvmeterError` ever reaches the user as a traceback.
+"""
+
+from __future__ import annotations
+
+
+class NvmeterError(Exception):
+    """Base of every error nvmeter raises on purpose.
+
+    Attributes:
+        exit_code: The CLI's exit status for this error (docs/cli.md lists them).
+
+    """
+
+    exit_code = 2
+
+
+class UsageError(NvmeterError):
+    """Bad input from the caller: an argument, a file, a path."""
+
+    exit_code = 2
+
+
+class RecordError(UsageError):
+    """A JSON record is unreadable, of an unknown schema, or of another board."""
+
+
+class TelemetryError(NvmeterError):
+    """NVML could not give what was asked; the subclasses say why."""
+
+    exit_code = 3
+
+
+class NvmlUnavailable(TelemetryError):
+    """No NVIDIA driver or NVML library on this machine."""
+
+
+class NoGpu(TelemetryError):
+    """NVML works but sees no GPU."""
+
+
+class DeviceNotFound(TelemetryError):
+    """The index or UUID names no GPU that NVML (or CUDA_VISIBLE_DEVICES) exposes."""
+
+
+class NotSupported(TelemetryError):
+    """The board lacks this signal (pre-Volta, a MIG instance, a vGPU)."""
+
+
+class GpuLost(TelemetryError):
+    """The GPU fell off the bus or needs a reset; nothing it reports can be trusted."""
+
+
+class PermissionDenied(TelemetryError):
+    """NVML refused the query for lack of privilege."""
+
+
+class CounterFault(TelemetryError):
+    """The energy counter went backwards or reset inside a measurement."""
+
+
+class WorkerError(NvmeterError):
+    """The GPU worker process failed, timed out or died."""
+
+    exit_code = 4

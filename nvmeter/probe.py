@@ -1,0 +1,161 @@
+"""``nvmeter probe``: run the probes on a rig and assemble the report.
+
+The report keeps every probe's raw series; :func:`load_report` rebuilds the probe
+records from them, so every derived figure in a probe file can be recomputed.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from nvmeter import __version__, errors, probes, records
+from nvmeter.board import BoardIdentity
+from nvmeter.rig import Rig
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    """A board's characterisation: identity, when, and one record per probe.
+
+    Attributes:
+        board: The board probed.
+        started_utc, finished_utc: ISO 8601 timestamps.
+        quick: Whether the ``--quick`` subset ran.
+        host: nvmeter, Python and platform versions.
+        probes: Probe name -> its record (see :mod:`nvmeter.probes`).
+
+    """
+
+    board: BoardIdentity
+    started_utc: str
+    finished_utc: str
+    quick: bool
+    host: dict
+    probes: dict
+
+    def derived(self) -> dict:
+        """Every probe's derived figures."""
+        return {name: rec.derived() for name, rec in self.probes.items()}
+
+    def rows(self) -> list[tuple[str, str]]:
+        """Summary-table rows of every probe, in run order."""
+        return [row for rec in self.probes.values() for row in rec.rows()]
+
+    def to_dict(self) -> dict:
+        """The JSON record (kind ``probe``)."""
+        return {
+            "kind": "probe",
+            "schema_version": records.CURRENT["probe"],
+            "started_utc": self.started_utc,
+            "finished_utc": self.finished_utc,
+            "quick": self.quick,
+            "host": self.host,
+            "board": self.board.to_dict(),
+            "probes": {
+                name: {"raw": rec.to_dict(), "derived": rec.derived()} for name, rec in self.probes.items()
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ProbeReport:
+        """Rebuild from JSON; derived figures are recomputed from the raw series.
+
+        Raises:
+            RecordError: a probe's raw series is missing or malformed.
+
+        """
+        built = {}
+        for name, entry in data.get("probes", {}).items():
+            if name not in probes.RECORDS:
+                raise errors.RecordError(f"unknown probe {name!r} in the probe file")
+            try:
+                built[name] = probes.RECORDS[name].from_dict(entry["raw"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise errors.RecordError(f"probe {name!r} in the probe file is malformed ({exc!r})") from exc
+        return cls(
+            board=BoardIdentity.from_dict(data["board"]),
+            started_utc=data["started_utc"],
+            finished_utc=data["finished_utc"],
+            quick=data["quick"],
+            host=data.get("host", {}),
+            probes=built,
+        )
+
+
+def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
+    """Read a probe file; with ``board``, check it was made on that board (UUID).
+
+    Raises:
+        RecordError: unreadable, another schema, another board, malformed.
+
+    """
+    data = records.read_json(path, "probe")
+    try:
+        report = ProbeReport.from_dict(data)
+    except KeyError as exc:
+        raise errors.RecordError(f"{path}: the probe record lacks {exc}") from exc
+    if board is not None and report.board.uuid != board.uuid:
+        raise errors.RecordError(
+            f"{path} was made on {report.board.name} {report.board.uuid}, not on this board {board.uuid}"
+        )
+    return report
+
+
+def _host() -> dict:
+    host = {"nvmeter": __version__, "python": platform.python_version(), "platform": platform.platform()}
+    try:
+        from importlib.metadata import version
+
+        host["torch"] = version("torch")
+        host["nvidia-ml-py"] = version("nvidia-ml-py")
+    except Exception:  # metadata is informative only
+        pass
+    return host
+
+
+def budget_s(quick: bool) -> float:
+    """Expected duration of a run, s (probes only, not the worker's start)."""
+    return sum(m.budget_s(quick) for m in probes.selected(quick))
+
+
+def run_probes(
+    rig: Rig,
+    quick: bool = False,
+    only: tuple[str, ...] = (),
+    on_probe: Callable[[object, float], None] | None = None,
+) -> ProbeReport:
+    """Run the probes (all, the quick subset, or ``only`` these) and return the report.
+
+    Args:
+        rig: The board and its worker.
+        quick: Fewer, shorter probes.
+        only: Probe names to run (default: all of the selection).
+        on_probe: Called as each probe starts, with its module and elapsed host time (s).
+
+    Raises:
+        UsageError: an unknown probe name. TelemetryError, WorkerError: as they happen;
+            the worker is always resumed and reaped.
+
+    """
+    unknown = set(only) - set(probes.BY_NAME)
+    if unknown:
+        raise errors.UsageError(f"unknown probe(s) {sorted(unknown)}; known: {', '.join(probes.BY_NAME)}")
+    chosen = [m for m in probes.selected(quick) if not only or m.NAME in only]
+    started = _utc_now()
+    t0 = time.monotonic()
+    results = {}
+    with rig:
+        for module in chosen:
+            if on_probe:
+                on_probe(module, time.monotonic() - t0)
+            results[module.NAME] = module.run(rig, quick)
+    return ProbeReport(rig.board.identity(), started, _utc_now(), quick, _host(), results)

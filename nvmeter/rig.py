@@ -1,0 +1,105 @@
+"""A `Rig`: one board, its clock, and the worker that holds (or not) a context on it.
+
+Probes, windows and the scorer take a rig, so the same code runs on a real GPU
+(NVML + a worker process) and on the simulated board (virtual time + SimWorker).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from nvmeter import errors
+from nvmeter.board import Board
+from nvmeter.worker import SimWorker, Worker, WorkerProcess
+
+
+class Rig:
+    """A board and the context-holding worker on it. Use as a context manager.
+
+    Args:
+        board: The board's telemetry.
+        make_worker: Starts a fresh worker (without a context yet).
+        on_phase: Called with a short text at each phase of a probe (progress display).
+
+    The rig holds at most one worker. :meth:`context` opens one if needed;
+    :meth:`no_context` ends it, because the only way to close a CUDA context for
+    certain is to end its process.
+
+    """
+
+    def __init__(
+        self,
+        board: Board,
+        make_worker: Callable[[], Worker],
+        on_phase: Callable[[str], None] | None = None,
+    ) -> None:
+        self.board = board
+        self.clock = board.clock
+        self._make_worker = make_worker
+        self._worker: Worker | None = None
+        self._has_context = False
+        self.on_phase = on_phase or (lambda _text: None)
+
+    @classmethod
+    def open(cls, device: int | str | None = None, *, simulate: bool = False, config=None) -> Rig:
+        """A rig on a real GPU (``device``: CUDA index or UUID) or on the simulated board.
+
+        Raises:
+            NvmlUnavailable, NoGpu, DeviceNotFound, NotSupported: as :class:`NvmlBoard`.
+
+        """
+        if simulate:
+            from nvmeter.simboard import SimulatedBoard
+
+            board = SimulatedBoard(config)
+            return cls(board, lambda: SimWorker(board))
+        from nvmeter.nvml import NvmlBoard
+
+        board = NvmlBoard(device)
+        uuid = board.uuid
+        return cls(board, lambda: WorkerProcess("cuda", uuid))
+
+    @property
+    def simulated(self) -> bool:
+        """True on the simulated board."""
+        return self.board.identity().simulated
+
+    def __enter__(self) -> Rig:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def worker(self) -> Worker:
+        """The current worker, started (without a context) if there is none."""
+        if self._worker is None:
+            self._worker = self._make_worker()
+        return self._worker
+
+    def context(self) -> Worker:
+        """A worker holding a context on this board (opened once, then reused).
+
+        Raises:
+            WorkerError: the context ran on another device than the board.
+
+        """
+        worker = self.worker()
+        if not self._has_context:
+            uuid = worker.open_context()
+            expected = self.board.identity().uuid
+            if uuid is not None and uuid != expected:
+                self.close()
+                raise errors.WorkerError(f"the worker's CUDA device is {uuid}, not the board {expected}")
+            self._has_context = True
+        return worker
+
+    def no_context(self) -> None:
+        """End the worker, and with it any context it holds."""
+        if self._worker is not None:
+            self._worker.close()
+        self._worker = None
+        self._has_context = False
+
+    def close(self) -> None:
+        """Resume and reap the worker. Safe to call twice."""
+        self.no_context()

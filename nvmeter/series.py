@@ -1,0 +1,187 @@
+"""Raw telemetry series and the estimators every probe and window shares.
+
+A :class:`CounterSeries` is what polling the energy counter gives: for each read,
+its start and end on the clock and the value. The counter changes only at its
+updates, so an update lies between the read that still shows the old value and the
+first that shows the new one; :attr:`CounterSeries.steps` places each update at the
+midpoint of those two reads, with half their distance as its uncertainty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from nvmeter.board import Board, PowerSample
+from nvmeter.clock import Clock
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Counter updates found in a series.
+
+    Attributes:
+        t_s: Estimated time of each update, s, shape (k,).
+        half_width_s: Half the interval each update is known to lie in, s, shape (k,).
+        energy_mj: Counter value right after each update, mJ, shape (k,).
+
+    """
+
+    t_s: np.ndarray
+    half_width_s: np.ndarray
+    energy_mj: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t_s)
+
+    @property
+    def gaps_s(self) -> np.ndarray:
+        """Time between consecutive updates, s, shape (k-1,)."""
+        return np.diff(self.t_s)
+
+    @property
+    def sizes_mj(self) -> np.ndarray:
+        """Counter increase at each update after the first, mJ, shape (k-1,)."""
+        return np.diff(self.energy_mj)
+
+    def power_w(self) -> float:
+        """Mean power between the first and last update, W (nan with under 2 updates)."""
+        if len(self) < 2:
+            return float("nan")
+        return float((self.energy_mj[-1] - self.energy_mj[0]) / 1e3 / (self.t_s[-1] - self.t_s[0]))
+
+
+@dataclass(frozen=True)
+class CounterSeries:
+    """Reads of the energy counter: start and end of each read, s, and its value, mJ.
+
+    All three are tuples of equal length n, oldest first.
+    """
+
+    t0_s: tuple[float, ...]
+    t1_s: tuple[float, ...]
+    energy_mj: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.energy_mj)
+
+    @cached_property
+    def steps(self) -> Steps:
+        """The counter updates seen (changes between consecutive reads)."""
+        e = np.asarray(self.energy_mj, dtype=np.int64)
+        mid = (np.asarray(self.t0_s) + np.asarray(self.t1_s)) / 2
+        idx = np.flatnonzero(np.diff(e) != 0) + 1
+        return Steps(
+            t_s=(mid[idx - 1] + mid[idx]) / 2,
+            half_width_s=(mid[idx] - mid[idx - 1]) / 2,
+            energy_mj=e[idx].astype(float),
+        )
+
+    @property
+    def read_cost_s(self) -> np.ndarray:
+        """Duration of each read, s, shape (n,)."""
+        return np.asarray(self.t1_s) - np.asarray(self.t0_s)
+
+    @property
+    def duration_s(self) -> float:
+        """From the first read's start to the last read's end, s."""
+        return self.t1_s[-1] - self.t0_s[0] if self.energy_mj else 0.0
+
+    def naive_power_w(self) -> float:
+        """(last value - first value) / (last read's end - first read's start), W."""
+        if len(self) < 2:
+            return float("nan")
+        return (self.energy_mj[-1] - self.energy_mj[0]) / 1e3 / self.duration_s
+
+    def is_monotonic(self) -> bool:
+        """True if the counter never went backwards."""
+        return bool(np.all(np.diff(np.asarray(self.energy_mj, dtype=np.int64)) >= 0))
+
+    def to_dict(self) -> dict:
+        """Compact JSON form: times in s rounded to 0.1 us."""
+        return {
+            "t0_s": [round(t, 7) for t in self.t0_s],
+            "t1_s": [round(t, 7) for t in self.t1_s],
+            "energy_mj": list(self.energy_mj),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CounterSeries:
+        """Inverse of :meth:`to_dict`."""
+        return cls(tuple(data["t0_s"]), tuple(data["t1_s"]), tuple(int(v) for v in data["energy_mj"]))
+
+
+def poll_counter(
+    board: Board, clock: Clock, duration_s: float, *, every_s: float = 0.0, until=None
+) -> CounterSeries:
+    """Read the energy counter for ``duration_s``: back to back, or every ``every_s``.
+
+    Args:
+        board: The board to read.
+        clock: Its clock.
+        duration_s: How long to poll, s.
+        every_s: Spacing between read starts, s (0 = tight loop).
+        until: Optional callable; polling also stops once it returns True.
+
+    Returns:
+        The series of reads.
+
+    """
+    t0s, t1s, values = [], [], []
+    end = clock.now() + duration_s
+    next_s = clock.now()
+    while clock.now() < end and not (until and until()):
+        if every_s:
+            clock.sleep(next_s - clock.now())
+            next_s += every_s
+        t0 = clock.now()
+        values.append(board.energy_mj())
+        t0s.append(t0)
+        t1s.append(clock.now())
+    return CounterSeries(tuple(t0s), tuple(t1s), tuple(values))
+
+
+def samples_to_dict(samples: tuple[PowerSample, ...]) -> dict:
+    """JSON form of a sample-buffer read."""
+    return {"t_s": [round(s.t_s, 6) for s in samples], "power_w": [s.power_w for s in samples]}
+
+
+def samples_from_dict(data: dict) -> tuple[PowerSample, ...]:
+    """Inverse of :func:`samples_to_dict`."""
+    return tuple(PowerSample(t, p) for t, p in zip(data["t_s"], data["power_w"], strict=True))
+
+
+def merge_samples(*reads: tuple[PowerSample, ...]) -> tuple[PowerSample, ...]:
+    """Union of several buffer reads, one entry per timestamp, oldest first."""
+    by_t = {s.t_s: s for read in reads for s in read}
+    return tuple(by_t[t] for t in sorted(by_t))
+
+
+def integrate_samples_j(samples: tuple[PowerSample, ...], a_s: float, b_s: float) -> float:
+    """Energy over [a_s, b_s] from the power-sample buffer, J.
+
+    Each sample is taken as the mean power of the interval since the sample before
+    it (the driver's ~20 ms averages), so the power is piecewise constant, held
+    backwards from each timestamp.
+
+    Raises:
+        ValueError: the samples do not cover [a_s, b_s].
+
+    """
+    t = np.array([s.t_s for s in samples])
+    p = np.array([s.power_w for s in samples])
+    if len(t) < 2 or t[0] > a_s or t[-1] < b_s:
+        raise ValueError("the power samples do not cover the interval")
+    starts, ends = t[:-1], t[1:]
+    overlap = np.clip(np.minimum(ends, b_s) - np.maximum(starts, a_s), 0.0, None)
+    return float(np.sum(overlap * p[1:]))
+
+
+def summary(values) -> dict:
+    """Median, min, max and count of a series (NaN-free)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        return {"n": 0, "median": None, "min": None, "max": None}
+    return {"n": int(v.size), "median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}

@@ -1,0 +1,340 @@
+"""A simulated GPU board on a virtual clock, with the same protocol as the NVML one.
+
+The model (every default's source is in :class:`SimConfig`):
+
+* True power follows a target (idle level + load) through a short delay and a
+  first-order lag, on a 0.5 ms grid. Each energy-counter read adds a little power
+  while it runs (the tight-polling artefact).
+* The energy counter updates every ``counter_period_s`` (with jitter). Each update
+  adds ``mean power over the last sensor_window_s x time since the last update``:
+  with a window shorter than the period, the sensor sees only part of the runtime,
+  as SC24 found on A100/H100.
+* The power-sample buffer holds the mean power of each ~20 ms interval.
+* Reads cost virtual time (the counter ~3 ms, fields ~2 us).
+* Faults can be injected at a virtual time.
+
+A 150 s probe runs in well under a second of host time.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from nvmeter import errors
+from nvmeter.board import BoardIdentity, PowerSample, Utilization
+from nvmeter.clock import VirtualClock
+
+_GRID_S = 0.0005  # simulation step: fine against the ~20 ms bursts the probes resolve
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Parameters of the simulated board. Defaults model the H200 of shared/FACTS.md.
+
+    Attributes:
+        counter_period_s: Counter update period (FACTS: median 100.0 ms).
+        counter_jitter_s: SD of each update's timing (FACTS: idle gaps 87-116 ms).
+        sensor_window_s: Part of each period the power sensor sees (SC24: ~25 ms of
+            ~100 ms on A100/H100; set it equal to the period for full coverage).
+        read_latency_s: Minimum cost of a counter read (FACTS: 2.6 ms min).
+        read_latency_tail_s: Mean extra cost above the minimum (FACTS: 3.0 ms median).
+        read_spike_s, read_spike_p: Rare slow reads (FACTS: 17.7 ms max).
+        field_read_s: Cost of a power field read (FACTS: ~2 us).
+        samples_read_s: Cost of a sample-buffer read (a lead; the probe measures it).
+        sample_period_s, sample_jitter_s: Sample-buffer spacing (FACTS: ~20 ms, 15-25).
+        sample_buffer_len: Samples the driver keeps (FACTS: ~119).
+        idle_no_context_w, idle_context_w, idle_frozen_w: Idle levels (FACTS: 81, 122, 123.4 W).
+        polling_extra_w: Extra draw while a counter read runs (FACTS: 85.2 vs 81.3 W).
+        step_delay_s, tau_s: Delay and time constant of power after a load change
+            (FACTS: the sample buffer smooths over a few tens of ms).
+        noise_w: SD of sensor noise on each reading, W.
+        tflops_per_matmul_s: Matmul rate by operands, TFLOP/s (FACTS: 51.2 at 4096^2).
+        load_above_idle_w: Matmul power above context idle by operands (FACTS: 400 and
+            ~700 W against 123 W context idle).
+        power_limit_w: Board power limit (FACTS: 700 W).
+        seed: RNG seed.
+
+    """
+
+    counter_period_s: float = 0.100
+    counter_jitter_s: float = 0.005
+    sensor_window_s: float = 0.100
+    read_latency_s: float = 0.0026
+    read_latency_tail_s: float = 0.0004
+    read_spike_s: float = 0.015
+    read_spike_p: float = 0.002
+    field_read_s: float = 2e-6
+    samples_read_s: float = 0.0005
+    sample_period_s: float = 0.020
+    sample_jitter_s: float = 0.003
+    sample_buffer_len: int = 119
+    idle_no_context_w: float = 81.0
+    idle_context_w: float = 122.0
+    idle_frozen_w: float = 122.0
+    polling_extra_w: float = 4.0
+    step_delay_s: float = 0.002
+    tau_s: float = 0.012
+    noise_w: float = 0.3
+    tflops_per_matmul_s: dict = field(default_factory=lambda: {"constant": 51.2, "random": 51.0})
+    load_above_idle_w: dict = field(default_factory=lambda: {"constant": 277.0, "random": 578.0})
+    power_limit_w: float = 700.0
+    seed: int = 0
+
+    def with_(self, **changes) -> SimConfig:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+
+class Fault(enum.Enum):
+    """Faults the simulated board can be told to show from a virtual time on."""
+
+    COUNTER_BACKWARDS = "counter_backwards"  # the counter drops by 5 J once
+    COUNTER_RESET = "counter_reset"  # the counter restarts from 0 (a driver reload)
+    NOT_SUPPORTED = "not_supported"  # energy reads raise NotSupported
+    GPU_LOST = "gpu_lost"  # every read raises GpuLost
+
+
+class _Trace:
+    """True board power on a fixed grid, with its running integral."""
+
+    def __init__(self, t0_s: float, power_w: float) -> None:
+        self.t0_s = t0_s
+        self.n = 1
+        self.power_w = np.full(1 << 16, power_w)
+        self.cum_j = np.zeros(1 << 16)  # energy from t0 to each grid point
+
+    @property
+    def end_s(self) -> float:
+        return self.t0_s + (self.n - 1) * _GRID_S
+
+    def extend(self, t_s: float, target_w: float, tau_s: float) -> None:
+        """Grow the trace to ``t_s`` with power relaxing towards ``target_w``."""
+        steps = int((t_s - self.end_s) / _GRID_S)
+        if steps <= 0:
+            return
+        while self.n + steps > len(self.power_w):
+            self.power_w = np.concatenate([self.power_w, np.empty_like(self.power_w)])
+            self.cum_j = np.concatenate([self.cum_j, np.empty_like(self.cum_j)])
+        last = self.power_w[self.n - 1]
+        k = np.arange(1, steps + 1)
+        new = target_w + (last - target_w) * np.exp(-k * _GRID_S / tau_s)
+        prev = np.concatenate([[last], new[:-1]])
+        inc = np.cumsum((prev + new) * 0.5 * _GRID_S)
+        self.power_w[self.n : self.n + steps] = new
+        self.cum_j[self.n : self.n + steps] = self.cum_j[self.n - 1] + inc
+        self.n += steps
+
+    def energy_j(self, t_s: float) -> float:
+        """Energy from the trace's start to ``t_s`` (clamped to the trace)."""
+        x = min(max((t_s - self.t0_s) / _GRID_S, 0.0), self.n - 1.0)
+        i = min(int(x), self.n - 2) if self.n > 1 else 0
+        if self.n == 1:
+            return 0.0
+        frac = x - i
+        return float(self.cum_j[i] * (1 - frac) + self.cum_j[i + 1] * frac)
+
+    def mean_w(self, a_s: float, b_s: float) -> float:
+        return (self.energy_j(b_s) - self.energy_j(a_s)) / max(b_s - a_s, _GRID_S)
+
+
+class SimulatedBoard:
+    """A model of an NVML board. Implements :class:`nvmeter.board.Board`.
+
+    Args:
+        config: The model's parameters (default: an H200 as measured).
+        clock: A virtual clock; one is made if not given.
+
+    The worker side (:class:`nvmeter.worker.SimWorker`) drives it through
+    :meth:`set_context`, :meth:`set_frozen` and :meth:`set_load`.
+
+    """
+
+    def __init__(self, config: SimConfig | None = None, clock: VirtualClock | None = None) -> None:
+        self.config = config or SimConfig()
+        self.clock = clock or VirtualClock()
+        self._rng = np.random.default_rng(self.config.seed)
+        now = self.clock.now()
+        self._context = False
+        self._frozen = False
+        self._load_w = 0.0
+        self._extra_w = 0.0
+        self._pending: list[tuple[float, float]] = []  # (effective time, target W)
+        self._scheduled: list[tuple[float, float]] = []  # (time, load W) set ahead
+        self._target_w = self.config.idle_no_context_w
+        self._trace = _Trace(now - 2.0, self._target_w)
+        self._counter_mj = 1_000_000_000.0
+        self._counter_offset_mj = 0.0
+        self._last_update_s = now - self._rng.uniform(0, self.config.counter_period_s)
+        self._next_update_s = self._last_update_s + self.config.counter_period_s
+        self._instant_w = self._target_w
+        self._average_w = self._target_w
+        self._samples: deque[PowerSample] = deque(maxlen=self.config.sample_buffer_len)
+        self._next_sample_s = now + self._rng.uniform(0, self.config.sample_period_s)
+        self._faults: list[tuple[float, Fault]] = []
+        self.energy_reads = 0
+
+    def __repr__(self) -> str:
+        return f"SimulatedBoard(t={self.clock.now():.3f} s, target={self._target_w:.1f} W)"
+
+    # -- the worker's side -------------------------------------------------
+    def set_context(self, open_: bool) -> None:
+        """A CUDA context opens or closes on the board."""
+        self._context = open_
+        self._retarget()
+
+    def set_frozen(self, frozen: bool) -> None:
+        """The context's process is stopped (SIGSTOP) or resumed."""
+        self._frozen = frozen
+        self._retarget()
+
+    def set_load(self, above_idle_w: float, at_s: float | None = None) -> None:
+        """Load power above context idle, W (0 for none), from ``at_s`` (default: now)."""
+        if at_s is None or at_s <= self.clock.now():
+            self._load_w = above_idle_w
+            self._retarget()
+        else:
+            self._scheduled.append((at_s, above_idle_w))
+            self._scheduled.sort()
+
+    def inject(self, fault: Fault, at_s: float | None = None) -> None:
+        """Make ``fault`` appear at virtual time ``at_s`` (default: now)."""
+        self._faults.append((self.clock.now() if at_s is None else at_s, fault))
+
+    def true_energy_j(self, a_s: float, b_s: float) -> float:
+        """The model's exact energy between two virtual times, J (test oracle)."""
+        self._advance(max(a_s, b_s))
+        return self._trace.energy_j(b_s) - self._trace.energy_j(a_s)
+
+    def _idle_w(self) -> float:
+        c = self.config
+        if not self._context:
+            return c.idle_no_context_w
+        return c.idle_frozen_w if self._frozen else c.idle_context_w
+
+    def _retarget(self, at_s: float | None = None) -> None:
+        at_s = self.clock.now() if at_s is None else at_s
+        self._advance(at_s)
+        target = min(self._idle_w() + self._load_w, self.config.power_limit_w)
+        self._pending.append((at_s + self.config.step_delay_s, target))
+        self._pending.sort()
+
+    # -- the model ---------------------------------------------------------
+    def _advance(self, t_s: float) -> None:
+        """Bring trace, counter and sample buffer up to ``t_s``."""
+        c = self.config
+        while self._scheduled and self._scheduled[0][0] <= t_s:
+            at_s, self._load_w = self._scheduled.pop(0)
+            self._retarget(at_s)
+        while self._pending and self._pending[0][0] <= t_s:
+            at_s, target = self._pending.pop(0)
+            self._trace.extend(at_s, self._target_w + self._extra_w, c.tau_s)
+            self._target_w = target
+        self._trace.extend(t_s, self._target_w + self._extra_w, c.tau_s)
+        while self._next_update_s <= self._trace.end_s:
+            self._update_counter(self._next_update_s)
+        while self._next_sample_s <= self._trace.end_s:
+            self._take_sample(self._next_sample_s)
+
+    def _noise(self) -> float:
+        return float(self._rng.normal(0.0, self.config.noise_w))
+
+    def _update_counter(self, u_s: float) -> None:
+        c = self.config
+        sensed_w = self._trace.mean_w(u_s - c.sensor_window_s, u_s) + self._noise()
+        self._counter_mj += sensed_w * (u_s - self._last_update_s) * 1e3
+        self._instant_w = sensed_w
+        self._average_w = self._trace.mean_w(u_s - 1.0, u_s)
+        self._last_update_s = u_s
+        gap = c.counter_period_s + self._rng.normal(0.0, c.counter_jitter_s)
+        self._next_update_s = u_s + max(gap, 0.5 * c.counter_period_s)
+
+    def _take_sample(self, s_s: float) -> None:
+        c = self.config
+        mean_w = self._trace.mean_w(s_s - c.sample_period_s, s_s) + self._noise()
+        self._samples.append(PowerSample(s_s, round(mean_w * 1e3) / 1e3))
+        gap = c.sample_period_s + self._rng.uniform(-c.sample_jitter_s, c.sample_jitter_s)
+        self._next_sample_s = s_s + gap
+
+    def _check_faults(self, energy: bool) -> None:
+        now = self.clock.now()
+        for at_s, fault in list(self._faults):
+            if at_s > now:
+                continue
+            if fault is Fault.GPU_LOST:
+                raise errors.GpuLost("the GPU was lost while reading the energy counter (simulated)")
+            if fault is Fault.NOT_SUPPORTED and energy:
+                raise errors.NotSupported("the energy counter is not supported on this board (simulated)")
+            if fault is Fault.COUNTER_BACKWARDS:
+                self._counter_offset_mj -= 5000.0
+                self._faults.remove((at_s, fault))
+            if fault is Fault.COUNTER_RESET:
+                self._counter_offset_mj = -self._counter_mj
+                self._faults.remove((at_s, fault))
+
+    def _read_cost_s(self) -> float:
+        c = self.config
+        if self._rng.random() < c.read_spike_p:
+            return c.read_spike_s
+        return c.read_latency_s + float(self._rng.exponential(c.read_latency_tail_s))
+
+    # -- the Board protocol --------------------------------------------------
+    def identity(self) -> BoardIdentity:
+        """A fixed identity with ``simulated=True``."""
+        return BoardIdentity(
+            name="Simulated H200",
+            uuid="GPU-5157a7ed-0000-4000-8000-000000000000",
+            pci_bus_id="00000000:00:00.0",
+            driver="simulated",
+            vbios="",
+            power_limit_w=self.config.power_limit_w,
+            memory_total_mib=143771.0,
+            simulated=True,
+        )
+
+    def energy_mj(self) -> int:
+        """Counter value, mJ; the value is the one at the start of the read's latency."""
+        self._advance(self.clock.now())
+        self._check_faults(energy=True)
+        value = int(self._counter_mj + self._counter_offset_mj)
+        self.energy_reads += 1
+        cost = self._read_cost_s()
+        self._extra_w += self.config.polling_extra_w
+        self.clock.sleep(cost)
+        self._advance(self.clock.now())
+        self._extra_w -= self.config.polling_extra_w
+        return value
+
+    def _field(self, value_w: float) -> float:
+        self._advance(self.clock.now())
+        self._check_faults(energy=False)
+        self.clock.sleep(self.config.field_read_s)
+        return round(value_w * 1e3) / 1e3
+
+    def power_instant_w(self) -> float:
+        """Sensed power of the last counter update, W."""
+        return self._field(self._instant_w)
+
+    def power_average_w(self) -> float:
+        """~1 s average as of the last counter update, W."""
+        return self._field(self._average_w)
+
+    def power_samples(self, since_s: float | None = None) -> tuple[PowerSample, ...]:
+        """The sample buffer, oldest first."""
+        self._advance(self.clock.now())
+        self._check_faults(energy=False)
+        self.clock.sleep(self.config.samples_read_s)
+        return tuple(s for s in self._samples if since_s is None or s.t_s > since_s)
+
+    def utilization(self) -> Utilization:
+        """100% under load, 0 otherwise."""
+        self._advance(self.clock.now())
+        busy = 100.0 if self._load_w > 0 and not self._frozen else 0.0
+        return Utilization(busy, busy / 2)
+
+    def compute_process_count(self) -> int:
+        """1 while a context is open."""
+        return int(self._context)

@@ -1,0 +1,160 @@
+"""Energy over a span with its edges placed on counter updates.
+
+The counter steps every ~100 ms and a read costs ~3 ms (shared/FACTS.md), so a
+span read at arbitrary edges misplaces up to a period at each end. Here each edge
+polls until the counter steps and takes the step as the edge: the energy between
+two steps is exact to the counter's own accuracy, and the time between them is
+known to within half a read at each end. Between the edges only the sample
+buffer is read, once a second, so its ~2.4 s history never rolls over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nvmeter.board import Board, PowerSample
+from nvmeter.clock import Clock
+from nvmeter.series import (
+    CounterSeries,
+    integrate_samples_j,
+    merge_samples,
+    samples_from_dict,
+    samples_to_dict,
+)
+
+# Longest wait for a counter step at an edge: the longest gap seen on the H200 was
+# 116 ms (shared/FACTS.md); 0.35 s also covers a late update and a slow read.
+EDGE_TIMEOUT_S = 0.35
+# Sample-buffer read spacing inside a span; the buffer holds ~2.4 s (FACTS.md).
+SAMPLE_EVERY_S = 1.0
+
+
+def aligned_edge(board: Board, clock: Clock, timeout_s: float = EDGE_TIMEOUT_S) -> CounterSeries:
+    """Read the counter back to back until its value changes (or ``timeout_s`` passes).
+
+    Returns:
+        The reads, from the first to the first one showing a new value.
+
+    """
+    t0s, t1s, values = [], [], []
+    end = clock.now() + timeout_s
+    while True:
+        t0 = clock.now()
+        values.append(board.energy_mj())
+        t0s.append(t0)
+        t1s.append(clock.now())
+        if values[-1] != values[0] or clock.now() >= end:
+            return CounterSeries(tuple(t0s), tuple(t1s), tuple(values))
+
+
+@dataclass(frozen=True)
+class AlignedSpan:
+    """A span measured between two counter steps, plus the sample buffer over it.
+
+    Attributes:
+        start, end: The reads at each edge (each ends with the first changed read).
+        samples: The power-sample buffer over the span, merged from all reads.
+
+    """
+
+    start: CounterSeries
+    end: CounterSeries
+    samples: tuple[PowerSample, ...]
+
+    @property
+    def aligned(self) -> bool:
+        """True if both edges saw a counter step."""
+        return len(self.start.steps) >= 1 and len(self.end.steps) >= 1
+
+    @property
+    def t_a_s(self) -> float:
+        """Start edge: the first step of the start reads (or its first read), s."""
+        return float(self.start.steps.t_s[0]) if self.start.steps else self.start.t0_s[0]
+
+    @property
+    def t_b_s(self) -> float:
+        """End edge, s."""
+        return float(self.end.steps.t_s[0]) if self.end.steps else self.end.t1_s[-1]
+
+    @property
+    def duration_s(self) -> float:
+        """Time between the edges, s."""
+        return self.t_b_s - self.t_a_s
+
+    @property
+    def energy_j(self) -> float:
+        """Counter energy between the edges, J."""
+        e_a = self.start.steps.energy_mj[0] if self.start.steps else self.start.energy_mj[0]
+        e_b = self.end.steps.energy_mj[0] if self.end.steps else self.end.energy_mj[-1]
+        return (e_b - e_a) / 1e3
+
+    @property
+    def power_w(self) -> float:
+        """Counter power between the edges, W."""
+        return self.energy_j / self.duration_s
+
+    @property
+    def edge_uncertainty_s(self) -> float:
+        """Sum of both edges' half-widths: how far the span's length may be off, s."""
+        a = self.start.steps.half_width_s[0] if self.start.steps else self.start.read_cost_s.max()
+        b = self.end.steps.half_width_s[0] if self.end.steps else self.end.read_cost_s.max()
+        return float(a + b)
+
+    @property
+    def samples_energy_j(self) -> float:
+        """The sample buffer's energy over the same span, J (nan if it does not cover it)."""
+        try:
+            return integrate_samples_j(self.samples, self.t_a_s, self.t_b_s)
+        except ValueError:
+            return float("nan")
+
+    @property
+    def samples_power_w(self) -> float:
+        """The sample buffer's mean power over the span, W."""
+        return self.samples_energy_j / self.duration_s
+
+    def derived(self) -> dict:
+        """The span's figures, for JSON and tables."""
+        return {
+            "aligned": self.aligned,
+            "duration_s": self.duration_s,
+            "energy_j": self.energy_j,
+            "power_w": self.power_w,
+            "samples_power_w": self.samples_power_w,
+            "edge_uncertainty_s": self.edge_uncertainty_s,
+        }
+
+    def to_dict(self) -> dict:
+        """Raw JSON form."""
+        return {
+            "start": self.start.to_dict(),
+            "end": self.end.to_dict(),
+            "samples": samples_to_dict(self.samples),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> AlignedSpan:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            CounterSeries.from_dict(data["start"]),
+            CounterSeries.from_dict(data["end"]),
+            samples_from_dict(data["samples"]),
+        )
+
+
+def measure_span(board: Board, clock: Clock, duration_s: float) -> AlignedSpan:
+    """Measure ``duration_s`` (at least) between two counter steps.
+
+    Between the edges only the sample buffer is read, every ``SAMPLE_EVERY_S``.
+    """
+    reads = [board.power_samples()]
+    start = aligned_edge(board, clock, EDGE_TIMEOUT_S)
+    end_s = start.t1_s[-1] + duration_s
+    while clock.now() < end_s:
+        clock.sleep(min(SAMPLE_EVERY_S, end_s - clock.now()))
+        reads.append(board.power_samples())
+    end = aligned_edge(board, clock, EDGE_TIMEOUT_S)
+    # the sample covering the end edge lands up to one spacing later
+    clock.sleep(0.05)
+    reads.append(board.power_samples())
+    return AlignedSpan(start, end, merge_samples(*reads))

@@ -1,0 +1,158 @@
+"""J/TFLOP reference: FP32 4096^2 products with TF32 off, above the idle either side.
+
+With constant operands 2^-6 every product entry is exactly 1 (4096 x 2^-12), which
+checks that the products really ran in FP32; random operands draw more power. The
+A100 band for constant operands is 6-11 J/TFLOP at 15-23 TFLOP/s (shared/FACTS.md);
+:mod:`nvmeter.bands` holds the bands and where they come from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nvmeter.rig import Rig
+from nvmeter.span import AlignedSpan, measure_span
+from nvmeter.worker import MatmulRun
+
+NAME = "reference"
+TITLE = "J/TFLOP reference"
+IN_QUICK = True
+
+N = 4096
+OPERANDS = ("constant", "random")
+
+
+def _durations(quick: bool) -> tuple[float, float]:
+    """(idle span, load span) seconds; the A100 recipe ran 5 s of load."""
+    return (1.0, 1.5) if quick else (2.0, 5.0)
+
+
+def budget_s(quick: bool) -> float:
+    """Expected run time, s."""
+    idle, load = _durations(quick)
+    return len(OPERANDS) * (2 * idle + load + 2.5)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """Idle before, the load span, idle after, and the job itself."""
+
+    idle_before: AlignedSpan
+    load: AlignedSpan
+    idle_after: AlignedSpan
+    run: MatmulRun
+
+    @property
+    def idle_w(self) -> float:
+        """Mean of the idle either side, W."""
+        return (self.idle_before.power_w + self.idle_after.power_w) / 2
+
+    @property
+    def tflops(self) -> float:
+        """Achieved TFLOP/s over the whole job."""
+        return self.run.tflops
+
+    @property
+    def above_idle_w(self) -> float:
+        """Load power above idle, W."""
+        return self.load.power_w - self.idle_w
+
+    @property
+    def j_per_tflop(self) -> float:
+        """Energy above idle per TFLOP, J."""
+        return self.above_idle_w / self.tflops
+
+    @property
+    def exact(self) -> bool | None:
+        """For constant operands: every entry of the last product exactly 1."""
+        return None if self.run.max_abs_err is None else self.run.max_abs_err == 0.0
+
+    def derived(self) -> dict:
+        """TFLOP/s, W (load, idle either side, above idle), J/TFLOP, exactness."""
+        return {
+            "tflops": self.tflops,
+            "load_w": self.load.power_w,
+            "idle_before_w": self.idle_before.power_w,
+            "idle_after_w": self.idle_after.power_w,
+            "above_idle_w": self.above_idle_w,
+            "j_per_tflop": self.j_per_tflop,
+            "exact": self.exact,
+            "max_abs_err": self.run.max_abs_err,
+        }
+
+    def to_dict(self) -> dict:
+        """Raw JSON form."""
+        return {
+            "idle_before": self.idle_before.to_dict(),
+            "load": self.load.to_dict(),
+            "idle_after": self.idle_after.to_dict(),
+            "run": self.run.__dict__,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Trial:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            AlignedSpan.from_dict(d["idle_before"]),
+            AlignedSpan.from_dict(d["load"]),
+            AlignedSpan.from_dict(d["idle_after"]),
+            MatmulRun(**d["run"]),
+        )
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One trial per operand kind."""
+
+    trials: dict[str, Trial]
+
+    def derived(self) -> dict:
+        """Per operand kind: see :meth:`Trial.derived`."""
+        return {k: t.derived() for k, t in self.trials.items()}
+
+    def rows(self) -> list[tuple[str, str]]:
+        """Summary-table rows."""
+        rows = []
+        for k, t in self.trials.items():
+            exact = {True: ", exact", False: ", NOT exact", None: ""}[t.exact]
+            rows.append(
+                (
+                    f"reference, {k} operands",
+                    f"{t.j_per_tflop:.2f} J/TFLOP at {t.tflops:.1f} TFLOP/s, "
+                    f"{t.load.power_w:.0f} W ({t.above_idle_w:.0f} above idle){exact}",
+                )
+            )
+        return rows
+
+    def to_dict(self) -> dict:
+        """Raw JSON form."""
+        return {"n": N, "trials": {k: t.to_dict() for k, t in self.trials.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Reference:
+        """Inverse of :meth:`to_dict`."""
+        return cls({k: Trial.from_dict(t) for k, t in d["trials"].items()})
+
+
+def run_trial(rig: Rig, operands: str, quick: bool) -> Trial:
+    """Idle span, a load span inside one product job, idle span."""
+    board, clock = rig.board, rig.clock
+    worker = rig.context()
+    idle_s, load_s = _durations(quick)
+    rig.on_phase(f"{operands} operands: idle before")
+    before = measure_span(board, clock, idle_s)
+    rig.on_phase(f"{operands} operands: load")
+    # the span starts 0.3 s in and its edges take up to 2 x 0.35 s
+    job = worker.matmul(N, operands, seconds=load_s + 1.5, check=True)
+    clock.sleep(0.3)
+    load = measure_span(board, clock, load_s)
+    run_ = job.result()
+    rig.on_phase(f"{operands} operands: idle after")
+    clock.sleep(0.3)
+    after = measure_span(board, clock, idle_s)
+    return Trial(before, load, after, run_)
+
+
+def run(rig: Rig, quick: bool) -> Reference:
+    """Both operand kinds, constant first (the band's recipe)."""
+    return Reference({op: run_trial(rig, op, quick) for op in OPERANDS})

@@ -1,0 +1,107 @@
+"""The driver's power-sample buffer: spacing, history, and agreement with the counter.
+
+``nvmlDeviceGetSamples(NVML_TOTAL_POWER_SAMPLES)`` keeps ~119 samples ~20 ms apart
+on the H200 (shared/FACTS.md): finer than the counter's 100 ms, but only ~2.4 s of
+history, so a window longer than that must read it more than once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nvmeter.board import PowerSample
+from nvmeter.rig import Rig
+from nvmeter.series import samples_from_dict, samples_to_dict, summary
+from nvmeter.span import AlignedSpan, measure_span
+
+NAME = "samples"
+TITLE = "power-sample buffer"
+IN_QUICK = False
+
+LOAD_N = 4096
+
+
+def _span_s(quick: bool) -> float:
+    return 2.0 if quick else 5.0
+
+
+def budget_s(quick: bool) -> float:
+    """Expected run time, s."""
+    return 2 * _span_s(quick) + 2.0
+
+
+@dataclass(frozen=True)
+class Samples:
+    """One full buffer read, and an idle and a load span with their samples."""
+
+    buffer: tuple[PowerSample, ...]
+    idle: AlignedSpan
+    load: AlignedSpan
+
+    def derived(self) -> dict:
+        """Spacing (ms), history (s), count, and samples/counter power ratios."""
+        t = np.array([s.t_s for s in self.buffer])
+        return {
+            "count": len(self.buffer),
+            "history_s": float(t[-1] - t[0]) if len(t) > 1 else 0.0,
+            "spacing_ms": summary(np.diff(t) * 1e3),
+            "idle_counter_w": self.idle.power_w,
+            "idle_samples_w": self.idle.samples_power_w,
+            "idle_ratio": self.idle.samples_power_w / self.idle.power_w,
+            "load_counter_w": self.load.power_w,
+            "load_samples_w": self.load.samples_power_w,
+            "load_ratio": self.load.samples_power_w / self.load.power_w,
+        }
+
+    def rows(self) -> list[tuple[str, str]]:
+        """Summary-table rows."""
+        d = self.derived()
+        sp = d["spacing_ms"]
+        return [
+            (
+                "sample buffer",
+                f"{d['count']} samples, {sp['median']:.1f} ms apart "
+                f"({sp['min']:.1f}-{sp['max']:.1f}), {d['history_s']:.2f} s of history",
+            ),
+            (
+                "samples vs counter",
+                f"idle {d['idle_samples_w']:.1f} vs {d['idle_counter_w']:.1f} W "
+                f"({d['idle_ratio'] - 1:+.2%}); "
+                f"load {d['load_samples_w']:.1f} vs {d['load_counter_w']:.1f} W ({d['load_ratio'] - 1:+.2%})",
+            ),
+        ]
+
+    def to_dict(self) -> dict:
+        """Raw JSON form."""
+        return {
+            "buffer": samples_to_dict(self.buffer),
+            "idle": self.idle.to_dict(),
+            "load": self.load.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Samples:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            samples_from_dict(data["buffer"]),
+            AlignedSpan.from_dict(data["idle"]),
+            AlignedSpan.from_dict(data["load"]),
+        )
+
+
+def run(rig: Rig, quick: bool) -> Samples:
+    """Buffer read at idle (context open), then an idle span and a load span."""
+    board, clock = rig.board, rig.clock
+    worker = rig.context()
+    span = _span_s(quick)
+    rig.on_phase("idle span")
+    idle = measure_span(board, clock, span)
+    buffer = board.power_samples()
+    rig.on_phase("load span")
+    job = worker.matmul(LOAD_N, "random", seconds=span + 1.2)
+    clock.sleep(0.3)
+    load = measure_span(board, clock, span)
+    job.result()
+    return Samples(buffer, idle, load)

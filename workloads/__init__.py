@@ -1,0 +1,1 @@
+"""The MNIST workloads nvmeter measures (shipped as ``nvmeter.workloads``)."""
