@@ -137,8 +137,9 @@ def probe(
         bool,
         typer.Option(
             "--quick",
-            help="At most ~30 s: read cost, idle, isolated bursts (4 of each size), reference, "
-            "cadence, all shorter; skips polling, sample buffer and step response.",
+            help="At most ~30 s: read cost, idle (1 s spans), isolated bursts (3 of each size), "
+            "reference (constant operands only), cadence (1 s phases); skips polling, "
+            "sample buffer and step response.",
         ),
     ] = False,
     simulate: SimulateOpt = False,

@@ -100,10 +100,10 @@ class CounterSeries:
         return bool(np.all(np.diff(np.asarray(self.energy_mj, dtype=np.int64)) >= 0))
 
     def to_dict(self) -> dict:
-        """Compact JSON form: times in s rounded to 0.1 us."""
+        """JSON form, at full precision so derived figures recompute exactly."""
         return {
-            "t0_s": [round(t, 7) for t in self.t0_s],
-            "t1_s": [round(t, 7) for t in self.t1_s],
+            "t0_s": list(self.t0_s),
+            "t1_s": list(self.t1_s),
             "energy_mj": list(self.energy_mj),
         }
 
@@ -145,7 +145,7 @@ def poll_counter(
 
 def samples_to_dict(samples: tuple[PowerSample, ...]) -> dict:
     """JSON form of a sample-buffer read."""
-    return {"t_s": [round(s.t_s, 6) for s in samples], "power_w": [s.power_w for s in samples]}
+    return {"t_s": [s.t_s for s in samples], "power_w": [s.power_w for s in samples]}
 
 
 def samples_from_dict(data: dict) -> tuple[PowerSample, ...]:

@@ -165,7 +165,8 @@ class SimulatedBoard:
         self._pending: list[tuple[float, float]] = []  # (effective time, target W)
         self._scheduled: list[tuple[float, float]] = []  # (time, load W) set ahead
         self._target_w = self.config.idle_no_context_w
-        self._trace = _Trace(now - 2.0, self._target_w)
+        # history before 'now' so the sample buffer starts full, as on a real board
+        self._trace = _Trace(now - 3.0, self._target_w)
         self._counter_mj = 1_000_000_000.0
         self._counter_offset_mj = 0.0
         self._last_update_s = now - self._rng.uniform(0, self.config.counter_period_s)
@@ -173,7 +174,7 @@ class SimulatedBoard:
         self._instant_w = self._target_w
         self._average_w = self._target_w
         self._samples: deque[PowerSample] = deque(maxlen=self.config.sample_buffer_len)
-        self._next_sample_s = now + self._rng.uniform(0, self.config.sample_period_s)
+        self._next_sample_s = now - 2.9 + self._rng.uniform(0, self.config.sample_period_s)
         self._faults: list[tuple[float, Fault]] = []
         self.energy_reads = 0
 

@@ -36,7 +36,7 @@ METHODS = ("edges", "tail", "samples")
 
 def _counts(quick: bool) -> tuple[int, float]:
     """(bursts per size, reference window s)."""
-    return (4, 1.5) if quick else (20, 4.0)
+    return (3, 1.0) if quick else (16, 4.0)
 
 
 def budget_s(quick: bool) -> float:

@@ -27,7 +27,7 @@ def budget_s(quick: bool) -> float:
 
 
 def _duration_s(quick: bool) -> float:
-    return 1.2 if quick else 4.0
+    return 1.0 if quick else 4.0
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ LEVELS = ("no_context", "context", "frozen")
 
 def _durations(quick: bool) -> tuple[float, float]:
     """(settle, span) seconds; FACTS.md froze for a 3 s settle."""
-    return (0.5, 1.5) if quick else (3.0, 5.0)
+    return (0.3, 1.0) if quick else (3.0, 5.0)
 
 
 def budget_s(quick: bool) -> float:

@@ -43,7 +43,7 @@ class ReadCost:
 
     def to_dict(self) -> dict:
         """Raw JSON form."""
-        return {"reads_s": {k: [round(t, 8) for t in v] for k, v in self.reads_s.items()}}
+        return {"reads_s": {k: list(v) for k, v in self.reads_s.items()}}
 
     @classmethod
     def from_dict(cls, data: dict) -> ReadCost:

@@ -1,0 +1,103 @@
+"""The CLI through a subprocess, as a user runs it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nvmeter import records
+
+
+def nvmeter(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def probe_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("probe") / "probe.json"
+    result = nvmeter("probe", "--simulate", "--quick", "--out", str(path))
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+def test_probe_writes_a_versioned_record_and_a_table(probe_file):
+    data = json.loads(probe_file.read_text())
+    assert data["kind"] == "probe"
+    assert data["schema_version"] == records.CURRENT["probe"]
+    assert data["board"]["simulated"] is True
+    assert {"raw", "derived"} <= set(data["probes"]["cadence"])
+
+
+def test_check_reads_the_reference_from_a_probe_file(probe_file):
+    result = nvmeter("check", "--probe", str(probe_file))
+    assert result.returncode == 0
+    assert "NO BAND KNOWN" in result.stdout
+
+
+def test_check_fails_outside_a_forced_band(probe_file):
+    result = nvmeter("check", "--probe", str(probe_file), "--band", "A100")
+    assert result.returncode == 1
+    assert "outside the band" in result.stderr
+
+
+def one_line_error(result, code):
+    assert result.returncode == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("spec", ["abc", "-1", "GPU-", "1.5"])
+def test_malformed_device_is_one_line(spec, tmp_path):
+    out = tmp_path / "p.json"
+    line = one_line_error(nvmeter("probe", "--simulate", "--device", spec, "--out", str(out)), 2)
+    assert "--device" in line
+    assert not out.exists()
+
+
+def test_unwritable_out_fails_before_measuring(tmp_path):
+    line = one_line_error(nvmeter("probe", "--simulate", "--out", str(tmp_path / "no" / "p.json")), 2)
+    assert "does not exist" in line
+    line = one_line_error(nvmeter("probe", "--simulate", "--out", str(tmp_path)), 2)
+    assert "is a folder" in line
+
+
+def test_probe_file_of_another_kind_or_version(tmp_path, probe_file):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"kind": "score", "schema_version": 1}))
+    assert "not an nvmeter probe record" in one_line_error(nvmeter("check", "--probe", str(other)), 2)
+    future = tmp_path / "future.json"
+    data = json.loads(probe_file.read_text())
+    data["schema_version"] = 99
+    future.write_text(json.dumps(data))
+    assert "schema_version 99" in one_line_error(nvmeter("check", "--probe", str(future)), 2)
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("{not json")
+    assert "not JSON" in one_line_error(nvmeter("check", "--probe", str(garbage)), 2)
+    assert "no such file" in one_line_error(nvmeter("check", "--probe", str(tmp_path / "none.json")), 2)
+
+
+def test_unknown_band_is_refused(probe_file):
+    assert "unknown band" in one_line_error(nvmeter("check", "--probe", str(probe_file), "--band", "X9"), 2)
+
+
+def _has_nvidia_gpu() -> bool:
+    try:
+        from nvmeter.nvml import visible_uuids
+
+        return bool(visible_uuids())
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(_has_nvidia_gpu(), reason="this machine has an NVIDIA GPU")
+def test_no_gpu_says_so_and_points_to_simulate(tmp_path):
+    out = tmp_path / "p.json"
+    line = one_line_error(nvmeter("probe", "--out", str(out)), 3)
+    assert "--simulate" in line
+    assert not out.exists()
+    assert "--simulate" in one_line_error(nvmeter("check"), 3)

@@ -1,0 +1,140 @@
+"""Tests that need a real NVIDIA GPU (run on the H200: pytest -m gpu)."""
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from nvmeter import errors
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def board():
+    from nvmeter.nvml import NvmlBoard
+
+    return NvmlBoard(0)
+
+
+def test_identity_is_complete(board):
+    ident = board.identity()
+    print("board:", ident)
+    assert ident.uuid.startswith("GPU-")
+    assert ident.name and ident.driver and ident.pci_bus_id
+    assert 100 < ident.power_limit_w < 2000
+    assert ident.memory_total_mib > 1000
+
+
+def test_counter_steps_about_every_100_ms(board):
+    from nvmeter.series import poll_counter
+
+    series = poll_counter(board, board.clock, 1.5)
+    assert series.is_monotonic()
+    gaps_ms = series.steps.gaps_s * 1e3
+    assert len(gaps_ms) >= 8
+    assert 50 < np.median(gaps_ms) < 200
+
+
+def test_power_fields_are_plausible(board):
+    limit = board.identity().power_limit_w
+    for value in (board.power_instant_w(), board.power_average_w()):
+        assert 10 < value < 1.1 * limit
+
+
+def test_sample_buffer_is_on_our_clock(board):
+    samples = board.power_samples()
+    assert len(samples) > 10
+    assert samples[-1].t_s == pytest.approx(board.clock.now(), abs=0.5)
+    assert np.all(np.diff([s.t_s for s in samples]) > 0)
+
+
+def test_cuda_index_and_uuid_name_the_same_board(board, monkeypatch):
+    from nvmeter.nvml import resolve_uuid
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", board.uuid)
+    assert resolve_uuid(0) == board.uuid
+    assert resolve_uuid(board.uuid[:12]) == board.uuid
+    with pytest.raises(errors.DeviceNotFound):
+        resolve_uuid(1)
+    with pytest.raises(errors.DeviceNotFound):
+        resolve_uuid("GPU-ffffffff-ffff")
+
+
+def test_worker_context_is_on_the_board_and_freezes(board):
+    from nvmeter.rig import Rig
+
+    with Rig.open(board.uuid) as rig:
+        worker = rig.context()  # raises if CUDA's device is not this board
+        assert rig.board.compute_process_count() >= 1
+        run = worker.matmul(4096, "constant", seconds=0.3, check=True).result()
+        assert run.max_abs_err == 0.0
+        assert 5 < run.tflops < 500
+        worker.freeze()
+        assert psutil.Process(worker.pid).status() == psutil.STATUS_STOPPED
+        worker.resume()
+        pid = worker.pid
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_frozen_gpu_worker_dies_with_a_killed_parent(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import time\nfrom nvmeter.rig import Rig\n"
+        "rig = Rig.open(0)\nw = rig.context()\nw.freeze()\nprint(w.pid, flush=True)\ntime.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    end = time.monotonic() + 10
+    while time.monotonic() < end and psutil.pid_exists(pid):
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.05)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_quick_probe_cli_within_30_s(tmp_path):
+    out = tmp_path / "quick.json"
+    t0 = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", "probe", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - t0
+    print(result.stdout[-3000:])
+    assert result.returncode == 0, result.stderr
+    assert elapsed < 30.0, f"quick probe took {elapsed:.1f} s"
+
+
+def test_unknown_device_is_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", "probe", "--device", "17", "--out", str(tmp_path / "p.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "no GPU with CUDA index 17" in result.stderr
+
+
+def test_check_runs_the_reference_and_does_not_fail_on_this_board():
+    result = subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", "check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ},
+    )
+    print(result.stdout, result.stderr)
+    assert result.returncode == 0, result.stderr
+    # PASS inside a known band; NO BAND KNOWN for a family without one
+    assert "PASS" in result.stdout or "NO BAND KNOWN" in result.stdout

@@ -1,0 +1,190 @@
+"""The NVML board against a fake pynvml: error map, device mapping, units."""
+
+import time
+import types
+
+import pytest
+
+from nvmeter import errors, nvml
+
+UUIDS = ["GPU-aaaa-0000", "GPU-bbbb-1111", "GPU-cccc-2222"]
+
+
+class FakeNVMLError(Exception):
+    def __init__(self, value):
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+def fake_pynvml(fail=None):
+    """A pynvml stand-in with three GPUs; ``fail`` maps a function name to an NVML code."""
+    m = types.SimpleNamespace(
+        NVMLError=FakeNVMLError,
+        NVML_SUCCESS=0,
+        NVML_ERROR_NOT_SUPPORTED=3,
+        NVML_ERROR_NO_PERMISSION=4,
+        NVML_ERROR_NOT_FOUND=6,
+        NVML_ERROR_INVALID_ARGUMENT=2,
+        NVML_ERROR_DRIVER_NOT_LOADED=9,
+        NVML_ERROR_LIBRARY_NOT_FOUND=12,
+        NVML_ERROR_GPU_IS_LOST=15,
+        NVML_FI_DEV_POWER_INSTANT=186,
+        NVML_FI_DEV_POWER_AVERAGE=185,
+        NVML_TOTAL_POWER_SAMPLES=0,
+    )
+    fail = fail or {}
+
+    def api(name, fn):
+        def call(*args):
+            if name in fail:
+                raise FakeNVMLError(fail[name])
+            return fn(*args)
+
+        setattr(m, name, call)
+
+    api("nvmlInit", lambda: None)
+    api("nvmlDeviceGetCount", lambda: len(UUIDS))
+    api("nvmlDeviceGetHandleByIndex", lambda i: i)
+    api("nvmlDeviceGetUUID", lambda h: UUIDS[h].encode())
+    api("nvmlDeviceGetHandleByUUID", lambda u: UUIDS.index(u.decode()))
+    api("nvmlDeviceGetName", lambda h: "NVIDIA H200")
+    api("nvmlDeviceGetVbiosVersion", lambda h: "96.00")
+    api("nvmlDeviceGetPciInfo", lambda h: types.SimpleNamespace(busId=f"0000:0{h}:00.0"))
+    api("nvmlSystemGetDriverVersion", lambda: "580.159")
+    api("nvmlDeviceGetEnforcedPowerLimit", lambda h: 700_000)
+    api("nvmlDeviceGetMemoryInfo", lambda h: types.SimpleNamespace(total=141 * 2**30))
+    api("nvmlDeviceGetTotalEnergyConsumption", lambda h: 123_456_789)
+
+    def fields(h, ids):
+        value = types.SimpleNamespace(uiVal=350_250)
+        return [types.SimpleNamespace(nvmlReturn=0, value=value)]
+
+    api("nvmlDeviceGetFieldValues", fields)
+    now_us = int(time.time() * 1e6)
+    samples = [
+        types.SimpleNamespace(
+            timeStamp=now_us - 40_000 + 20_000 * i, sampleValue=types.SimpleNamespace(uiVal=v)
+        )
+        for i, v in enumerate((120_000, 125_500, 130_000))
+    ]
+    api("nvmlDeviceGetSamples", lambda h, kind, since: (1, samples))
+    api("nvmlDeviceGetUtilizationRates", lambda h: types.SimpleNamespace(gpu=97, memory=40))
+    api("nvmlDeviceGetComputeRunningProcesses", lambda h: [object(), object()])
+    return m
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def install(fail=None):
+        module = fake_pynvml(fail)
+        monkeypatch.setattr(nvml, "_pynvml", lambda: module)
+        nvml._init.cache_clear()
+        return module
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    yield install
+    nvml._init.cache_clear()
+
+
+def test_units_are_converted_at_the_boundary(fake):
+    fake()
+    board = nvml.NvmlBoard(1)
+    ident = board.identity()
+    assert ident.uuid == UUIDS[1]
+    assert ident.power_limit_w == 700.0
+    assert ident.memory_total_mib == 141 * 1024
+    assert board.energy_mj() == 123_456_789
+    assert board.power_instant_w() == 350.25
+    assert board.compute_process_count() == 2
+
+
+def test_sample_timestamps_land_on_the_monotonic_clock(fake):
+    fake()
+    board = nvml.NvmlBoard(0)
+    samples = board.power_samples()
+    assert [s.power_w for s in samples] == [120.0, 125.5, 130.0]
+    assert samples[-1].t_s == pytest.approx(board.clock.now(), abs=0.2)
+    assert len(board.power_samples(since_s=samples[0].t_s)) == 2
+
+
+@pytest.mark.parametrize(
+    ("visible", "index", "expected"),
+    [
+        (None, 2, UUIDS[2]),
+        ("2,0", 0, UUIDS[2]),
+        ("2,0", 1, UUIDS[0]),
+        ("GPU-bbbb", 0, UUIDS[1]),
+        ("bbbb", 0, UUIDS[1]),
+        ("1,-1,2", 0, UUIDS[1]),
+    ],
+)
+def test_cuda_index_maps_through_cuda_visible_devices(fake, monkeypatch, visible, index, expected):
+    fake()
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert nvml.resolve_uuid(index) == expected
+
+
+@pytest.mark.parametrize(
+    ("visible", "device", "error"),
+    [
+        ("0", 1, errors.DeviceNotFound),
+        ("", 0, errors.DeviceNotFound),
+        ("-1", 0, errors.DeviceNotFound),
+        ("7", 0, errors.DeviceNotFound),
+        (None, "GPU-ffff", errors.DeviceNotFound),
+        (None, "MIG-1234", errors.NotSupported),
+        ("MIG-1234", 0, errors.NotSupported),
+        (None, "nonsense", errors.UsageError),
+    ],
+)
+def test_bad_devices_are_clear_errors(fake, monkeypatch, visible, device, error):
+    fake()
+    if visible is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    with pytest.raises(error):
+        nvml.resolve_uuid(device)
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "words"),
+    [
+        (3, errors.NotSupported, "not supported"),
+        (15, errors.GpuLost, "lost"),
+        (4, errors.PermissionDenied, "permission"),
+        (999, errors.TelemetryError, "NVML failed"),
+    ],
+)
+def test_nvml_codes_map_to_nvmeter_errors(fake, code, error, words):
+    fake({"nvmlDeviceGetTotalEnergyConsumption": code})
+    with pytest.raises(error, match=words) as info:
+        nvml.NvmlBoard(0).energy_mj()
+    assert isinstance(info.value.__cause__, FakeNVMLError)
+
+
+@pytest.mark.parametrize("code", [9, 12])
+def test_no_driver_points_to_simulate(fake, code):
+    fake({"nvmlInit": code})
+    with pytest.raises(errors.NvmlUnavailable, match="--simulate"):
+        nvml.NvmlBoard(0)
+
+
+def test_no_gpu(fake, monkeypatch):
+    module = fake()
+    module.nvmlDeviceGetCount = lambda: 0
+    with pytest.raises(errors.NoGpu, match="--simulate"):
+        nvml.NvmlBoard(0)
+
+
+def test_shadowing_pynvml_package_is_loud(capsys):
+    impostor = types.SimpleNamespace(__file__="/somewhere/else/pynvml.py")
+    with pytest.warns(RuntimeWarning, match="deprecated 'pynvml' package"):
+        nvml._warn_if_shadowed(impostor)
+    assert "pip uninstall pynvml" in capsys.readouterr().err
+
+
+def test_real_pynvml_is_not_flagged(recwarn):
+    import pynvml
+
+    nvml._warn_if_shadowed(pynvml)
+    assert not [w for w in recwarn if "pynvml" in str(w.message)]

@@ -1,0 +1,105 @@
+"""The real worker process: jobs, freeze/resume, reaping, dying with its parent."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from nvmeter import errors
+from nvmeter.worker import WorkerProcess
+
+
+@pytest.fixture
+def worker():
+    with WorkerProcess("cpu") as w:
+        w.ping()  # started and serving
+        yield w
+
+
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_job_runs_for_its_duration_and_reports_times(worker):
+    job = worker.matmul(128, "random", seconds=0.3)
+    t0 = time.perf_counter()
+    run = job.result()
+    assert 0.25 < run.duration_s < 1.0
+    assert run.t0_s >= t0 - 0.5  # the child's perf_counter shares the parent's timeline
+    assert run.flops == 2 * 128**3 * run.matmuls
+
+
+def test_constant_operands_are_exact(worker):
+    run = worker.matmul(256, "constant", count=3, check=True).result()
+    assert run.matmuls == 3
+    assert run.max_abs_err == 0.0
+
+
+def test_freeze_stops_the_process_and_resume_continues_the_job(worker):
+    job = worker.matmul(128, "random", seconds=0.4)
+    time.sleep(0.1)  # let the job start
+    worker.freeze()
+    assert psutil.Process(worker.pid).status() == psutil.STATUS_STOPPED
+    time.sleep(0.5)
+    assert not job.done()
+    worker.resume()
+    run = job.result()
+    assert run.duration_s > 0.55  # the job's wall time includes the 0.5 s frozen
+
+
+def test_close_resumes_and_reaps_a_frozen_worker():
+    w = WorkerProcess("cpu")
+    w.ping()
+    w.freeze()
+    w.close()
+    assert _gone(w.pid)
+    w.close()  # idempotent
+
+
+def test_a_killed_worker_is_a_clear_error(worker):
+    job = worker.matmul(128, "random", seconds=5.0)
+    os.kill(worker.pid, signal.SIGKILL)
+    with pytest.raises(errors.WorkerError, match="exited"):
+        job.result()
+
+
+def test_bad_operands_are_refused(worker):
+    with pytest.raises(errors.UsageError):
+        worker.matmul(128, "zeros", count=1)
+
+
+def test_worker_dies_with_its_parent_even_when_frozen(tmp_path):
+    """SIGKILL the parent while its worker is frozen: the worker must not survive."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys, time
+            from nvmeter.worker import WorkerProcess
+            w = WorkerProcess("cpu")
+            w.ping()
+            w.freeze()
+            print(w.pid, flush=True)
+            time.sleep(60)
+            """
+        )
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    child_pid = int(parent.stdout.readline())
+    assert psutil.Process(child_pid).status() == psutil.STATUS_STOPPED
+    parent.kill()
+    parent.wait()
+    assert _gone(child_pid), "the frozen worker outlived its SIGKILLed parent"
