@@ -59,6 +59,19 @@ BANDS: dict[str, Band] = {
         # Public: 15 boards read 7.2-9.2 J/TFLOP (shared/FACTS.md).
         source="public A100 band (15 boards, 7.2-9.2 J/TFLOP)",
     ),
+    # Provisional, from our own readings of one board (docs/probe.md says how): the
+    # full and quick probes in results/probe-h200*.json read 5.76 and 5.77 J/TFLOP at
+    # 51.1 TFLOP/s. The A100 band spans its 15 boards' range x0.83 below and x1.2
+    # above (6/7.2, 11/9.2); the same margins around our readings give these edges.
+    # H100: no board of ours measured, so no band.
+    "H200": Band(
+        family="H200",
+        j_per_tflop=(4.8, 6.9),
+        tflops=(42.0, 61.0),
+        provisional=True,
+        source="results/probe-h200.json, results/probe-h200-quick.json",
+        uuids=("GPU-2e139fc3-2fea-95c7-6892-95ba9be5b34c",),
+    ),
 }
 
 

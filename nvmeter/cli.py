@@ -166,6 +166,19 @@ def probe(
 
 @app.command()
 @_guarded
+def show(
+    probe_file: Annotated[Path, typer.Argument(help="A probe record written by nvmeter probe.")],
+) -> None:
+    """Print a probe record's summary, every figure recomputed from its raw series."""
+    from nvmeter.probe import load_report
+
+    report = load_report(probe_file)
+    board = report.board
+    out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
+
+
+@app.command()
+@_guarded
 def check(
     probe_file: Annotated[
         Path | None,

@@ -33,54 +33,61 @@ _GRID_S = 0.0005  # simulation step: fine against the ~20 ms bursts the probes r
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Parameters of the simulated board. Defaults model the H200 of shared/FACTS.md.
+    """Parameters of the simulated board.
+
+    Defaults model the H200 GPU-2e139fc3 as results/probe-h200.json measured it
+    ("H200 probe" below); shared/FACTS.md where the probe does not measure it.
 
     Attributes:
-        counter_period_s: Counter update period (FACTS: median 100.0 ms).
-        counter_jitter_s: SD of each update's timing (FACTS: idle gaps 87-116 ms).
-        sensor_window_s: Part of each period the power sensor sees (SC24: ~25 ms of
-            ~100 ms on A100/H100; set it equal to the period for full coverage).
-        read_latency_s: Minimum cost of a counter read (FACTS: 2.6 ms min).
-        read_latency_tail_s: Mean extra cost above the minimum (FACTS: 3.0 ms median).
-        read_spike_s, read_spike_p: Rare slow reads (FACTS: 17.7 ms max).
-        field_read_s: Cost of a power field read (FACTS: ~2 us).
-        samples_read_s: Cost of a sample-buffer read (a lead; the probe measures it).
-        sample_period_s, sample_jitter_s: Sample-buffer spacing (FACTS: ~20 ms, 15-25).
-        sample_buffer_len: Samples the driver keeps (FACTS: ~119).
-        idle_no_context_w, idle_context_w, idle_frozen_w: Idle levels (FACTS: 81, 122, 123.4 W).
-        polling_extra_w: Extra draw while a counter read runs (FACTS: 85.2 vs 81.3 W).
+        counter_period_s: Counter update period (H200 probe: median 100.0 ms).
+        counter_jitter_s: SD of each update's timing (H200 probe: gaps 92-109 ms at idle).
+        sensor_window_s: Part of each period the power sensor sees. SC24 found ~25 ms
+            of ~100 ms on A100/H100; on the H200 isolated-burst readings with a tail
+            were unimodal (H200 probe, bursts), as full coverage predicts, so the
+            default covers the whole period.
+        read_latency_s: Minimum cost of a counter read (H200 probe: 2.62 ms).
+        read_latency_tail_s: Mean extra cost above the minimum (H200 probe: median 3.11 ms).
+        read_spike_s, read_spike_p: Rare slow reads (H200 probe: max 16.1 ms).
+        field_read_s: Cost of a power field read (H200 probe: 4.5-7.7 us).
+        samples_read_s: Cost of a sample-buffer read (H200 probe: 0.49 ms).
+        sample_period_s, sample_jitter_s: Sample-buffer spacing (H200 probe: median
+            20.0 ms, 9.6-28.2).
+        sample_buffer_len: Samples the driver keeps (H200 probe: 119).
+        idle_no_context_w, idle_context_w, idle_frozen_w: Idle levels (H200 probe:
+            78.7, 121.2, 121.2 W).
+        polling_extra_w: Extra draw while a counter read runs (H200 probe: +2.8 W at
+            255 reads/s).
         step_delay_s, tau_s: Delay and time constant of power after a load change
-            (FACTS: the sample buffer smooths over a few tens of ms).
+            (H200 probe: the counter's fitted delay is 9-11 ms).
         noise_w: SD of sensor noise on each reading, W.
-        tflops_per_matmul_s: Matmul rate by operands, TFLOP/s (FACTS: 51.2 at 4096^2).
-        load_above_idle_w: Matmul power above context idle by operands (FACTS: 400 and
-            ~700 W against 123 W context idle).
-        power_limit_w: Board power limit (FACTS: 700 W).
+        tflops_per_matmul_s: Matmul rate by operands, TFLOP/s (H200 probe: 51.1 both).
+        load_above_idle_w: 4096^2 FP32 matmul power above context idle by operands
+            (H200 probe: 295 and 553 W).
+        power_limit_w: Board power limit (H200 probe: 700 W).
         seed: RNG seed.
-
     """
 
     counter_period_s: float = 0.100
-    counter_jitter_s: float = 0.005
+    counter_jitter_s: float = 0.0035
     sensor_window_s: float = 0.100
     read_latency_s: float = 0.0026
-    read_latency_tail_s: float = 0.0004
+    read_latency_tail_s: float = 0.0005
     read_spike_s: float = 0.015
-    read_spike_p: float = 0.002
-    field_read_s: float = 2e-6
+    read_spike_p: float = 0.005
+    field_read_s: float = 6e-6
     samples_read_s: float = 0.0005
     sample_period_s: float = 0.020
-    sample_jitter_s: float = 0.003
+    sample_jitter_s: float = 0.004
     sample_buffer_len: int = 119
-    idle_no_context_w: float = 81.0
-    idle_context_w: float = 122.0
-    idle_frozen_w: float = 122.0
-    polling_extra_w: float = 4.0
+    idle_no_context_w: float = 78.7
+    idle_context_w: float = 121.2
+    idle_frozen_w: float = 121.2
+    polling_extra_w: float = 2.8
     step_delay_s: float = 0.002
-    tau_s: float = 0.012
+    tau_s: float = 0.008
     noise_w: float = 0.3
-    tflops_per_matmul_s: dict = field(default_factory=lambda: {"constant": 51.2, "random": 51.0})
-    load_above_idle_w: dict = field(default_factory=lambda: {"constant": 277.0, "random": 578.0})
+    tflops_per_matmul_s: dict = field(default_factory=lambda: {"constant": 51.1, "random": 51.1})
+    load_above_idle_w: dict = field(default_factory=lambda: {"constant": 295.0, "random": 553.0})
     power_limit_w: float = 700.0
     seed: int = 0
 

@@ -25,8 +25,13 @@ LOAD_N = 4096
 # ~100 ms), so a tighter band would call noise unsettled.
 SETTLE_FRACTION = 0.10
 # Intervals whose two edges together are uncertain by more than this fraction of
-# their length (a slow read at an edge) are left out of the response figures.
-SHARP_EDGES = 0.04
+# their length (a slow read at an edge: 9-16 ms on the H200) are left out of the
+# response figures; ordinary reads give ~3.5 ms in ~100 ms.
+SHARP_EDGES = 0.08
+# Delays tried when fitting each signal's lag, s; readings within FIT_WINDOW_S of
+# an edge are fitted.
+DELAY_GRID_S = np.arange(-0.050, 0.5005, 0.001)
+FIT_WINDOW_S = 0.6
 
 
 def _phases_s(quick: bool) -> tuple[float, float, float]:
@@ -46,46 +51,82 @@ class Step:
     instant_w: tuple[float, ...]
     load: MatmulRun
 
-    def _interval_power(self) -> tuple[np.ndarray, np.ndarray]:
-        """End time and mean power of each counter interval with sharp edges."""
+    def _intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Start, end and mean power of each counter interval with sharp edges."""
         steps = self.counter.steps
         dt = np.diff(steps.t_s)
         # a slow read blurs an edge; keep intervals known to within SHARP_EDGES
-        edge = steps.half_width_s[:-1] + steps.half_width_s[1:]
-        sharp = edge <= SHARP_EDGES * dt
+        sharp = steps.half_width_s[:-1] + steps.half_width_s[1:] <= SHARP_EDGES * dt
         power = np.diff(steps.energy_mj) / 1e3 / dt
-        return steps.t_s[1:][sharp], power[sharp]
+        return steps.t_s[:-1][sharp], steps.t_s[1:][sharp], power[sharp]
 
-    def _response(self, t: np.ndarray, p: np.ndarray) -> dict:
-        """Lag to half the change and settling time after the rise and the fall, ms."""
-        before = np.median(p[t < self.load.t0_s]) if np.any(t < self.load.t0_s) else np.nan
-        during = (t > self.load.t0_s + self.load.duration_s / 2) & (t < self.load.t1_s)
-        plateau = np.median(p[during]) if np.any(during) else np.nan
-        out = {"idle_w": float(before), "plateau_w": float(plateau)}
-        for edge, t_edge, target in (("rise", self.load.t0_s, plateau), ("fall", self.load.t1_s, before)):
-            start = before if edge == "rise" else plateau
-            after = t > t_edge
-            half = after & (np.abs(p - target) < np.abs(start - target) / 2)
-            out[f"{edge}_half_ms"] = float((t[half][0] - t_edge) * 1e3) if half.any() else None
-            within = np.abs(p - target) <= SETTLE_FRACTION * abs(start - target)
-            end = self.load.t1_s if edge == "rise" else np.inf
-            window = after & (t < end)
-            bad = window & ~within
-            idx = np.flatnonzero(window)
-            if idx.size == 0:
-                out[f"{edge}_settle_ms"] = None
+    def _levels(self, t: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+        """Idle before the load and the plateau (median of the load's second half), W."""
+        before = p[t < self.load.t0_s]
+        during = p[(t > self.load.t0_s + self.load.duration_s / 2) & (t < self.load.t1_s)]
+        idle = float(np.median(before)) if before.size else float("nan")
+        return idle, float(np.median(during)) if during.size else float("nan")
+
+    def _fit_delays_ms(self, predict, t_mid: np.ndarray, p: np.ndarray) -> dict:
+        """The delay (ms) that best explains the readings near each edge, by grid search."""
+        out = {}
+        for edge, t_edge in (("rise", self.load.t0_s), ("fall", self.load.t1_s)):
+            near = np.abs(t_mid - t_edge) < FIT_WINDOW_S
+            if near.sum() < 3:
+                out[f"{edge}_delay_ms"] = None
                 continue
-            last_bad = np.flatnonzero(bad)
-            settle_t = t[last_bad[-1] + 1] if last_bad.size and last_bad[-1] + 1 < len(t) else t[idx[0]]
-            out[f"{edge}_settle_ms"] = float((settle_t - t_edge) * 1e3)
+            cost = [np.sum((predict(d)[near] - p[near]) ** 2) for d in DELAY_GRID_S]
+            out[f"{edge}_delay_ms"] = float(DELAY_GRID_S[int(np.argmin(cost))] * 1e3)
         return out
 
+    def _settle_ms(self, t: np.ndarray, p: np.ndarray, idle: float, plateau: float) -> float | None:
+        """Time from the load's start until every reading within SETTLE_FRACTION of the plateau."""
+        during = (t > self.load.t0_s) & (t < self.load.t1_s)
+        far = during & (np.abs(p - plateau) > SETTLE_FRACTION * abs(plateau - idle))
+        after = t[during & (t > (t[far].max() if far.any() else -np.inf))]
+        return float((after[0] - self.load.t0_s) * 1e3) if after.size else None
+
+    def _counter_response(self) -> dict:
+        a, b, p = self._intervals()
+        idle, plateau = self._levels(b, p)
+
+        def predict(delay_s: float) -> np.ndarray:
+            on = np.clip(
+                np.minimum(b, self.load.t1_s + delay_s) - np.maximum(a, self.load.t0_s + delay_s), 0, None
+            )
+            return idle + (plateau - idle) * on / (b - a)
+
+        return {
+            "idle_w": idle,
+            "plateau_w": plateau,
+            **self._fit_delays_ms(predict, (a + b) / 2, p),
+            "rise_settle_ms": self._settle_ms(b, p, idle, plateau),
+        }
+
+    def _instant_response(self) -> dict:
+        t = (np.asarray(self.counter.t0_s) + np.asarray(self.counter.t1_s)) / 2
+        p = np.asarray(self.instant_w)
+        idle, plateau = self._levels(t, p)
+
+        def predict(delay_s: float) -> np.ndarray:
+            on = (t >= self.load.t0_s + delay_s) & (t < self.load.t1_s + delay_s)
+            return idle + (plateau - idle) * on
+
+        return {
+            "idle_w": idle,
+            "plateau_w": plateau,
+            **self._fit_delays_ms(predict, t, p),
+            "rise_settle_ms": self._settle_ms(t, p, idle, plateau),
+        }
+
     def derived(self) -> dict:
-        """Rise/fall lag and settling of the counter's step power and of instant power."""
-        t_c, p_c = self._interval_power()
-        t_i = np.asarray(self.counter.t1_s)
-        p_i = np.asarray(self.instant_w)
-        return {"counter": self._response(t_c, p_c), "instant": self._response(t_i, p_i)}
+        """Idle and plateau (W), fitted rise/fall delay (ms) and settling (ms) of each signal.
+
+        The counter's delay is fitted to its interval powers (an interval half covered
+        by the load reads half way), the instant field's to its readings; a delay near
+        zero means the signal follows the load with no lag beyond its update period.
+        """
+        return {"counter": self._counter_response(), "instant": self._instant_response()}
 
     def rows(self) -> list[tuple[str, str]]:
         """Summary-table rows."""
@@ -98,8 +139,8 @@ class Step:
             (
                 f"step response, {sig}",
                 f"{d[sig]['idle_w']:.0f} -> {d[sig]['plateau_w']:.0f} W; "
-                f"half at {ms(d[sig]['rise_half_ms'])}, "
-                f"settled {ms(d[sig]['rise_settle_ms'])}; fall half {ms(d[sig]['fall_half_ms'])}",
+                f"delay rise {ms(d[sig]['rise_delay_ms'])}, "
+                f"fall {ms(d[sig]['fall_delay_ms'])}; settled {ms(d[sig]['rise_settle_ms'])} after the start",
             )
             for sig in ("counter", "instant")
         ]

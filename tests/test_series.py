@@ -14,7 +14,7 @@ def _series(updates_s, power_w, read_s=0.003, t_end=1.0):
     t = 0.0
     while t < t_end:
         done = [u for u in updates_s if u <= t + read_s / 2]
-        value = int(round(power_w * (done[-1] if done else 0.0) * 1e3))
+        value = round(power_w * (done[-1] if done else 0.0) * 1e3)
         t0s.append(t)
         t1s.append(t + read_s)
         vals.append(value)

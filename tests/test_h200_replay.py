@@ -1,0 +1,92 @@
+"""The H200's recorded raw series through today's estimators, and the simulated board beside it.
+
+results/probe-h200.json holds every raw series a real `nvmeter probe` read on the H200.
+Replaying them checks that the estimators still give the stored figures (a change
+that moves a number must regenerate the file and say so), and comparing the simulated
+board's probe with them keeps the simulation honest.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nvmeter import records
+from nvmeter.bands import BANDS
+from nvmeter.check import Verdict, check
+from nvmeter.probe import load_report, run_probes
+from nvmeter.rig import Rig
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+H200 = RESULTS / "probe-h200.json"
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return load_report(H200)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return run_probes(Rig.open(simulate=True), quick=False)
+
+
+def test_stored_figures_recompute_exactly_from_the_raw_series(h200):
+    stored = json.loads(H200.read_text())
+    recomputed = records._clean(h200.derived())
+    for name, entry in stored["probes"].items():
+        assert json.loads(json.dumps(recomputed[name])) == entry["derived"], name
+
+
+def test_the_h200_record_is_a_real_board(h200):
+    assert not h200.board.simulated
+    assert h200.board.name == "NVIDIA H200"
+    assert h200.board.uuid in BANDS["H200"].uuids
+
+
+def test_h200_reference_passes_its_band_and_fails_the_a100_band(h200):
+    trial = h200.probes["reference"].trials["constant"]
+    assert check(h200.board, trial).verdict is Verdict.PASS
+    assert check(h200.board, trial, "A100").verdict is Verdict.FAIL
+
+
+def test_the_counter_on_the_h200_conserves_burst_energy_better_than_edges(h200):
+    d = h200.derived()["bursts"]
+    for size in ("20ms", "75ms"):
+        assert d[size]["tail"]["mean_abs"] < d[size]["edges"]["mean_abs"]
+        assert d[size]["samples"]["mean_abs"] < d[size]["edges"]["mean_abs"]
+
+
+# (figure path, relative tolerance): where the simulated board must land near the H200
+COMPARED = [
+    (("cadence", "context", "gap_ms", "median"), 0.03),
+    (("cadence", "load", "gap_ms", "median"), 0.03),
+    (("read_cost", "energy", "median"), 0.15),
+    (("polling", "artefact_w"), 0.5),
+    (("idle", "no_context", "power_w"), 0.03),
+    (("idle", "context", "power_w"), 0.03),
+    (("idle", "frozen", "power_w"), 0.03),
+    (("samples", "spacing_ms", "median"), 0.05),
+    (("samples", "count"), 0.0),
+    (("samples", "idle_ratio"), 0.01),
+    (("samples", "load_ratio"), 0.01),
+    (("step", "counter", "rise_delay_ms"), 1.0),
+    (("reference", "constant", "j_per_tflop"), 0.05),
+    (("reference", "random", "j_per_tflop"), 0.05),
+    (("reference", "constant", "tflops"), 0.02),
+    (("bursts", "75ms", "samples", "median"), None),
+]
+
+
+@pytest.mark.parametrize(("path", "rel"), COMPARED, ids=[".".join(p) for p, _ in COMPARED])
+def test_simulated_board_probes_like_the_h200(h200, sim, path, rel):
+    def dig(d):
+        for key in path:
+            d = d[key]
+        return d
+
+    real, simulated = dig(h200.derived()), dig(sim.derived())
+    if rel is None:  # an error ratio: compare on an absolute scale of 10 points
+        assert simulated == pytest.approx(real, abs=0.10)
+    else:
+        assert simulated == pytest.approx(real, rel=rel, abs=2.0 if "ms" in path[-2:] else 0)
