@@ -252,7 +252,11 @@ class SimulatedBoard:
 
     def _update_counter(self, u_s: float) -> None:
         c = self.config
-        sensed_w = self._trace.mean_w(u_s - c.sensor_window_s, u_s) + self._noise()
+        # a window as long as the period means full coverage: the whole interval since
+        # the last update, whatever its jitter
+        full = c.sensor_window_s >= c.counter_period_s
+        start_s = self._last_update_s if full else u_s - c.sensor_window_s
+        sensed_w = self._trace.mean_w(start_s, u_s) + self._noise()
         self._counter_mj += sensed_w * (u_s - self._last_update_s) * 1e3
         self._instant_w = sensed_w
         self._average_w = self._trace.mean_w(u_s - 1.0, u_s)

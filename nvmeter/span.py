@@ -25,6 +25,9 @@ from nvmeter.series import (
 # Longest wait for a counter step at an edge: the longest gap seen on the H200 was
 # 116 ms (shared/FACTS.md); 0.35 s also covers a late update and a slow read.
 EDGE_TIMEOUT_S = 0.35
+# Extra board power while the counter is polled back to back: +2.8 W on the H200
+# (results/probe-h200.json, polling); the A100 showed ~25 W (shared/FACTS.md).
+POLLING_ARTEFACT_W = 2.8
 # Sample-buffer read spacing inside a span; the buffer holds ~2.4 s (FACTS.md).
 SAMPLE_EVERY_S = 1.0
 
@@ -99,6 +102,16 @@ class AlignedSpan:
         a = self.start.steps.half_width_s[0] if self.start.steps else self.start.read_cost_s.max()
         b = self.end.steps.half_width_s[0] if self.end.steps else self.end.read_cost_s.max()
         return float(a + b)
+
+    @property
+    def polled_s(self) -> float:
+        """Time spent polling inside the span (the end edge's reads), s."""
+        return max(0.0, min(self.end.t1_s[-1], self.t_b_s) - self.end.t0_s[0])
+
+    @property
+    def polling_bias_w(self) -> float:
+        """Bound on the power the edge polling itself adds to the span's mean, W."""
+        return POLLING_ARTEFACT_W * self.polled_s / self.duration_s
 
     @property
     def samples_energy_j(self) -> float:

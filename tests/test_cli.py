@@ -32,9 +32,21 @@ def test_probe_writes_a_versioned_record_and_a_table(probe_file):
 
 
 def test_check_reads_the_reference_from_a_probe_file(probe_file):
+    # the simulated board models our H200, so the H200 band applies
     result = nvmeter("check", "--probe", str(probe_file))
-    assert result.returncode == 0
+    assert result.returncode == 0, result.stderr
+    assert "PASS" in result.stdout
+
+
+def test_check_on_a_board_without_a_band_reports_and_exits_0(probe_file, tmp_path):
+    data = json.loads(probe_file.read_text())
+    data["board"]["name"] = "NVIDIA T4"
+    t4 = tmp_path / "t4.json"
+    t4.write_text(json.dumps(data))
+    result = nvmeter("check", "--probe", str(t4))
+    assert result.returncode == 0, result.stderr
     assert "NO BAND KNOWN" in result.stdout
+    assert "J/TFLOP" in result.stdout
 
 
 def test_check_fails_outside_a_forced_band(probe_file):

@@ -1,0 +1,105 @@
+"""Idle baselines: the power "above idle" is measured above, and where it came from.
+
+A CUDA context alone adds 42.6 W on our H200 (results/probe-h200.json), so every
+baseline names its source: given by the caller, read from a probe file of the same
+board, measured with the context open and the caller quiescent, or measured with
+the work's process frozen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nvmeter import errors
+from nvmeter.board import Board
+from nvmeter.span import AlignedSpan, measure_span
+from nvmeter.worker import Worker
+
+# A quiescent idle span before and after a window; 1 s holds ~10 counter periods,
+# enough for a baseline known to ~0.3% (edges ~3 ms of ~1 s).
+IDLE_SPAN_S = 1.0
+# Settle after freezing a process before measuring: shared/FACTS.md and the A100
+# scorer used 3 s.
+FREEZE_SETTLE_S = 3.0
+
+
+@dataclass(frozen=True)
+class IdleBaseline:
+    """Idle power and its uncertainty.
+
+    Attributes:
+        power_w: Idle power, W (counter).
+        err_w: Bound on its error, W.
+        source: ``"given"``, ``"probe"``, ``"quiescent"`` or ``"frozen"``.
+        samples_power_w: The same idle from the sample buffer, W (nan if unknown).
+        spans: The raw spans it was measured from (empty if not measured here).
+    """
+
+    power_w: float
+    err_w: float
+    source: str
+    samples_power_w: float = float("nan")
+    spans: tuple[AlignedSpan, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"IdleBaseline({self.power_w:.2f} ± {self.err_w:.2f} W, {self.source})"
+
+    @classmethod
+    def given(cls, power_w: float, err_w: float = 0.0) -> IdleBaseline:
+        """A caller's own figure.
+
+        Raises:
+            UsageError: a negative or non-finite power or error.
+        """
+        if not (power_w >= 0 and err_w >= 0) or power_w == float("inf"):
+            raise errors.UsageError(f"idle power must be a finite W >= 0, not {power_w!r} ± {err_w!r}")
+        return cls(float(power_w), float(err_w), "given")
+
+    @classmethod
+    def from_spans(cls, spans: list[AlignedSpan], source: str) -> IdleBaseline:
+        """Mean of spans; the bound is half their spread, the edges' share and the polling's."""
+        powers = [s.power_w for s in spans]
+        mean = sum(powers) / len(powers)
+        spread = (max(powers) - min(powers)) / 2
+        edges = max(s.power_w * s.edge_uncertainty_s / s.duration_s + s.polling_bias_w for s in spans)
+        samples = sum(s.samples_power_w for s in spans) / len(spans)
+        return cls(mean, spread + edges, source, samples, tuple(spans))
+
+    @classmethod
+    def from_probe(cls, path: Path, board: Board, level: str = "context") -> IdleBaseline:
+        """The idle a probe file measured on this board (``level``: no_context, context, frozen).
+
+        Raises:
+            RecordError: another board, another schema, or no idle probe in the file.
+        """
+        from nvmeter.probe import load_report
+
+        report = load_report(path, board=board.identity())
+        if "idle" not in report.probes:
+            raise errors.RecordError(f"{path} has no idle probe")
+        span = report.probes["idle"].spans[level]
+        return cls(
+            span.power_w,
+            span.power_w * span.edge_uncertainty_s / span.duration_s + span.polling_bias_w,
+            "probe",
+            span.samples_power_w,
+            (span,),
+        )
+
+
+def measure_quiescent(board: Board, duration_s: float = IDLE_SPAN_S) -> AlignedSpan:
+    """One idle span with the caller quiescent (the caller must have synchronised)."""
+    return measure_span(board, board.clock, duration_s)
+
+
+def measure_frozen(
+    board: Board, worker: Worker, duration_s: float = IDLE_SPAN_S, settle_s: float = FREEZE_SETTLE_S
+) -> AlignedSpan:
+    """An idle span with the worker's process group frozen; always resumed."""
+    worker.freeze()
+    try:
+        board.clock.sleep(settle_s)
+        return measure_span(board, board.clock, duration_s)
+    finally:
+        worker.resume()

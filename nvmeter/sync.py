@@ -1,0 +1,64 @@
+"""Device synchronisation for window edges: torch, cupy, jax, none, or any callable.
+
+A window's edges must wait for the device, or the energy of queued work lands
+outside the window. The default is torch's, when torch is already imported and
+CUDA is initialised; nvmeter never imports a framework on its own.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from nvmeter import errors
+
+Sync = Callable[[], None]
+
+
+def _torch() -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def _cupy() -> None:
+    import cupy
+
+    cupy.cuda.Device().synchronize()
+
+
+def _jax() -> None:
+    import jax
+
+    # block on every live array: jax has no device-wide synchronize
+    for array in jax.live_arrays():
+        array.block_until_ready()
+
+
+def _none() -> None:
+    return None
+
+
+_BY_NAME = {"torch": _torch, "cupy": _cupy, "jax": _jax, "none": _none}
+
+
+def resolve(sync: str | Sync | None) -> tuple[Sync, str]:
+    """The sync callable and its name.
+
+    Args:
+        sync: ``"torch"``, ``"cupy"``, ``"jax"``, ``"none"``, a callable, or None for
+            torch when it is imported with CUDA initialised, else none.
+
+    Raises:
+        UsageError: an unknown name or a non-callable.
+    """
+    if sync is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            return _torch, "torch"
+        return _none, "none"
+    if callable(sync):
+        return sync, getattr(sync, "__name__", "callable")
+    if isinstance(sync, str) and sync in _BY_NAME:
+        return _BY_NAME[sync], sync
+    raise errors.UsageError(f"sync must be one of {', '.join(_BY_NAME)} or a callable, not {sync!r}")

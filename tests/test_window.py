@@ -1,0 +1,228 @@
+"""EnergyWindow on the simulated board, against the model's exact energy."""
+
+import math
+
+import numpy as np
+import pytest
+
+from nvmeter import errors, records
+from nvmeter.idle import IdleBaseline
+from nvmeter.probe import run_probes
+from nvmeter.rig import Rig
+from nvmeter.simboard import Fault, SimConfig, SimulatedBoard
+from nvmeter.window import EnergyWindow, measure, measure_many
+
+LOAD_W = 550.0
+
+
+@pytest.fixture
+def board():
+    b = SimulatedBoard(SimConfig(seed=5))
+    b.set_context(True)
+    b.clock.sleep(1.0)
+    return b
+
+
+def run_block(board, seconds, calls=10, **kwargs):
+    """A block of work: LOAD_W above idle for ``seconds``; returns (result, true mJ/call)."""
+    with EnergyWindow(board, sync="none", **kwargs) as w:
+        t0 = board.clock.now()
+        board.set_load(LOAD_W)
+        board.clock.sleep(seconds)
+        board.set_load(0.0)
+        w.call(calls)
+    # truth: the model's energy above its own idle over the work and its tail
+    t1 = t0 + seconds + 0.2
+    truth_j = board.true_energy_j(t0, t1) - board.config.idle_context_w * (t1 - t0)
+    return w.result, truth_j * 1e3 / max(calls, 1)
+
+
+@pytest.mark.parametrize("seconds", [0.25, 0.5, 1.0, 2.0, 4.0])
+def test_aligned_windows_are_within_their_bound(board, seconds):
+    for _ in range(5):
+        result, truth = run_block(board, seconds)
+        assert result.method == "aligned"
+        assert result.reliable, result.reason
+        assert abs(result.per_call_mj - truth) <= result.per_call_mj_err
+        assert abs(result.per_call_mj / truth - 1) < 0.01
+
+
+def test_repr_reads_like_the_spec(board):
+    result, _ = run_block(board, 0.5, calls=359)
+    text = repr(result)
+    assert "mJ/call above idle (359 calls, 0." in text and "Simulated H200 GPU-5157" in text
+
+
+def test_short_windows_read_the_sample_buffer(board):
+    errs = []
+    for _ in range(10):
+        result, truth = run_block(board, 0.02, calls=1)
+        assert result.method == "samples"
+        assert abs(result.per_call_mj - truth) <= result.per_call_mj_err
+        errs.append(result.per_call_mj / truth - 1)
+    assert np.median(np.abs(errs)) < 0.1
+
+
+def test_plain_edges_are_worse_but_their_bound_holds(board):
+    plain, aligned = [], []
+    for _ in range(8):
+        result, truth = run_block(board, 0.5, method="plain")
+        assert abs(result.per_call_mj - truth) <= result.per_call_mj_err
+        plain.append(abs(result.per_call_mj / truth - 1))
+        result, truth = run_block(board, 0.5, method="aligned")
+        aligned.append(abs(result.per_call_mj / truth - 1))
+    assert np.median(aligned) < np.median(plain)
+
+
+def test_counter_reset_inside_the_window_is_not_reliable(board):
+    board.inject(Fault.COUNTER_RESET, at_s=board.clock.now() + 1.5)
+    result, _ = run_block(board, 0.6)
+    assert not result.reliable
+    assert "backwards or reset" in result.reason
+    assert math.isnan(result.per_call_mj)
+    assert "NOT RELIABLE" in repr(result)
+
+
+def test_counter_lost_mid_window_raises(board):
+    with pytest.raises(errors.NotSupported), EnergyWindow(board, sync="none") as w:
+        board.inject(Fault.NOT_SUPPORTED)
+        w.call()
+
+
+def test_an_exception_in_the_block_propagates_unchanged(board):
+    class Boom(Exception):
+        pass
+
+    window = EnergyWindow(board, sync="none")
+    with pytest.raises(Boom), window:
+        raise Boom()
+    assert window.result is None
+
+
+def test_a_bound_over_the_accepted_is_flagged(board):
+    result, _ = run_block(board, 0.3, max_rel_err=1e-5)
+    assert not result.reliable
+    assert "exceeds the accepted" in result.reason
+
+
+def test_no_calls_is_not_reliable(board):
+    result, _ = run_block(board, 0.3, calls=0)
+    assert not result.reliable and "no calls" in result.reason
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"method": "zeus"},
+        {"calls": -1},
+        {"max_rel_err": 0},
+        {"tail_s": -1},
+        {"idle": object()},
+        {"sync": "mxnet"},
+    ],
+)
+def test_bad_arguments_are_refused(board, kwargs):
+    with pytest.raises(errors.UsageError), EnergyWindow(board, **kwargs):
+        pass
+
+
+def test_idle_sources_are_named(board, tmp_path):
+    result, _ = run_block(board, 0.3, idle=121.2)
+    assert result.idle.source == "given"
+    report = run_probes(Rig(board, lambda: None), only=("read_cost",))
+    assert report  # a probe file without an idle probe is refused below
+    path = tmp_path / "probe.json"
+    records.write_json(path, report.to_dict())
+    with pytest.raises(errors.RecordError, match="no idle probe"):
+        run_block(board, 0.3, idle=path)
+    quiet, _ = run_block(board, 0.3)
+    assert quiet.idle.source == "quiescent" and len(quiet.idle.spans) == 2
+
+
+def test_idle_from_a_probe_of_another_board_is_refused(board, tmp_path):
+    report = run_probes(Rig.open(simulate=True), only=("idle",))
+    data = report.to_dict()
+    data["board"]["uuid"] = "GPU-someone-else"
+    path = tmp_path / "other.json"
+    records.write_json(path, data)
+    with pytest.raises(errors.RecordError, match="not on this board"):
+        run_block(board, 0.3, idle=path)
+    data["board"]["uuid"] = board.identity().uuid
+    records.write_json(path, data)
+    result, truth = run_block(board, 0.5, idle=path)
+    assert result.idle.source == "probe"
+    assert abs(result.per_call_mj / truth - 1) < 0.02
+
+
+def test_given_idle_must_be_sane():
+    with pytest.raises(errors.UsageError):
+        IdleBaseline.given(-3.0)
+
+
+def test_nested_windows_each_measure_their_own_block(board):
+    with EnergyWindow(board, sync="none", idle=121.2) as outer:
+        board.set_load(LOAD_W)
+        board.clock.sleep(0.5)
+        board.set_load(0.0)
+        outer.call(1)
+        board.clock.sleep(0.2)  # let the first block's tail pass
+        with EnergyWindow(board, sync="none", idle=121.2) as inner:
+            board.set_load(LOAD_W)
+            board.clock.sleep(0.5)
+            board.set_load(0.0)
+            inner.call(1)
+    assert inner.result.above_idle_j == pytest.approx(LOAD_W * 0.5, rel=0.01)
+    assert outer.result.above_idle_j == pytest.approx(2 * LOAD_W * 0.5, rel=0.01)
+
+
+def test_running_estimate_while_open(board):
+    with EnergyWindow(board, sync="none") as w:
+        board.set_load(LOAD_W)
+        board.clock.sleep(0.8)
+        running = w.estimate()
+        board.set_load(0.0)
+        w.call()
+    assert running["power_w"] == pytest.approx(board.config.idle_context_w + LOAD_W, rel=0.05)
+
+
+def test_several_boards_at_once():
+    boards = [SimulatedBoard(SimConfig(seed=s)) for s in (1, 2)]
+    for b in boards:
+        b.set_context(True)
+
+    def block():
+        for b, w in zip(boards, (300.0, 500.0), strict=True):
+            b.set_load(w)
+        for b in boards:
+            b.clock.sleep(0.6)
+            b.set_load(0.0)
+        return 3
+
+    results = measure_many(boards, block, sync="none")
+    above = [r.above_idle_j for r in results]
+    assert above == pytest.approx([300 * 0.6, 500 * 0.6], rel=0.02)
+    assert all(r.calls == 3 for r in results)
+
+
+def test_measure_reaches_its_target_and_subtracts_the_control(board):
+    def call():
+        board.set_load(LOAD_W)
+        board.clock.sleep(0.04)
+        board.set_load(0.0)
+        board.clock.sleep(0.002)
+
+    def null():
+        board.clock.sleep(0.001)  # a round trip costs time, even on the simulated board
+
+    result = measure(call, device=board, sync="none", target_rel_err=0.005, control=null, warmup=1)
+    assert result.reliable, result.reason
+    assert result.per_call_mj == pytest.approx(LOAD_W * 0.04 * 1e3, rel=0.02)
+    assert result.control_mj != 0.0
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"min_window_s": 0}, {"target_rel_err": -1}, {"min_window_s": 2, "max_window_s": 1}]
+)
+def test_measure_refuses_bad_durations(board, kwargs):
+    with pytest.raises(errors.UsageError):
+        measure(lambda: None, device=board, sync="none", **kwargs)
