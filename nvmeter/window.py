@@ -257,6 +257,34 @@ class Measurement:
             },
         }
 
+    @classmethod
+    def from_dict(cls, d: dict) -> Measurement:
+        """Rebuild from :meth:`to_dict` (derived figures are recomputed, not read)."""
+        idle = IdleBaseline(
+            d["idle"]["power_w"],
+            d["idle"]["err_w"],
+            d["idle"]["source"],
+            d["idle"]["samples_power_w"] if d["idle"]["samples_power_w"] is not None else math.nan,
+        )
+        samples = tuple(
+            PowerSample(t, p) for t, p in zip(d["samples"]["t_s"], d["samples"]["power_w"], strict=True)
+        )
+        return cls(
+            BoardIdentity.from_dict(d["device"]),
+            d["method"],
+            d["calls"],
+            d["work_t0_s"],
+            d["work_t1_s"],
+            CounterSeries.from_dict(d["start"]),
+            CounterSeries.from_dict(d["end"]),
+            samples,
+            idle,
+            d["control_mj"],
+            d["control_err_mj"],
+            None,
+            tuple(d["problems"]),
+        )
+
     def with_method(self, method: str) -> Measurement:
         """The same readings, read another way (``aligned`` readings also hold samples)."""
         from dataclasses import replace
@@ -384,8 +412,8 @@ class EnergyWindow:
                 else self._one_read()
             )
         )
-        if self.method == "samples" or self.method == "auto":
-            self.clock.sleep(max(0.0, t1 + self._tail_s + 0.03 - self.clock.now()))
+        # the sample covering the tail's end lands up to one spacing (~20 ms) later
+        self.clock.sleep(max(0.0, t1 + self._tail_s + 0.03 - self.clock.now()))
         self._read_samples()
         self.result = self._build(t1, end)
 

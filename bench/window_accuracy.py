@@ -1,0 +1,382 @@
+"""Window accuracy on a real GPU: nvmeter's three readings and ZeusMonitor against long references.
+
+Run on the H200 (one device call, ~8 min):
+    python bench/window_accuracy.py run --out $OUT/window-accuracy-h200.json
+Then here:
+    python bench/window_accuracy.py analyze results/window-accuracy-h200.json --plot docs/window-accuracy.png
+
+The workload: calls of 15 FP32 4096^2 products (random operands, TF32 off), each
+synchronised (~41 ms). Reference: per-call energy above idle over 60 s windows with
+aligned edges, before, between and after the trials (their spread shows drift).
+Each nvmeter trial yields three readings of the same work: aligned edges (the
+window), plain edges (one counter read right at the work's start and end, the start
+placed at a random phase of the counter), and the sample buffer. Zeus trials are
+interleaved with them. Everything raw is kept so every figure can be recomputed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+WINDOWS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
+MATMULS_PER_CALL = 15
+N = 4096
+
+
+def _setup():
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(N, N, device="cuda", generator=g)
+    b = torch.randn(N, N, device="cuda", generator=g)
+    out = torch.empty_like(a)
+
+    def matmuls(k: int) -> None:
+        for _ in range(k):
+            torch.matmul(a, b, out=out)
+        torch.cuda.synchronize()
+
+    matmuls(20)
+    return matmuls, torch.cuda.synchronize
+
+
+def _plain_read(board):
+    from nvmeter.series import CounterSeries
+
+    t0 = board.clock.now()
+    v = board.energy_mj()
+    return CounterSeries((t0,), (board.clock.now(),), (v,))
+
+
+def _nvmeter_trial(board, idle, matmuls, sync, *, seconds=None, count=None, rng):
+    """One window read three ways; returns the aligned Measurement's dict plus the work's edges."""
+    from nvmeter.window import EnergyWindow
+
+    with EnergyWindow(board, idle=idle, sync=sync, method="aligned") as w:
+        board.clock.sleep(rng.uniform(0, 0.1))  # the plain start lands at a random counter phase
+        plain_start = _plain_read(board)
+        t0 = board.clock.now()
+        calls = 0
+        while (count is not None and calls < 1) or (count is None and board.clock.now() - t0 < seconds):
+            matmuls(count or MATMULS_PER_CALL)
+            calls += 1
+            w.call()
+        t1 = board.clock.now()
+        plain_end = _plain_read(board)
+    aligned = w.result
+    readings = {
+        "aligned": aligned,
+        "plain": replace(aligned, method="plain", start=plain_start, end=plain_end),
+        "samples": replace(aligned, method="samples", work_t0_s=t0, work_t1_s=t1),
+    }
+    return {
+        "calls": calls,
+        "work_s": t1 - t0,
+        "enter_wait_s": t0 - aligned.start.t0_s[0],
+        "raw": aligned.to_dict(),
+        "plain_start": plain_start.to_dict(),
+        "plain_end": plain_end.to_dict(),
+        "readings": {
+            k: {
+                "per_call_mj": m.per_call_mj,
+                "per_call_mj_err": m.per_call_mj_err,
+                "window_s": m.window_s,
+                "reliable": m.reliable,
+            }
+            for k, m in readings.items()
+        },
+    }
+
+
+def _zeus_trial(monitor, idle_w, matmuls, *, seconds=None, count=None):
+    monitor.begin_window("trial")
+    t0 = time.perf_counter()
+    calls = 0
+    while (count is not None and calls < 1) or (count is None and time.perf_counter() - t0 < seconds):
+        matmuls(count or MATMULS_PER_CALL)
+        calls += 1
+    m = monitor.end_window("trial")
+    gross_j = float(sum(m.gpu_energy.values()))
+    return {
+        "calls": calls,
+        "time_s": m.time,
+        "gross_j": gross_j,
+        "per_call_mj": (gross_j - idle_w * m.time) * 1e3 / calls,
+    }
+
+
+def run(out: Path, ref_s: float, trials: int, singles: int) -> None:
+    from nvmeter.idle import IdleBaseline, measure_quiescent
+    from nvmeter.nvml import NvmlBoard
+    from nvmeter.window import EnergyWindow
+
+    matmuls, sync = _setup()
+    board = NvmlBoard(0)
+    rng = random.Random(20261129)
+    try:
+        from zeus.monitor import ZeusMonitor
+
+        monitor = ZeusMonitor(gpu_indices=[0])
+        zeus_version = __import__("zeus").__version__
+    except Exception as exc:  # report, and run nvmeter's methods anyway
+        monitor, zeus_version = None, f"unavailable: {exc!r}"
+    record = {
+        "kind": "window-accuracy",
+        "schema_version": SCHEMA_VERSION,
+        "board": board.identity().to_dict(),
+        "zeus": zeus_version,
+        "matmuls_per_call": MATMULS_PER_CALL,
+        "n": N,
+        "ref_s": ref_s,
+        "idle_spans": [],
+        "references": [],
+        "trials": [],
+        "singles": [],
+        "overhead": [],
+    }
+
+    def save():
+        out.write_text(json.dumps(record, allow_nan=True))
+
+    def log(msg):
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    spans = [measure_quiescent(board, 3.0) for _ in range(2)]
+    idle = IdleBaseline.from_spans(spans, "quiescent")
+    record["idle_spans"] = [s.to_dict() for s in spans]
+    record["idle"] = {"power_w": idle.power_w, "err_w": idle.err_w, "samples_power_w": idle.samples_power_w}
+    log(f"idle {idle}")
+
+    def reference(tag):
+        with EnergyWindow(board, idle=idle, sync=sync, method="aligned") as w:
+            t0 = time.perf_counter()
+            calls = 0
+            while time.perf_counter() - t0 < ref_s:
+                matmuls(MATMULS_PER_CALL)
+                calls += 1
+                w.call()
+        record["references"].append({"tag": tag, "calls": calls, "raw": w.result.to_dict()})
+        log(f"reference {tag}: {w.result}")
+        save()
+
+    plan = [(s, k) for s in WINDOWS_S for _ in range(trials) for k in ("nvmeter", "zeus")]
+    rng.shuffle(plan)
+    reference("before")
+    for i, (seconds, kind) in enumerate(plan):
+        if i == len(plan) // 2:
+            reference("between")
+        time.sleep(rng.uniform(0.3, 0.8))
+        if kind == "nvmeter":
+            trial = _nvmeter_trial(board, idle, matmuls, sync, seconds=seconds, rng=rng)
+        elif monitor is not None:
+            trial = _zeus_trial(monitor, idle.power_w, matmuls, seconds=seconds)
+        else:
+            continue
+        record["trials"].append({"window_s": seconds, "kind": kind, **trial})
+        if i % 10 == 0:
+            log(f"trial {i + 1}/{len(plan)}")
+            save()
+    reference("after")
+
+    singles_plan = [(k, kind) for k in (7, 37) for _ in range(singles) for kind in ("nvmeter", "zeus")]
+    rng.shuffle(singles_plan)
+    for count, kind in singles_plan:
+        time.sleep(rng.uniform(0.4, 0.9))
+        if kind == "nvmeter":
+            trial = _nvmeter_trial(board, idle, matmuls, sync, count=count, rng=rng)
+        elif monitor is not None:
+            trial = _zeus_trial(monitor, idle.power_w, matmuls, count=count)
+        else:
+            continue
+        record["singles"].append({"matmuls": count, "kind": kind, **trial})
+    log("singles done")
+    save()
+
+    # overhead: the same 2 s block metered and unmetered, energy read by the sample buffer afterwards
+    from nvmeter.series import integrate_samples_j
+
+    for _ in range(4):
+        for metered in (False, True):
+            time.sleep(0.5)
+            t0 = time.perf_counter()
+            if metered:
+                with EnergyWindow(board, idle=idle, sync=sync) as w:
+                    t0 = time.perf_counter()
+                    for _ in range(40):
+                        matmuls(MATMULS_PER_CALL)
+                        w.call()
+                    t1 = time.perf_counter()
+            else:
+                for _ in range(40):
+                    matmuls(MATMULS_PER_CALL)
+                t1 = time.perf_counter()
+            time.sleep(0.15)
+            samples = board.power_samples()
+            energy = integrate_samples_j(samples, t0, t1 + 0.06) - idle.samples_power_w * (t1 + 0.06 - t0)
+            record["overhead"].append(
+                {"metered": metered, "calls": 40, "work_s": t1 - t0, "samples_above_idle_j": energy}
+            )
+    log("overhead done")
+    save()
+
+
+def analyze(path: Path, plot: Path | None) -> dict:
+    """Per method and window: median and max |error| of per-call energy vs the reference."""
+    from nvmeter.window import Measurement
+
+    rec = json.loads(path.read_text())
+    refs = [Measurement.from_dict(r["raw"]) for r in rec["references"]]
+    ref_mj = float(np.mean([r.per_call_mj for r in refs]))
+    ref_spread = float(np.ptp([r.per_call_mj for r in refs]) / ref_mj)
+    rows = {}
+    for t in rec["trials"]:
+        if t["kind"] == "nvmeter":
+            m = Measurement.from_dict(t["raw"])
+            reads = _three(m, t)
+            for method, r in reads.items():
+                err = r.per_call_mj / ref_mj - 1
+                contains = abs(r.per_call_mj - ref_mj) <= r.per_call_mj_err
+                rows.setdefault((method, t["window_s"]), []).append((err, contains))
+        else:
+            rows.setdefault(("zeus", t["window_s"]), []).append((t["per_call_mj"] / ref_mj - 1, None))
+    table = {}
+    for (method, w), vals in sorted(rows.items()):
+        errs = np.abs([v[0] for v in vals])
+        contains = [v[1] for v in vals if v[1] is not None]
+        table[f"{method}@{w}"] = {
+            "method": method,
+            "window_s": w,
+            "n": len(vals),
+            "median_abs_err": float(np.median(errs)),
+            "max_abs_err": float(errs.max()),
+            "bound_contains": float(np.mean(contains)) if contains else None,
+        }
+    per_matmul_mj = ref_mj / rec["matmuls_per_call"]
+    singles = {}
+    for s in rec["singles"]:
+        expected = per_matmul_mj * s["matmuls"]
+        if s["kind"] == "nvmeter":
+            m = Measurement.from_dict(s["raw"])
+            for method, r in _three(m, s).items():
+                singles.setdefault((method, s["matmuls"]), []).append(r.per_call_mj / expected - 1)
+        else:
+            singles.setdefault(("zeus", s["matmuls"]), []).append(s["per_call_mj"] / expected - 1)
+    single_table = {
+        f"{m}@{k}": {
+            "method": m,
+            "matmuls": k,
+            "n": len(v),
+            "median_err": float(np.median(v)),
+            "median_abs_err": float(np.median(np.abs(v))),
+            "max_abs_err": float(np.max(np.abs(v))),
+            "zero_reads": int(np.sum(np.isclose(v, -1.0, atol=0.02))),
+        }
+        for (m, k), v in sorted(singles.items())
+    }
+    over = rec["overhead"]
+    ms = {
+        flag: np.median([o["work_s"] / o["calls"] * 1e3 for o in over if o["metered"] == flag])
+        for flag in (False, True)
+    }
+    mj = {
+        flag: np.median([o["samples_above_idle_j"] / o["calls"] * 1e3 for o in over if o["metered"] == flag])
+        for flag in (False, True)
+    }
+    waits = [t["enter_wait_s"] for t in rec["trials"] if t["kind"] == "nvmeter"]
+    summary = {
+        "reference_mj": ref_mj,
+        "reference_spread": ref_spread,
+        "windows": table,
+        "singles": single_table,
+        "overhead": {
+            "ms_unmetered": ms[False],
+            "ms_metered": ms[True],
+            "slowdown": ms[True] / ms[False] - 1,
+            "mj_unmetered": mj[False],
+            "mj_metered": mj[True],
+            "extra_energy": mj[True] / mj[False] - 1,
+            "enter_wait_ms_median": float(np.median(waits) * 1e3),
+        },
+    }
+    if plot:
+        _plot(table, plot)
+    return summary
+
+
+def _three(m, t):
+    from nvmeter.series import CounterSeries
+
+    plain = replace(
+        m,
+        method="plain",
+        start=CounterSeries.from_dict(t["plain_start"]),
+        end=CounterSeries.from_dict(t["plain_end"]),
+    )
+    t0 = t["plain_start"]["t1_s"][0]
+    samples = replace(m, method="samples", work_t0_s=t0, work_t1_s=t["plain_end"]["t0_s"][0])
+    return {"aligned": m, "plain": plain, "samples": samples}
+
+
+def _plot(table: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for method, style in (("aligned", "o-"), ("samples", "s-"), ("plain", "^--"), ("zeus", "x:")):
+        pts = sorted(
+            (v["window_s"], v["median_abs_err"] * 100, v["max_abs_err"] * 100)
+            for v in table.values()
+            if v["method"] == method
+        )
+        if not pts:
+            continue
+        w, med, mx = zip(*pts, strict=True)
+        line = ax.plot(w, med, style, label=f"{method} (median)")[0]
+        ax.plot(w, mx, style, alpha=0.35, color=line.get_color(), label=f"{method} (max)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("window length, s")
+    ax.set_ylabel("|error| of mJ/call above idle, %")
+    ax.set_xticks(WINDOWS_S, [str(w) for w in WINDOWS_S])
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_title("Per-call energy vs 60 s references, NVIDIA H200")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--ref-s", type=float, default=60.0)
+    r.add_argument("--trials", type=int, default=10)
+    r.add_argument("--singles", type=int, default=20)
+    a = sub.add_parser("analyze")
+    a.add_argument("file", type=Path)
+    a.add_argument("--plot", type=Path)
+    a.add_argument("--json", type=Path)
+    args = p.parse_args()
+    if args.cmd == "run":
+        run(args.out, args.ref_s, args.trials, args.singles)
+    else:
+        summary = analyze(args.file, args.plot)
+        print(json.dumps(summary, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(summary, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
