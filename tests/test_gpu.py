@@ -138,3 +138,51 @@ def test_check_runs_the_reference_and_does_not_fail_on_this_board():
     assert result.returncode == 0, result.stderr
     # PASS inside a known band; NO BAND KNOWN for a family without one
     assert "PASS" in result.stdout or "NO BAND KNOWN" in result.stdout
+
+
+def test_energy_window_on_the_gpu_agrees_with_its_samples_and_a_longer_window(board):
+    import torch
+
+    from nvmeter.window import EnergyWindow
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(4096, 4096, device="cuda")
+    out = torch.empty_like(a)
+
+    def block(seconds):
+        with EnergyWindow(board, idle=121.0) as w:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                for _ in range(15):
+                    torch.matmul(a, a, out=out)
+                torch.cuda.synchronize()
+                w.call()
+        return w.result
+
+    block(0.5)  # warm up clocks
+    short, long = block(0.5), block(3.0)
+    print(short, long)
+    assert short.reliable and long.reliable, (short.reason, long.reason)
+    assert short.per_call_mj == pytest.approx(long.per_call_mj, rel=0.03)
+    assert short.with_method("samples").per_call_mj == pytest.approx(short.per_call_mj, rel=0.03)
+
+
+def test_energy_window_lets_an_exception_through_on_the_gpu(board):
+    from nvmeter.window import EnergyWindow
+
+    window = EnergyWindow(board, idle=121.0)
+    with pytest.raises(ZeroDivisionError), window:
+        1 / 0  # noqa: B018
+    assert window.result is None
+
+
+def test_frozen_idle_is_measured_and_the_worker_resumed(board):
+    from nvmeter.idle import measure_frozen
+    from nvmeter.rig import Rig
+
+    with Rig.open(board.uuid) as rig:
+        worker = rig.context()
+        span = measure_frozen(rig.board, worker, duration_s=1.0, settle_s=1.0)
+        assert psutil.Process(worker.pid).status() != psutil.STATUS_STOPPED
+        assert 30 < span.power_w < 300
+        assert worker.matmul(1024, "random", count=2).result().matmuls == 2

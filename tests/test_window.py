@@ -53,11 +53,12 @@ def test_repr_reads_like_the_spec(board):
     assert "mJ/call above idle (359 calls, 0." in text and "Simulated H200 GPU-5157" in text
 
 
-def test_short_windows_read_the_sample_buffer(board):
+@pytest.mark.parametrize("method", ["aligned", "samples"])
+def test_single_short_calls(board, method):
     errs = []
     for _ in range(10):
-        result, truth = run_block(board, 0.02, calls=1)
-        assert result.method == "samples"
+        result, truth = run_block(board, 0.02, calls=1, method=method)
+        assert result.method == method
         assert abs(result.per_call_mj - truth) <= result.per_call_mj_err
         errs.append(result.per_call_mj / truth - 1)
     assert np.median(np.abs(errs)) < 0.1
