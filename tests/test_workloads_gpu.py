@@ -1,7 +1,8 @@
 """The methods on the GPU (run on the H200: ``pytest -m gpu tests/test_workloads_gpu.py``).
 
 Offline: set NVMETER_DATA_DIR to the carried cache. Each CUDA method must reach its
-difficulty's per-draw floor on real MNIST draws, through the harness, on persistent device tensors; the graph methods must reset between calls.
+difficulty's per-draw floor on real MNIST draws, through the harness; the graph methods
+must reset between calls.
 The full judged run (11 + 4 draws, timing) is ``python -m nvmeter.workloads.evaluate``.
 """
 
