@@ -57,6 +57,11 @@ def test_dry_run_writes_a_judged_record(tmp_path, mnist_root, fashion_root, fake
     assert len(nn["warmup_ms"]) == 2
     bad = record["methods"]["broken"]
     assert bad["passed"] is False and "broken raised RuntimeError: CUDA error" in bad["error"]
+    capsys.readouterr()
+    assert evaluate.main(["--table", str(tmp_path / "workloads-cpu.json")]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[2].startswith("| nn | 1 |") and rows[2].endswith("| FAIL |")
+    assert rows[3].endswith("| ERROR |")
     log = (tmp_path / "workloads.log").read_text()
     assert "broken: FAILED" in log and "nn              FAIL  d1" in log
 

@@ -34,11 +34,9 @@ from nvmeter import errors, records
 from nvmeter.workloads import cache, harness, judge, methods, task
 from nvmeter.workloads.judge import RUN_HOLDOUT_DRAWS, RUN_MNIST_DRAWS
 
-# Schema history of the "workloads" record:
-#   1: first version (board, software, run seeds and hold-out choice, per method: calls
-#      with ms and correct counts, warm-up ms, kernel counts, verdict, error).
-SCHEMA_VERSION = 1
+# The record's kind; its schema history lives with the others in nvmeter.records.
 KIND = "workloads"
+SCHEMA_VERSION = records.CURRENT[KIND]
 # Zeroing 256 MiB evicts the H200's 60 MiB (and the A100's 40 MiB) L2 (WORKLOADS.md).
 _FLUSH_BYTES = 256 * 2**20
 # Two warm-ups: the first builds the trainer and captures the graph, the second is steady.
@@ -274,12 +272,34 @@ def _summary(name: str, r: dict) -> str:
     )
 
 
+def table(record: dict) -> str:
+    """A markdown table of a workloads record beside the A100 figures (for docs/workloads.md)."""
+    board = record["board"].get("name", "GPU")
+    lines = [
+        f"| method | difficulty | {board} ms (median of calls) | A100 ms | MNIST | A100 MNIST | hold-out | "
+        "kernels a step | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, r in record["methods"].items():
+        verdict = "PASS" if r["passed"] else ("ERROR" if r["error"] else "FAIL")
+        ms = f"{r['ms_median']:.1f}" if "ms_median" in r else "-"
+        mnist = f"{r['mnist_accuracy']:.2%}" if r.get("mnist_accuracy") is not None else "-"
+        hold = f"{r['holdout_accuracy']:.2%}" if r.get("holdout_accuracy") is not None else "-"
+        kps = f"{r['kernels_per_step']:.0f}" if r.get("kernels_per_step") else "-"
+        lines.append(
+            f"| {name} | {r['difficulty']} | {ms} | {r['a100_ms']:.1f} | {mnist} | {r['a100_mnist']:.2%} | "
+            f"{hold} ({record['run']['holdout']}) | {kps} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the evaluation; see the module docstring. Returns the exit code."""
     parser = argparse.ArgumentParser(
         prog="python -m nvmeter.workloads.evaluate", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--out", type=Path, required=True, help="folder for the JSON record and the log")
+    parser.add_argument("--out", type=Path, help="folder for the JSON record and the log")
+    parser.add_argument("--table", type=Path, help="print a markdown table of this record and exit")
     parser.add_argument(
         "--methods", nargs="+", default=None, help=f"a subset of: {' '.join(methods.METHODS)}"
     )
@@ -295,7 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mnist-draws", type=int, default=RUN_MNIST_DRAWS)
     parser.add_argument("--holdout-draws", type=int, default=RUN_HOLDOUT_DRAWS)
     args = parser.parse_args(argv)
+    if args.table is None and args.out is None:
+        parser.error("--out is required")
     try:
+        if args.table is not None:
+            print(table(records.read_json(args.table, KIND)))
+            return 0
         args.methods = [methods.spec(m).name for m in (args.methods or methods.METHODS)]
         return _run(args)
     except errors.NvmeterError as exc:
