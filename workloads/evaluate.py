@@ -171,7 +171,7 @@ class Bench:
         self.train_y.copy_(torch.from_numpy(draw.train_y))
         self.test_x.copy_(torch.from_numpy(draw.test_x))
         torch.cuda.synchronize(self.device)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             method(self.train_x, self.train_y, self.test_x)
             torch.cuda.synchronize(self.device)
         events = [
