@@ -21,7 +21,6 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-
 from nvmeter.workloads.ladder_ops import BN_EPS, LEAK, N_COMBINATOR_PARAMS
 
 # Philox keys per step: the kernel's key is step * SEED_STRIDE + salt, so layers with
@@ -115,10 +114,7 @@ def _encoder_fwd_stream(
         mask = (rows < row_end)[:, None] & col_mask[None, :]
         _, z = _noisy_tile(z_ptr, seed, rows, cols, mask, n_cols, mean, rstd, noise_std, NOISY)
         a = z + beta[None, :]
-        if TOP:
-            h = a * gamma[None, :]
-        else:
-            h = tl.maximum(a, 0.0)
+        h = a * gamma[None, :] if TOP else tl.maximum(a, 0.0)
         tl.store(h_ptr + rows[:, None] * n_cols + cols[None, :], h, mask=mask)
         if UNLABELLED:
             tl.store(zu_ptr + (rows - n_labelled)[:, None] * n_cols + cols[None, :], z, mask=mask)
@@ -183,10 +179,7 @@ def _encoder_grad_tile(
     xhat, z = _noisy_tile(z_ptr, seed, rows, cols, mask, n_cols, mean, rstd, noise_std, NOISY)
     a = z + beta[None, :]
     gh = tl.load(gh_ptr + rows[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
-    if TOP:
-        ga = gh * gamma[None, :]
-    else:
-        ga = tl.where(a > 0.0, gh, 0.0)
+    ga = gh * gamma[None, :] if TOP else tl.where(a > 0.0, gh, 0.0)
     gz = ga
     if UNLABELLED:
         gz += tl.load(gzu_ptr + (rows - n_labelled)[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
@@ -625,6 +618,7 @@ def decoder_layer(
     _check_2d("v", v)
     if z_noisy.shape != v.shape or params.shape != (N_COMBINATOR_PARAMS, v.shape[1]):
         raise ValueError(
-            f"shapes disagree: v {tuple(v.shape)}, z_noisy {tuple(z_noisy.shape)}, params {tuple(params.shape)}"
+            f"shapes disagree: v {tuple(v.shape)}, z_noisy {tuple(z_noisy.shape)}, "
+            f"params {tuple(params.shape)} (want ({N_COMBINATOR_PARAMS}, n))"
         )
     return _DecoderLayer.apply(v, z_noisy, params, eps)
