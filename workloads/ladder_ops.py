@@ -90,7 +90,9 @@ def combinator(u: torch.Tensor, z_noisy: torch.Tensor, params: torch.Tensor) -> 
     Returns:
         Tensor (rows, n): the denoised estimate z_hat.
     """
-    p = params
+    # one unbind (one backward node) rather than 17 selects, each of which would
+    # allocate and fill a (17, n) gradient in the backward
+    p = params.unbind(0)
     inputs = (u, z_noisy, u * z_noisy)
     h1 = [_leaky_relu(sum(p[3 * j + k] * inputs[k] for k in range(3)) + p[6 + j]) for j in range(2)]
     h2 = [_leaky_relu(p[8 + 2 * j] * h1[0] + p[9 + 2 * j] * h1[1] + p[12 + j]) for j in range(2)]
