@@ -58,4 +58,9 @@ def draw(pixels: np.ndarray, labels: np.ndarray, seed: int, device: str = "cpu")
     def z(x):
         return torch.tensor((x - mu) @ proj, dtype=torch.float32, device=device)
 
-    return z(x_tr), torch.tensor(perm[labels[tr]], device=device), z(x_te), torch.tensor(perm[labels[te]], device=device)
+    return (
+        z(x_tr),
+        torch.tensor(perm[labels[tr]], device=device),
+        z(x_te),
+        torch.tensor(perm[labels[te]], device=device),
+    )

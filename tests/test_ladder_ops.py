@@ -1,5 +1,4 @@
 import torch
-
 from nvmeter.workloads import ladder_ops
 
 

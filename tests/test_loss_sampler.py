@@ -1,6 +1,5 @@
 import pytest
 import torch
-
 from nvmeter.workloads import loss_sampler
 
 

@@ -24,11 +24,10 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
-
 from nvmeter.workloads import ladder_ops, loss_sampler
 
 # Architecture and recipe of the benchmark's Ladder (shared/WORKLOADS.md).
@@ -310,7 +309,7 @@ class LadderTrainer:
 
     def _reset(self) -> None:
         with torch.no_grad():
-            for p, p0 in zip(self.net.parameters(), self._init):
+            for p, p0 in zip(self.net.parameters(), self._init, strict=True):
                 p.copy_(p0)
             for state in self.opt.state.values():
                 for value in state.values():
@@ -352,7 +351,9 @@ class LadderTrainer:
         want = {"train_x": (n_train, n_in), "train_y": (n_train,), "test_x": (n_test, n_in)}
         for name, t in (("train_x", train_x), ("train_y", train_y), ("test_x", test_x)):
             if tuple(t.shape) != want[name] or t.device != self.device:
-                raise ValueError(f"{name}: want {want[name]} on {self.device}, got {tuple(t.shape)} on {t.device}")
+                raise ValueError(
+                    f"{name}: want {want[name]} on {self.device}, got {tuple(t.shape)} on {t.device}"
+                )
         if train_x.dtype != torch.float32 or test_x.dtype != torch.float32 or train_y.dtype != torch.int64:
             raise ValueError("want float32 features and int64 labels")
         s = self.recipe.input_scale
@@ -422,7 +423,9 @@ class LadderMethod:
         """The cached trainer for these inputs' device and shapes (built on first use)."""
         key = (train_x.device, train_x.shape[0], test_x.shape[0])
         if key not in self._trainers:
-            self._trainers[key] = LadderTrainer(self.recipe, train_x.shape[0], test_x.shape[0], train_x.device)
+            self._trainers[key] = LadderTrainer(
+                self.recipe, train_x.shape[0], test_x.shape[0], train_x.device
+            )
         return self._trainers[key]
 
     def __call__(self, train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor) -> torch.Tensor:
@@ -457,4 +460,4 @@ def _methods() -> dict[str, LadderMethod]:
 #: The Ladder methods by name; each has ``.difficulty`` and ``.recipe``.
 METHODS: dict[str, LadderMethod] = _methods()
 
-__all__ = ["METHODS", "LadderMethod", "LadderNet", "LadderRecipe", "LadderTrainer", "lr_schedule"]
+__all__ = ["METHODS", "LadderMethod", "LadderNet", "LadderRecipe", "LadderTrainer", "lr_schedule", "replace"]
