@@ -18,6 +18,15 @@ REL_TOL = 3e-6
 N_ROWS, N_LABELLED, N_COLS = 150, 70, 20
 
 
+@pytest.fixture(params=["tall_tiles", "short_tiles"])
+def tiles(request, monkeypatch):
+    """The shipped tile shapes (one tile per stream here) and short ones (several per stream)."""
+    if request.param == "short_tiles":
+        monkeypatch.setitem(ladder_kernels.BLOCK_SHAPES, "encoder_m", 32)
+        monkeypatch.setitem(ladder_kernels.BLOCK_SHAPES, "decoder_m", 16)
+    return request.param
+
+
 def rel_err(a, b):
     return ((a.double() - b.double()).abs().max() / b.double().abs().max()).item()
 
@@ -33,7 +42,7 @@ def unit_noise(seed, salt, shape):
 
 @pytest.mark.parametrize("top", [False, True])
 @pytest.mark.parametrize("noise_std", [0.0, 0.3])
-def test_encoder_matches_plain(top, noise_std):
+def test_encoder_matches_plain(top, noise_std, tiles):
     torch.manual_seed(0)
     seed = torch.tensor([7], device=DEVICE)
     z = (torch.randn(N_ROWS, N_COLS, device=DEVICE) * 2 + 1).requires_grad_()
@@ -77,7 +86,7 @@ def test_encoder_noise_key_follows_the_seed_tensor_in_place():
     assert not torch.allclose(unit_noise(seed, 0, (N_ROWS, 8)), first)
 
 
-def test_decoder_matches_plain():
+def test_decoder_matches_plain(tiles):
     torch.manual_seed(1)
     rows, cols = 100, 30
     v = (torch.randn(rows, cols, device=DEVICE) * 3 - 1).requires_grad_()

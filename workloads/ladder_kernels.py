@@ -26,14 +26,17 @@ from nvmeter.workloads.ladder_ops import BN_EPS, LEAK, N_COMBINATOR_PARAMS
 # Philox keys per step: the kernel's key is step * SEED_STRIDE + salt, so layers with
 # different salts in [0, SEED_STRIDE) never share a noise stream with another step's layer.
 SEED_STRIDE = 64
-# Rows per tile of the loops over the batch.
-_BLOCK_M = 64
+# Tile shapes. A program owns BLOCK_N columns and loops over all rows in tiles of
+# BLOCK_M; the loops are latency-bound, so tiles are tall (few iterations, many loads in
+# flight) and narrow (8 columns: 125 programs at 1,000 units, one per H200 SM; a row's
+# 8 floats are one 32-byte sector, so no fetched byte is wasted). The decoder's backward
+# keeps ~15 tiles live, hence its shorter tiles. Read at call time (tests shrink them to
+# run the loops on small shapes).
+BLOCK_SHAPES = {"encoder_m": 256, "decoder_m": 128, "n": 8}
 
 
-def _block_n(n_cols: int) -> int:
-    # Narrow column blocks give the small layers (250 units) enough programs to spread
-    # over the GPU; 32 columns (128 bytes of a row) is a full memory transaction.
-    return max(8, min(32, triton.next_power_of_2(triton.cdiv(n_cols, 64))))
+def _grid(n_cols: int) -> tuple[int]:
+    return (triton.cdiv(n_cols, BLOCK_SHAPES["n"]),)
 
 
 @triton.jit
@@ -499,10 +502,10 @@ class _EncoderLayer(torch.autograd.Function):
         gamma_t = gamma if top else beta  # an unread stand-in for the pointer
         h = torch.empty_like(z_pre)
         z_u = z_pre.new_empty((n_rows - n_labelled, n_cols))
-        block_n = _block_n(n_cols)
-        _encoder_fwd_kernel[(triton.cdiv(n_cols, block_n),)](
+        _encoder_fwd_kernel[_grid(n_cols)](
             z_pre, beta, gamma_t, seed, h, z_u, n_rows, n_labelled, n_cols, salt, noise_std, eps,
-            TOP=top, NOISY=noise_std != 0.0, SEED_STRIDE=SEED_STRIDE, BLOCK_M=_BLOCK_M, BLOCK_N=block_n,
+            TOP=top, NOISY=noise_std != 0.0, SEED_STRIDE=SEED_STRIDE,
+            BLOCK_M=BLOCK_SHAPES["encoder_m"], BLOCK_N=BLOCK_SHAPES["n"],
         )  # fmt: skip
         ctx.save_for_backward(z_pre, beta, gamma_t, seed)
         ctx.args = (top, n_labelled, noise_std, salt, eps)
@@ -516,11 +519,11 @@ class _EncoderLayer(torch.autograd.Function):
         g_x = torch.empty_like(z_pre)
         g_beta = torch.empty_like(beta)
         g_gamma = torch.empty_like(beta) if top else g_beta
-        block_n = _block_n(n_cols)
-        _encoder_bwd_kernel[(triton.cdiv(n_cols, block_n),)](
+        _encoder_bwd_kernel[_grid(n_cols)](
             z_pre, beta, gamma_t, seed, g_h.contiguous(), g_zu.contiguous(), g_x, g_beta, g_gamma,
             n_rows, n_labelled, n_cols, salt, noise_std, eps,
-            TOP=top, NOISY=noise_std != 0.0, SEED_STRIDE=SEED_STRIDE, BLOCK_M=_BLOCK_M, BLOCK_N=block_n,
+            TOP=top, NOISY=noise_std != 0.0, SEED_STRIDE=SEED_STRIDE,
+            BLOCK_M=BLOCK_SHAPES["encoder_m"], BLOCK_N=BLOCK_SHAPES["n"],
         )  # fmt: skip
         return g_x, g_beta, (g_gamma if top else None), None, None, None, None, None
 
@@ -533,9 +536,17 @@ class _DecoderLayer(torch.autograd.Function):
         params = params.contiguous()
         n_rows, n_cols = v.shape
         out = torch.empty_like(v)
-        block_n = _block_n(n_cols)
-        _decoder_fwd_kernel[(triton.cdiv(n_cols, block_n),)](
-            v, z_noisy, params, out, n_rows, n_cols, eps, LEAK=LEAK, BLOCK_M=_BLOCK_M, BLOCK_N=block_n
+        _decoder_fwd_kernel[_grid(n_cols)](
+            v,
+            z_noisy,
+            params,
+            out,
+            n_rows,
+            n_cols,
+            eps,
+            LEAK=LEAK,
+            BLOCK_M=BLOCK_SHAPES["decoder_m"],
+            BLOCK_N=BLOCK_SHAPES["n"],
         )
         ctx.save_for_backward(v, z_noisy, params)
         ctx.eps = eps
@@ -548,10 +559,9 @@ class _DecoderLayer(torch.autograd.Function):
         g_v = torch.empty_like(v)
         g_z = torch.empty_like(z_noisy)
         g_p = torch.empty_like(params)
-        block_n = _block_n(n_cols)
-        _decoder_bwd_kernel[(triton.cdiv(n_cols, block_n),)](
+        _decoder_bwd_kernel[_grid(n_cols)](
             v, z_noisy, params, g_out.contiguous(), g_v, g_z, g_p, n_rows, n_cols, ctx.eps,
-            LEAK=LEAK, BLOCK_M=_BLOCK_M, BLOCK_N=block_n,
+            LEAK=LEAK, BLOCK_M=BLOCK_SHAPES["decoder_m"], BLOCK_N=BLOCK_SHAPES["n"],
         )  # fmt: skip
         return g_v, g_z, g_p, None
 
