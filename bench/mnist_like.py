@@ -37,7 +37,7 @@ def box_weights(n_in: int = 28, n_out: int = 9) -> np.ndarray:
     return w / w.sum(1, keepdims=True)
 
 
-def draw(pixels: np.ndarray, labels: np.ndarray, seed: int, device: str = "cpu"):
+def draw(pixels: np.ndarray, labels: np.ndarray, seed: int, device: str = "cpu", whiten: bool = False):
     rng = np.random.default_rng(seed)
     w = box_weights()
     feats = np.clip(np.einsum("ij,njk,lk->nil", w, pixels / 255.0, w), 0, 1).reshape(len(pixels), 81)
@@ -49,8 +49,13 @@ def draw(pixels: np.ndarray, labels: np.ndarray, seed: int, device: str = "cpu")
     x_tr, x_te = feats[tr], feats[te]
     mu = x_tr.mean(0)
     evals, evecs = np.linalg.eigh(np.cov(x_tr - mu, rowvar=False))
-    e = evecs[:, np.argsort(evals)[::-1][:60]]
+    top = np.argsort(evals)[::-1][:60]
+    e = evecs[:, top]
     e *= np.sign(e[np.abs(e).argmax(0), np.arange(60)])
+    if whiten:
+        # unit variance along each kept direction: WORKLOADS.md calls the step "whitening"
+        # but describes only a projection; the Ladder's accuracy depends on which is meant
+        e = e / np.sqrt(evals[top])
     q, r = np.linalg.qr(rng.standard_normal((60, 60)))
     q *= np.sign(np.diag(r))
     proj = e @ q

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from nvmeter.workloads import ladder, ladder_ops
 
 pytestmark = pytest.mark.gpu
