@@ -7,11 +7,19 @@ mirror) and the full verification every time (~5 s).
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import torch
 
 from nvmeter.rig import Rig
 from nvmeter.simboard import SimConfig, SimulatedBoard
 from nvmeter.worker import SimWorker
+
+# Without a GPU the Triton kernels run in Triton's interpreter, which must be chosen
+# before the kernels are defined (at import of nvmeter.workloads.ladder_kernels).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture

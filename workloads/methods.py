@@ -1,4 +1,4 @@
-"""The five MLP methods, their difficulty and their A100 figures (../shared/WORKLOADS.md)."""
+"""The MLP and Ladder methods, their difficulty and their A100 figures (../shared/WORKLOADS.md)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,12 @@ class MethodSpec:
     difficulty: int
     a100_ms: float
     a100_mnist: float
+    family: str | None = None
 
     def load(self) -> Method:
-        """Import the method's module and return its ``method`` callable."""
+        """Import the method: ``nvmeter.workloads.NAME.method``, or ``FAMILY.METHODS[NAME]``."""
+        if self.family:
+            return importlib.import_module(f"nvmeter.workloads.{self.family}").METHODS[self.name]
         return importlib.import_module(f"nvmeter.workloads.{self.name}").method
 
 
@@ -41,6 +44,10 @@ METHODS = {
         MethodSpec("graph_mlp", "CUDA-graph MLP", 1, 61.6, 0.9503),
         MethodSpec("graph_ensemble", "CUDA-graph ensemble of 4", 2, 252.1, 0.9687),
         MethodSpec("eager_ensemble", "eager ensemble of 16", 2, 927.3, 0.9678),
+        MethodSpec("ladder_d3_plain", "Ladder, sampled (plain PyTorch)", 3, 1443.3, 0.9759, "ladder"),
+        MethodSpec("ladder_d3_fused", "Ladder, sampled (fused Triton)", 3, 1443.3, 0.9759, "ladder"),
+        MethodSpec("ladder_d4_plain", "Ladder, sampled (plain PyTorch)", 4, 2882.5, 0.9785, "ladder"),
+        MethodSpec("ladder_d4_fused", "Ladder, sampled (fused Triton)", 4, 2882.5, 0.9785, "ladder"),
     )
 }
 

@@ -1,0 +1,118 @@
+import pytest
+import torch
+
+from nvmeter.workloads import ladder
+from nvmeter.workloads.ladder import LadderRecipe, LadderTrainer
+
+SMALL = {"sizes": (60, 128, 10), "batch_labelled": 100, "batch_unlabelled": 100}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # two threads on a shared 2-core runner are ~10x slower than one
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def clusters(n, seed, spread=0.3, noise=0.3):
+    """Ten Gaussian clusters in 60 dimensions (fixed centres), released-format tensors."""
+    centres = torch.randn(10, 60, generator=torch.Generator().manual_seed(1)) * spread
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 10, (n,), generator=g)
+    return centres[y] + torch.randn(n, 60, generator=g) * noise, y
+
+
+def test_lr_schedule():
+    lr = ladder.lr_schedule(LadderRecipe(n_steps=150))
+    assert torch.allclose(lr[:101], torch.full((101,), 0.008))
+    assert lr[125].item() == pytest.approx(0.004)
+    assert lr[149].item() == pytest.approx(0.008 / 50)
+    assert torch.all(lr[100:].diff() < 0)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"n_steps": 0}, {"sizes": (60,)}, {"batch_labelled": 1}, {"sizes": (60,) + (4,) * 64}]
+)
+def test_recipe_rejects(kwargs):
+    with pytest.raises(ValueError):
+        LadderRecipe(**kwargs)
+
+
+def test_methods_table():
+    assert set(ladder.METHODS) == {"ladder_d3_plain", "ladder_d3_fused", "ladder_d4_plain", "ladder_d4_fused"}
+    for name, method in ladder.METHODS.items():
+        assert method.name == name
+        assert method.recipe.fused == name.endswith("fused")
+        steps, mix = (900, 0.9) if method.difficulty == 3 else (1800, 0.5)
+        assert (method.recipe.n_steps, method.recipe.mix) == (steps, mix)
+        assert method.recipe.sizes == (60, 1000, 500, 250, 250, 250, 10)
+
+
+def test_plain_ladder_learns_clusters():
+    torch.manual_seed(0)
+    train_x, train_y = clusters(1000, seed=2)
+    test_x, test_y = clusters(1000, seed=3)
+    method = ladder.LadderMethod("small", 0, LadderRecipe(n_steps=100, mix=0.9, **SMALL))
+    labels = method(train_x, train_y, test_x)
+    assert labels.shape == (1000,) and labels.dtype == torch.int64
+    trainer = method.trainer(train_x, test_x)
+    assert trainer.step.item() == 100
+    # the sampler recorded losses: scores no longer all at their initial value
+    assert (trainer.scores != 1.0).sum() > 500
+    accuracy = (labels == test_y).float().mean().item()
+    assert accuracy > 0.5, accuracy  # chance is 0.1; 0.75 measured at 100 steps
+
+
+def test_each_call_starts_from_the_same_state():
+    recipe = LadderRecipe(n_steps=5, **SMALL)
+    a_x, a_y = clusters(300, seed=4)
+    b_x, b_y = clusters(300, seed=5)
+    trainer = LadderTrainer(recipe, 300, 300, "cpu")
+    torch.manual_seed(1)
+    first = trainer(a_x, a_y, b_x)
+    trainer(b_x, b_y, a_x)  # another draw in between
+    torch.manual_seed(1)
+    again = trainer(a_x, a_y, b_x)
+    assert torch.equal(first, again)
+
+
+def test_load_rejects_bad_inputs():
+    trainer = LadderTrainer(LadderRecipe(n_steps=1, **SMALL), 300, 200, "cpu")
+    x, y = clusters(300, seed=6)
+    with pytest.raises(ValueError, match="test_x"):
+        trainer.load(x, y, x)
+    with pytest.raises(ValueError, match="int64"):
+        trainer.load(x, y.int(), x[:200])
+    with pytest.raises(ValueError, match="train_x"):
+        trainer.load(x[:, :50], y, x[:200])
+
+
+def test_fused_training_matches_plain_without_noise():
+    pytest.importorskip("triton")
+    # noise 0: both variants see the same batches from the same RNG stream
+    recipe = LadderRecipe(
+        n_steps=3, noise_std=0.0, sizes=(60, 12, 10), batch_labelled=24, batch_unlabelled=20
+    )
+    x, y = clusters(64, seed=7)
+    runs = []
+    for fused in (False, True):
+        trainer = LadderTrainer(ladder.replace(recipe, fused=fused), 64, 64, "cpu")
+        torch.manual_seed(3)
+        trainer.load(x, y, x)
+        # the gradients of one step's loss, through the whole network
+        _, loss = trainer.net.loss(x[:24], y[:24], x[24:44], trainer.recipe, trainer.noise_key)
+        grads = torch.autograd.grad(loss, list(trainer.net.parameters()))
+        losses = []
+        for _ in range(3):
+            trainer.run_steps(1)
+            losses.append(trainer.last_loss.item())
+        runs.append((loss.item(), grads, losses))
+    (loss_p, grads_p, losses_p), (loss_f, grads_f, losses_f) = runs
+    assert loss_f == pytest.approx(loss_p, rel=1e-6)
+    for g_f, g_p in zip(grads_f, grads_p, strict=True):
+        err = ((g_f - g_p).abs().max() / g_p.abs().max()).item()
+        assert err < 1e-5, err
+    # Adam's first steps amplify rounding (step ~ lr * sign(g) where g ~ 0), hence 1e-3
+    assert losses_f == pytest.approx(losses_p, rel=1e-3)
