@@ -328,6 +328,7 @@ def _three(m, t):
 
 def _plot(table: dict, path: Path) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -349,6 +350,7 @@ def _plot(table: dict, path: Path) -> None:
     ax.set_xlabel("window length, s")
     ax.set_ylabel("|error| of mJ/call above idle, %")
     ax.set_xticks(WINDOWS_S, [str(w) for w in WINDOWS_S])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_title("Per-call energy vs 60 s references, NVIDIA H200")
     ax.legend(fontsize=7, ncol=2)
