@@ -11,7 +11,7 @@ from nvmeter.probes.reference import Trial
 
 
 class Verdict(enum.Enum):
-    """The outcome; the CLI exits 1 on FAIL only (docs/cli.md)."""
+    """The outcome; the CLI exits 1 on FAIL only (README, "Exit codes")."""
 
     PASS = "pass"
     FAIL = "fail"

@@ -1,6 +1,6 @@
 """The ``nvmeter`` command: a thin layer over the library.
 
-Exit codes (docs/cli.md): 0 success; 1 a check failed; 2 bad input (arguments,
+Exit codes (README, "Exit codes"): 0 success; 1 a check failed; 2 bad input (arguments,
 files, paths); 3 telemetry unavailable (no driver, no GPU, unsupported, lost);
 4 the GPU worker failed; 130 interrupted.
 """

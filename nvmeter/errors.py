@@ -11,7 +11,7 @@ class NvmeterError(Exception):
     """Base of every error nvmeter raises on purpose.
 
     Attributes:
-        exit_code: The CLI's exit status for this error (docs/cli.md lists them).
+        exit_code: The CLI's exit status for this error (the README lists them).
 
     """
 

@@ -364,15 +364,7 @@ class EnergyWindow:
     def __enter__(self) -> EnergyWindow:
         self._sync()
         self._idle_before = self._baseline_before()
-        self._start = (
-            _EMPTY
-            if self.method == "samples"
-            else (
-                aligned_edge(self.board, self.clock)
-                if self.method in ("auto", "aligned")
-                else self._one_read()
-            )
-        )
+        self._start = self._edge()
         self._read_samples()
         self._open = True
         self._t0 = self.clock.now()
@@ -402,21 +394,21 @@ class EnergyWindow:
         self._sync()
         t1 = self.clock.now()
         self.clock.sleep(self._tail_s)
-        end = (
-            _EMPTY
-            if self.method == "samples"
-            else (
-                aligned_edge(self.board, self.clock)
-                if self.method in ("auto", "aligned")
-                else self._one_read()
-            )
-        )
+        end = self._edge()
         # the sample covering the tail's end lands up to one spacing (~20 ms) later
         self.clock.sleep(max(0.0, t1 + self._tail_s + 0.03 - self.clock.now()))
         self._read_samples()
         self.result = self._build(t1, end)
 
     # -- pieces ----------------------------------------------------------------
+    def _edge(self) -> CounterSeries:
+        """The reads at one edge: until a step (aligned), one read (plain), none (samples)."""
+        if self.method == "samples":
+            return _EMPTY
+        if self.method == "plain":
+            return self._one_read()
+        return aligned_edge(self.board, self.clock)
+
     def _one_read(self) -> CounterSeries:
         t0 = self.clock.now()
         value = self.board.energy_mj()
