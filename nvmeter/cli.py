@@ -149,14 +149,18 @@ def probe(
 ) -> None:
     """Characterise the board's energy telemetry and write a probe record (default ~2 min)."""
     from nvmeter import probes, records
-    from nvmeter.probe import budget_s, run_probes
+    from nvmeter.probe import run_probes
 
     records.check_writable(out_path)
+    unknown = sorted(set(only or ()) - set(probes.BY_NAME))
+    if unknown:
+        raise errors.UsageError(f"unknown probe(s) {', '.join(unknown)}; known: {', '.join(probes.BY_NAME)}")
     rig = _open_rig(device, simulate)
     chosen = [m for m in probes.selected(quick) if not only or m.NAME in only]
     board = rig.board.identity()
-    err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{budget_s(quick):.0f} s)")
-    with _ProbeProgress(sum(m.budget_s(quick) for m in chosen), len(chosen)) as progress:
+    expected_s = sum(m.budget_s(quick) for m in chosen)
+    err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{expected_s:.0f} s)")
+    with _ProbeProgress(expected_s, len(chosen)) as progress:
         rig.on_phase = progress.on_phase
         report = run_probes(rig, quick=quick, only=tuple(only or ()), on_probe=progress.on_probe)
     records.write_json(out_path, report.to_dict())

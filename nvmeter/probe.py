@@ -74,12 +74,14 @@ class ProbeReport:
 
         """
         built = {}
+        if not isinstance(data.get("probes", {}), dict):
+            raise errors.RecordError("the probe file's 'probes' is not a mapping")
         for name, entry in data.get("probes", {}).items():
             if name not in probes.RECORDS:
                 raise errors.RecordError(f"unknown probe {name!r} in the probe file")
             try:
                 built[name] = probes.RECORDS[name].from_dict(entry["raw"])
-            except (KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
                 raise errors.RecordError(f"probe {name!r} in the probe file is malformed ({exc!r})") from exc
         return cls(
             board=BoardIdentity.from_dict(data["board"]),
@@ -101,8 +103,11 @@ def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
     data = records.read_json(path, "probe")
     try:
         report = ProbeReport.from_dict(data)
+        report.derived()  # a damaged series fails here, not later in a table
     except KeyError as exc:
         raise errors.RecordError(f"{path}: the probe record lacks {exc}") from exc
+    except (ValueError, IndexError, TypeError, ZeroDivisionError, AttributeError) as exc:
+        raise errors.RecordError(f"{path}: a raw series in the probe file is malformed ({exc})") from exc
     if board is not None and report.board.uuid != board.uuid:
         raise errors.RecordError(
             f"{path} was made on {report.board.name} {report.board.uuid}, not on this board {board.uuid}"

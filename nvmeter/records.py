@@ -48,8 +48,16 @@ def check_writable(path: Path) -> None:
         raise errors.UsageError(f"{path} is a folder; give a file name such as {path / 'probe.json'}")
     if not folder.is_dir():
         raise errors.UsageError(f"cannot write {path}: folder {folder} does not exist")
+    if path.exists() and not path.is_file():
+        raise errors.UsageError(f"{path} exists and is not a regular file; give a file name")
     if not os.access(folder, os.W_OK):
         raise errors.UsageError(f"cannot write {path}: folder {folder} is not writable")
+    try:  # root passes os.access on read-only mounts: really try
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise errors.UsageError(f"cannot write {path}: {exc.strerror}") from exc
 
 
 def write_json(path: Path, record: dict) -> None:

@@ -52,6 +52,14 @@ class Rig:
             from nvmeter.simboard import SimulatedBoard
 
             board = SimulatedBoard(config)
+            uuid = board.identity().uuid
+            known = device in (None, 0) or (
+                isinstance(device, str) and len(device) > 4 and uuid.startswith(device)
+            )
+            if not known:
+                raise errors.DeviceNotFound(
+                    f"the simulated board is CUDA index 0 ({uuid}); no device {device!r}"
+                )
             return cls(board, lambda: SimWorker(board))
         from nvmeter.nvml import NvmlBoard
 

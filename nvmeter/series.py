@@ -64,6 +64,10 @@ class CounterSeries:
     t1_s: tuple[float, ...]
     energy_mj: tuple[int, ...]
 
+    def __post_init__(self) -> None:
+        if not len(self.t0_s) == len(self.t1_s) == len(self.energy_mj):
+            raise ValueError("counter series of unequal lengths")
+
     def __len__(self) -> int:
         return len(self.energy_mj)
 

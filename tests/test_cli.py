@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +114,43 @@ def test_no_gpu_says_so_and_points_to_simulate(tmp_path):
     assert "--simulate" in line
     assert not out.exists()
     assert "--simulate" in one_line_error(nvmeter("check"), 3)
+
+
+def test_out_must_be_a_regular_file(tmp_path):
+    line = one_line_error(nvmeter("probe", "--simulate", "--quick", "--out", "/dev/null"), 2)
+    assert "not a regular file" in line
+    assert not Path("/dev/null").is_file()
+
+
+@pytest.mark.parametrize("spec", ["999999", "GPU-ffffffff-0000"])
+def test_simulated_board_refuses_other_devices(spec, tmp_path):
+    line = one_line_error(
+        nvmeter("probe", "--simulate", "--device", spec, "--out", str(tmp_path / "p.json")), 3
+    )
+    assert "simulated board" in line
+
+
+def test_unknown_probe_is_refused_before_measuring(tmp_path):
+    result = nvmeter("probe", "--simulate", "--only", "nosuch", "--out", str(tmp_path / "p.json"))
+    assert "unknown probe" in one_line_error(result, 2)
+
+
+def test_damaged_series_are_one_line_errors(probe_file, tmp_path):
+    data = json.loads(probe_file.read_text())
+    series = data["probes"]["cadence"]["raw"]["phases"]["load"]
+    series["t1_s"] = series["t1_s"][: len(series["t1_s"]) // 2]
+    bad = tmp_path / "cut.json"
+    bad.write_text(json.dumps(data))
+    assert "malformed" in one_line_error(nvmeter("show", str(bad)), 2)
+    data = json.loads(probe_file.read_text())
+    data["probes"] = None
+    bad.write_text(json.dumps(data))
+    assert "not a mapping" in one_line_error(nvmeter("check", "--probe", str(bad)), 2)
+    data = json.loads(probe_file.read_text())
+    data["probes"]["reference"]["raw"]["trials"]["constant"]["load"]["start"] = {
+        "t0_s": [],
+        "t1_s": [],
+        "energy_mj": [],
+    }
+    bad.write_text(json.dumps(data))
+    assert "malformed" in one_line_error(nvmeter("check", "--probe", str(bad)), 2)
