@@ -57,32 +57,37 @@ def _plain_read(board):
     return CounterSeries((t0,), (board.clock.now(),), (v,))
 
 
-def _nvmeter_trial(board, idle, matmuls, sync, *, seconds=None, count=None, rng):
+def _work(matmuls, *, seconds=None, count=None, on_call=None) -> int:
+    """One call of ``count`` products, or calls of MATMULS_PER_CALL for ``seconds``; returns calls."""
+    if count is not None:
+        matmuls(count)
+        if on_call:
+            on_call()
+        return 1
+    calls, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        matmuls(MATMULS_PER_CALL)
+        calls += 1
+        if on_call:
+            on_call()
+    return calls
+
+
+def _nvmeter_trial(board, idle, matmuls, sync, *, rng, **work):
     """One window read three ways; returns the aligned Measurement's dict plus the work's edges."""
     from nvmeter.window import EnergyWindow
 
     with EnergyWindow(board, idle=idle, sync=sync, method="aligned") as w:
         board.clock.sleep(rng.uniform(0, 0.1))  # the plain start lands at a random counter phase
         plain_start = _plain_read(board)
-        t0 = board.clock.now()
-        calls = 0
-        while (count is not None and calls < 1) or (count is None and board.clock.now() - t0 < seconds):
-            matmuls(count or MATMULS_PER_CALL)
-            calls += 1
-            w.call()
-        t1 = board.clock.now()
+        calls = _work(matmuls, on_call=w.call, **work)
         plain_end = _plain_read(board)
-    aligned = w.result
-    readings = {
-        "aligned": aligned,
-        "plain": replace(aligned, method="plain", start=plain_start, end=plain_end),
-        "samples": replace(aligned, method="samples", work_t0_s=t0, work_t1_s=t1),
-    }
+    readings = _three(w.result, plain_start, plain_end)
     return {
         "calls": calls,
-        "work_s": t1 - t0,
-        "enter_wait_s": t0 - aligned.start.t0_s[0],
-        "raw": aligned.to_dict(),
+        "work_s": plain_end.t0_s[0] - plain_start.t1_s[0],
+        "enter_wait_s": plain_start.t0_s[0] - w.result.start.t0_s[0],
+        "raw": w.result.to_dict(),
         "plain_start": plain_start.to_dict(),
         "plain_end": plain_end.to_dict(),
         "readings": {
@@ -97,13 +102,9 @@ def _nvmeter_trial(board, idle, matmuls, sync, *, seconds=None, count=None, rng)
     }
 
 
-def _zeus_trial(monitor, idle_w, matmuls, *, seconds=None, count=None):
+def _zeus_trial(monitor, idle_w, matmuls, **work):
     monitor.begin_window("trial")
-    t0 = time.perf_counter()
-    calls = 0
-    while (count is not None and calls < 1) or (count is None and time.perf_counter() - t0 < seconds):
-        matmuls(count or MATMULS_PER_CALL)
-        calls += 1
+    calls = _work(matmuls, **work)
     m = monitor.end_window("trial")
     gross_j = float(sum(m.gpu_energy.values()))
     return {
@@ -112,6 +113,15 @@ def _zeus_trial(monitor, idle_w, matmuls, *, seconds=None, count=None):
         "gross_j": gross_j,
         "per_call_mj": (gross_j - idle_w * m.time) * 1e3 / calls,
     }
+
+
+def _trial(kind, board, idle, matmuls, sync, monitor, rng, **work) -> dict | None:
+    """A trial of one reader (None for Zeus when it is unavailable)."""
+    if kind == "nvmeter":
+        return _nvmeter_trial(board, idle, matmuls, sync, rng=rng, **work)
+    if monitor is not None:
+        return _zeus_trial(monitor, idle.power_w, matmuls, **work)
+    return None
 
 
 def run(out: Path, ref_s: float, trials: int, singles: int) -> None:
@@ -175,11 +185,8 @@ def run(out: Path, ref_s: float, trials: int, singles: int) -> None:
         if i == len(plan) // 2:
             reference("between")
         time.sleep(rng.uniform(0.3, 0.8))
-        if kind == "nvmeter":
-            trial = _nvmeter_trial(board, idle, matmuls, sync, seconds=seconds, rng=rng)
-        elif monitor is not None:
-            trial = _zeus_trial(monitor, idle.power_w, matmuls, seconds=seconds)
-        else:
+        trial = _trial(kind, board, idle, matmuls, sync, monitor, rng, seconds=seconds)
+        if trial is None:
             continue
         record["trials"].append({"window_s": seconds, "kind": kind, **trial})
         if i % 10 == 0:
@@ -191,11 +198,8 @@ def run(out: Path, ref_s: float, trials: int, singles: int) -> None:
     rng.shuffle(singles_plan)
     for count, kind in singles_plan:
         time.sleep(rng.uniform(0.4, 0.9))
-        if kind == "nvmeter":
-            trial = _nvmeter_trial(board, idle, matmuls, sync, count=count, rng=rng)
-        elif monitor is not None:
-            trial = _zeus_trial(monitor, idle.power_w, matmuls, count=count)
-        else:
+        trial = _trial(kind, board, idle, matmuls, sync, monitor, rng, count=count)
+        if trial is None:
             continue
         record["singles"].append({"matmuls": count, "kind": kind, **trial})
     log("singles done")
@@ -240,9 +244,7 @@ def analyze(path: Path, plot: Path | None) -> dict:
     rows = {}
     for t in rec["trials"]:
         if t["kind"] == "nvmeter":
-            m = Measurement.from_dict(t["raw"])
-            reads = _three(m, t)
-            for method, r in reads.items():
+            for method, r in _recorded_three(t).items():
                 err = r.per_call_mj / ref_mj - 1
                 contains = abs(r.per_call_mj - ref_mj) <= r.per_call_mj_err
                 rows.setdefault((method, t["window_s"]), []).append((err, contains))
@@ -265,8 +267,7 @@ def analyze(path: Path, plot: Path | None) -> dict:
     for s in rec["singles"]:
         expected = per_matmul_mj * s["matmuls"]
         if s["kind"] == "nvmeter":
-            m = Measurement.from_dict(s["raw"])
-            for method, r in _three(m, s).items():
+            for method, r in _recorded_three(s).items():
                 singles.setdefault((method, s["matmuls"]), []).append(r.per_call_mj / expected - 1)
         else:
             singles.setdefault(("zeus", s["matmuls"]), []).append(s["per_call_mj"] / expected - 1)
@@ -312,18 +313,24 @@ def analyze(path: Path, plot: Path | None) -> dict:
     return summary
 
 
-def _three(m, t):
-    from nvmeter.series import CounterSeries
+def _three(m, plain_start, plain_end) -> dict:
+    """One trial's three readings: the aligned window, plain edges at the work, the samples over it."""
+    return {
+        "aligned": m,
+        "plain": replace(m, method="plain", start=plain_start, end=plain_end),
+        "samples": replace(m, method="samples", work_t0_s=plain_start.t1_s[0], work_t1_s=plain_end.t0_s[0]),
+    }
 
-    plain = replace(
-        m,
-        method="plain",
-        start=CounterSeries.from_dict(t["plain_start"]),
-        end=CounterSeries.from_dict(t["plain_end"]),
+
+def _recorded_three(t: dict) -> dict:
+    from nvmeter.series import CounterSeries
+    from nvmeter.window import Measurement
+
+    return _three(
+        Measurement.from_dict(t["raw"]),
+        CounterSeries.from_dict(t["plain_start"]),
+        CounterSeries.from_dict(t["plain_end"]),
     )
-    t0 = t["plain_start"]["t1_s"][0]
-    samples = replace(m, method="samples", work_t0_s=t0, work_t1_s=t["plain_end"]["t0_s"][0])
-    return {"aligned": m, "plain": plain, "samples": samples}
 
 
 def _plot(table: dict, path: Path) -> None:

@@ -60,7 +60,7 @@ BANDS: dict[str, Band] = {
         source="public A100 band (15 boards, 7.2-9.2 J/TFLOP)",
     ),
     # Provisional, from our own readings of one board (docs/probe.md says how): the
-    # full and quick probes in results/probe-h200*.json read 5.76 and 5.77 J/TFLOP at
+    # full and quick probes in results/probe-h200*.json read 5.76 and 5.78 J/TFLOP at
     # 51.1 TFLOP/s. The A100 band spans its 15 boards' range x0.83 below and x1.2
     # above (6/7.2, 11/9.2); the same margins around our readings give these edges.
     # H100: no board of ours measured, so no band.

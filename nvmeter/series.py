@@ -3,8 +3,10 @@
 A :class:`CounterSeries` is what polling the energy counter gives: for each read,
 its start and end on the clock and the value. The counter changes only at its
 updates, so an update lies between the read that still shows the old value and the
-first that shows the new one; :attr:`CounterSeries.steps` places each update at the
-midpoint of those two reads, with half their distance as its uncertainty.
+first that shows the new one. NVML does not say when inside a read (~3 ms on the
+H200, up to ~16 ms) the value is taken, so :attr:`CounterSeries.steps` brackets each
+update from the start of the read before it to the end of the read that shows it,
+and places it in the middle.
 """
 
 from __future__ import annotations
@@ -75,11 +77,12 @@ class CounterSeries:
     def steps(self) -> Steps:
         """The counter updates seen (changes between consecutive reads)."""
         e = np.asarray(self.energy_mj, dtype=np.int64)
-        mid = (np.asarray(self.t0_s) + np.asarray(self.t1_s)) / 2
         idx = np.flatnonzero(np.diff(e) != 0) + 1
+        earliest = np.asarray(self.t0_s)[idx - 1]  # the old value may be read at its read's start
+        latest = np.asarray(self.t1_s)[idx]  # the new one at its read's end
         return Steps(
-            t_s=(mid[idx - 1] + mid[idx]) / 2,
-            half_width_s=(mid[idx] - mid[idx - 1]) / 2,
+            t_s=(earliest + latest) / 2,
+            half_width_s=(latest - earliest) / 2,
             energy_mj=e[idx].astype(float),
         )
 

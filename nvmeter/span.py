@@ -26,7 +26,8 @@ from nvmeter.series import (
 # 116 ms (shared/FACTS.md); 0.35 s also covers a late update and a slow read.
 EDGE_TIMEOUT_S = 0.35
 # Extra board power while the counter is polled back to back: +2.8 W on the H200
-# (results/probe-h200.json, polling); the A100 showed ~25 W (shared/FACTS.md).
+# (results/probe-h200.json, polling); the public A100 probe showed ~23-30 W
+# (~90 W polled vs 60-67 W, shared/FACTS.md).
 POLLING_ARTEFACT_W = 2.8
 # Sample-buffer read spacing inside a span; the buffer holds ~2.4 s (FACTS.md).
 SAMPLE_EVERY_S = 1.0

@@ -5,8 +5,8 @@ Three readings of one window (``method``):
 * ``"aligned"`` (the default, ``"auto"``): at entry, poll the
   counter until it steps, then let the work run; at exit, synchronise, wait
   ``tail_s`` for the power to come down, and poll until the next step. The energy
-  between two steps is what the counter says; the only timing uncertainty is half a
-  read at each edge, where the board idles.
+  between two steps is what the counter says; the only timing uncertainty is the two
+  reads around each step, where the board idles.
 * ``"samples"``: integrate the driver's ~20 ms power samples over the work and its
   tail. On the H200 it read single ~19 ms calls to a median 2.8% but up to 23%,
   where aligned edges (which bracket the call at idle) erred by up to 12%
@@ -25,22 +25,29 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from nvmeter import errors
 from nvmeter.board import Board, BoardIdentity, PowerSample
 from nvmeter.idle import IdleBaseline, measure_quiescent
-from nvmeter.series import CounterSeries, integrate_samples_j, merge_samples
-from nvmeter.span import POLLING_ARTEFACT_W, aligned_edge
+from nvmeter.series import (
+    CounterSeries,
+    integrate_samples_j,
+    merge_samples,
+    samples_from_dict,
+    samples_to_dict,
+)
+from nvmeter.span import POLLING_ARTEFACT_W, AlignedSpan, aligned_edge
 from nvmeter.sync import Sync, resolve
 
 METHODS = ("auto", "aligned", "samples", "plain")
 # Counter update period (H200: 100.0 ms median; A100: 100.5 ms).
 COUNTER_PERIOD_S = 0.100
 # Wait after the work before the end edge: the counter follows a load with a fitted
-# delay of 9-11 ms and the samples after a burst fall to idle within ~60 ms.
+# delay of 10-11 ms and the samples after a burst fall to idle within ~60 ms.
 TAIL_S = 0.06
 # Samples taken before the work's start when integrating it (one sample spacing).
 SAMPLE_LEAD_S = 0.02
@@ -68,6 +75,7 @@ class Measurement:
         control_err_mj: Its bound, mJ.
         max_rel_err: The caller's accepted relative bound (None: any).
         problems: Faults seen (counter backwards, no step at an edge, …).
+        tail_s: The wait after the work that the window (and the samples' integral) covers, s.
     """
 
     device: BoardIdentity
@@ -83,22 +91,22 @@ class Measurement:
     control_err_mj: float = 0.0
     max_rel_err: float | None = None
     problems: tuple[str, ...] = field(default=())
+    tail_s: float = TAIL_S
 
     # -- edges -------------------------------------------------------------
     @property
     def _edges(self) -> tuple[float, float, float, float, float, float]:
         """(t_a, t_b, E_a mJ, E_b mJ, half-width a, half-width b) for counter methods."""
-        if self.method == "aligned":
-            sa, sb = self.start.steps, self.end.steps
-            if len(sa) and len(sb):
-                return (
-                    sa.t_s[0],
-                    sb.t_s[0],
-                    sa.energy_mj[0],
-                    sb.energy_mj[0],
-                    sa.half_width_s[0],
-                    sb.half_width_s[0],
-                )
+        if self.method == "aligned" and self._span.aligned:
+            span = self._span
+            return (
+                span.t_a_s,
+                span.t_b_s,
+                span.start.steps.energy_mj[0],
+                span.end.steps.energy_mj[0],
+                span.start.steps.half_width_s[0],
+                span.end.steps.half_width_s[0],
+            )
         mid = lambda s, i: (s.t0_s[i] + s.t1_s[i]) / 2  # noqa: E731
         # plain edges, or aligned ones that saw no step: the value may be up to a period old
         return (
@@ -111,10 +119,14 @@ class Measurement:
         )
 
     @property
+    def _span(self) -> AlignedSpan:
+        return AlignedSpan(self.start, self.end, self.samples)
+
+    @property
     def window_s(self) -> float:
         """Length of the window the energy covers, s."""
         if self.method == "samples":
-            return self.work_t1_s + TAIL_S - (self.work_t0_s - SAMPLE_LEAD_S)
+            return self.work_t1_s + self.tail_s - (self.work_t0_s - SAMPLE_LEAD_S)
         t_a, t_b, *_ = self._edges
         return t_b - t_a
 
@@ -124,7 +136,7 @@ class Measurement:
         if self.method == "samples":
             try:
                 return integrate_samples_j(
-                    self.samples, self.work_t0_s - SAMPLE_LEAD_S, self.work_t1_s + TAIL_S
+                    self.samples, self.work_t0_s - SAMPLE_LEAD_S, self.work_t1_s + self.tail_s
                 )
             except ValueError:
                 return math.nan
@@ -164,7 +176,7 @@ class Measurement:
         # and it is idle time (plain edges: the work's power for up to a period)
         edge_power = self.idle_w if self.method == "aligned" and not self.problems else self.power_w
         # the end edge's polling draws a little power inside the window (the meter's cost)
-        polling = POLLING_ARTEFACT_W * (self.end.t1_s[-1] - self.end.t0_s[0]) if len(self.end) else 0.0
+        polling = POLLING_ARTEFACT_W * self._span.polled_s if len(self.end) else 0.0
         return idle_term + edge_power * (hw_a + hw_b) + polling + 2e-3
 
     def _sampling_err_j(self) -> float:
@@ -177,11 +189,11 @@ class Measurement:
         inside = [
             s.power_w
             for s in self.samples
-            if self.work_t0_s - SAMPLE_LEAD_S <= s.t_s <= self.work_t1_s + TAIL_S
+            if self.work_t0_s - SAMPLE_LEAD_S <= s.t_s <= self.work_t1_s + self.tail_s
         ]
         if len(t) < 2 or not inside:
             return math.nan
-        spacing = sorted(b - a for a, b in itertools.pairwise(t))[len(t) // 2 - 1]
+        spacing = statistics.median(b - a for a, b in itertools.pairwise(t))
         return spacing * max(0.0, max(inside) - self.idle_w)
 
     @property
@@ -235,7 +247,7 @@ class Measurement:
             "work_t1_s": self.work_t1_s,
             "start": self.start.to_dict(),
             "end": self.end.to_dict(),
-            "samples": {"t_s": [s.t_s for s in self.samples], "power_w": [s.power_w for s in self.samples]},
+            "samples": samples_to_dict(self.samples),
             "idle": {
                 "power_w": self.idle.power_w,
                 "err_w": self.idle.err_w,
@@ -244,7 +256,9 @@ class Measurement:
             },
             "control_mj": self.control_mj,
             "control_err_mj": self.control_err_mj,
+            "max_rel_err": self.max_rel_err,
             "problems": list(self.problems),
+            "tail_s": self.tail_s,
             "derived": {
                 "window_s": self.window_s,
                 "energy_j": self.energy_j,
@@ -265,9 +279,6 @@ class Measurement:
             d["idle"]["source"],
             d["idle"]["samples_power_w"] if d["idle"]["samples_power_w"] is not None else math.nan,
         )
-        samples = tuple(
-            PowerSample(t, p) for t, p in zip(d["samples"]["t_s"], d["samples"]["power_w"], strict=True)
-        )
         return cls(
             BoardIdentity.from_dict(d["device"]),
             d["method"],
@@ -276,18 +287,17 @@ class Measurement:
             d["work_t1_s"],
             CounterSeries.from_dict(d["start"]),
             CounterSeries.from_dict(d["end"]),
-            samples,
+            samples_from_dict(d["samples"]),
             idle,
             d["control_mj"],
             d["control_err_mj"],
-            None,
+            d.get("max_rel_err"),  # records before it was stored: no limit
             tuple(d["problems"]),
+            d.get("tail_s", TAIL_S),  # records before it was stored used the default
         )
 
     def with_method(self, method: str) -> Measurement:
         """The same readings, read another way (``aligned`` readings also hold samples)."""
-        from dataclasses import replace
-
         return replace(self, method=method)
 
 
@@ -358,7 +368,6 @@ class EnergyWindow:
         self._reads: list[tuple[PowerSample, ...]] = []
         self._last_read_s = -math.inf
         self.result: Measurement | None = None
-        self._open = False
 
     # -- the block -------------------------------------------------------------
     def __enter__(self) -> EnergyWindow:
@@ -366,7 +375,6 @@ class EnergyWindow:
         self._idle_before = self._baseline_before()
         self._start = self._edge()
         self._read_samples()
-        self._open = True
         self._t0 = self.clock.now()
         return self
 
@@ -388,7 +396,6 @@ class EnergyWindow:
         return {"window_s": now - self._t0, "energy_j": energy, "power_w": energy / max(now - self._t0, 1e-9)}
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._open = False
         if exc_type is not None:
             return  # the caller's exception propagates unchanged; no measurement
         self._sync()
@@ -465,6 +472,7 @@ class EnergyWindow:
             control_err_mj=self._control[1],
             max_rel_err=self._max_rel_err,
             problems=self._problems(self._start, end, method),
+            tail_s=self._tail_s,
         )
 
 

@@ -26,8 +26,9 @@ LOAD_N = 4096
 SETTLE_FRACTION = 0.10
 # Intervals whose two edges together are uncertain by more than this fraction of
 # their length (a slow read at an edge: 9-16 ms on the H200) are left out of the
-# response figures; ordinary reads give ~3.5 ms in ~100 ms.
-SHARP_EDGES = 0.08
+# response figures; ordinary reads bracket an interval's two edges to 5.5-7 ms in
+# ~100 ms (results/probe-h200.json, step: 10th-80th percentile).
+SHARP_EDGES = 0.10
 # Delays tried when fitting each signal's lag, s; readings within FIT_WINDOW_S of
 # an edge are fitted.
 DELAY_GRID_S = np.arange(-0.050, 0.5005, 0.001)
@@ -86,38 +87,37 @@ class Step:
         after = t[during & (t > (t[far].max() if far.any() else -np.inf))]
         return float((after[0] - self.load.t0_s) * 1e3) if after.size else None
 
-    def _counter_response(self) -> dict:
-        a, b, p = self._intervals()
-        idle, plateau = self._levels(b, p)
+    def _response(self, t_level: np.ndarray, t_fit: np.ndarray, p: np.ndarray, on_fraction) -> dict:
+        """Levels, fitted delays and settling of readings ``p``.
 
-        def predict(delay_s: float) -> np.ndarray:
-            on = np.clip(
-                np.minimum(b, self.load.t1_s + delay_s) - np.maximum(a, self.load.t0_s + delay_s), 0, None
-            )
-            return idle + (plateau - idle) * on / (b - a)
-
+        Args:
+            t_level: When each reading applies, for the levels and settling, s.
+            t_fit: Where each reading sits for the delay fit, s.
+            p: The readings, W.
+            on_fraction: delay_s -> the share of each reading the load covers (0..1).
+        """
+        idle, plateau = self._levels(t_level, p)
+        fit = self._fit_delays_ms(lambda d: idle + (plateau - idle) * on_fraction(d), t_fit, p)
         return {
             "idle_w": idle,
             "plateau_w": plateau,
-            **self._fit_delays_ms(predict, (a + b) / 2, p),
-            "rise_settle_ms": self._settle_ms(b, p, idle, plateau),
+            **fit,
+            "rise_settle_ms": self._settle_ms(t_level, p, idle, plateau),
         }
+
+    def _counter_response(self) -> dict:
+        a, b, p = self._intervals()
+        t0, t1 = self.load.t0_s, self.load.t1_s
+
+        def on_fraction(delay_s: float) -> np.ndarray:
+            return np.clip(np.minimum(b, t1 + delay_s) - np.maximum(a, t0 + delay_s), 0, None) / (b - a)
+
+        return self._response(b, (a + b) / 2, p, on_fraction)
 
     def _instant_response(self) -> dict:
         t = (np.asarray(self.counter.t0_s) + np.asarray(self.counter.t1_s)) / 2
-        p = np.asarray(self.instant_w)
-        idle, plateau = self._levels(t, p)
-
-        def predict(delay_s: float) -> np.ndarray:
-            on = (t >= self.load.t0_s + delay_s) & (t < self.load.t1_s + delay_s)
-            return idle + (plateau - idle) * on
-
-        return {
-            "idle_w": idle,
-            "plateau_w": plateau,
-            **self._fit_delays_ms(predict, t, p),
-            "rise_settle_ms": self._settle_ms(t, p, idle, plateau),
-        }
+        t0, t1 = self.load.t0_s, self.load.t1_s
+        return self._response(t, t, np.asarray(self.instant_w), lambda d: (t >= t0 + d) & (t < t1 + d))
 
     def derived(self) -> dict:
         """Idle and plateau (W), fitted rise/fall delay (ms) and settling (ms) of each signal.

@@ -27,7 +27,7 @@ def test_steps_are_placed_within_one_read():
     steps = _series(updates, 100.0).steps
     assert len(steps) == len(updates)
     assert np.all(np.abs(steps.t_s - updates) <= steps.half_width_s + 1e-12)
-    assert np.all(steps.half_width_s <= 0.003)
+    assert np.all(steps.half_width_s <= 0.003 + 1e-12)  # the two reads around each update
 
 
 def test_step_power_is_exact_for_constant_power():
@@ -79,5 +79,6 @@ def test_aligned_span_recovers_the_true_energy(sim_board):
         errors.append(span.power_w / truth - 1)
         assert span.aligned
         assert span.samples_power_w == pytest.approx(truth, rel=0.01)
-    # the edge uncertainty (a few ms in ~0.6 s) bounds the error
-    assert max(abs(e) for e in errors) < 0.012
+        # the energy between steps is exact; only the span's length is uncertain
+        assert abs(errors[-1]) <= span.edge_uncertainty_s / span.duration_s + 0.001
+    assert np.median(np.abs(errors)) < 0.006

@@ -55,11 +55,14 @@ def test_partial_sensor_window_misses_short_bursts():
         end = aligned_edge(board, board.clock)
         t_a, t_b = start.steps.t_s[0], end.steps.t_s[0]
         counted = (end.steps.energy_mj[0] - start.steps.energy_mj[0]) / 1e3
-        return counted - board.true_energy_j(t_a, t_b)
+        # edge placement at idle: the steps' half-widths x idle power
+        edges_j = 121.2 * (start.steps.half_width_s[0] + end.steps.half_width_s[0])
+        return counted - board.true_energy_j(t_a, t_b), edges_j
 
-    full = [abs(counter_error_j(0.1, s)) for s in range(8)]
-    partial = [abs(counter_error_j(0.025, s)) for s in range(8)]
-    assert max(full) < 0.6  # edge placement only: ~1.5 ms x 121 W at each end
+    full = [counter_error_j(0.1, s) for s in range(8)]
+    partial = [abs(counter_error_j(0.025, s)[0]) for s in range(8)]
+    assert all(abs(err) <= edges for err, edges in full)
+    assert np.median([abs(err) for err, _ in full]) < 0.3
     assert max(partial) > 3.0  # a 5 J burst missed or multiplied
 
 

@@ -227,3 +227,11 @@ def test_measure_reaches_its_target_and_subtracts_the_control(board):
 def test_measure_refuses_bad_durations(board, kwargs):
     with pytest.raises(errors.UsageError):
         measure(lambda: None, device=board, sync="none", **kwargs)
+
+
+def test_the_samples_reading_covers_the_window_s_own_tail(board):
+    result, _ = run_block(board, 0.05, calls=1, method="samples", tail_s=0.15)
+    assert result.tail_s == 0.15
+    assert result.window_s == pytest.approx(result.work_t1_s - result.work_t0_s + 0.02 + 0.15)
+    again = type(result).from_dict(result.to_dict())
+    assert again.per_call_mj == result.per_call_mj and again.window_s == result.window_s

@@ -10,8 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nvmeter.workloads.task import CLASSES, COMPONENTS
-from nvmeter.workloads.training import matmul_precision
+from nvmeter.workloads.training import dropout_mlp, matmul_precision
 
 DIFFICULTY = 1
 STEPS = 400
@@ -24,15 +23,7 @@ def method(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor) -
     """Train the example MLP on (n, 60) float32 / (n,) int64 and return (m,) int64 labels for test_x."""
     device = train_x.device
     with matmul_precision(tf32=False):
-        model = nn.Sequential(
-            nn.Linear(COMPONENTS, WIDTH),
-            nn.ReLU(),
-            nn.Dropout(0.1),
-            nn.Linear(WIDTH, WIDTH),
-            nn.ReLU(),
-            nn.Dropout(0.1),
-            nn.Linear(WIDTH, CLASSES),
-        ).to(device)
+        model = dropout_mlp(WIDTH, device)
         opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
         schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=LR, total_steps=STEPS, pct_start=0.1)
         loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)

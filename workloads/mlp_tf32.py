@@ -11,8 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nvmeter.workloads.task import CLASSES, COMPONENTS
-from nvmeter.workloads.training import matmul_precision, warmup_cosine
+from nvmeter.workloads.training import dropout_mlp, matmul_precision, warmup_cosine
 
 DIFFICULTY = 1
 STEPS = 100
@@ -34,15 +33,7 @@ def method(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor) -
     """Train the TF32 MLP on (n, 60) float32 / (n,) int64 and return (m,) int64 labels for test_x."""
     device = train_x.device
     with matmul_precision(tf32=True):
-        model = nn.Sequential(
-            nn.Linear(COMPONENTS, WIDTH),
-            nn.ReLU(),
-            nn.Dropout(0.1),
-            nn.Linear(WIDTH, WIDTH),
-            nn.ReLU(),
-            nn.Dropout(0.1),
-            nn.Linear(WIDTH, CLASSES),
-        ).to(device)
+        model = dropout_mlp(WIDTH, device)
         params = list(model.parameters())
         ema = [torch.zeros_like(p) for p in params]
         opt = torch.optim.AdamW(params, lr=LR, weight_decay=1e-2, fused=device.type == "cuda")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from nvmeter.workloads.task import CLASSES, COMPONENTS
 
@@ -29,6 +30,19 @@ from nvmeter.workloads.task import CLASSES, COMPONENTS
 _WARMUP_STEPS = 3
 # Initial weights are the same on every call and every machine.
 _INIT_SEED = 0
+
+
+def dropout_mlp(width: int, device, dropout: float = 0.1) -> nn.Sequential:
+    """The eager methods' net: 60-width-width-10, ReLU, dropout after each hidden layer."""
+    return nn.Sequential(
+        nn.Linear(COMPONENTS, width),
+        nn.ReLU(),
+        nn.Dropout(dropout),
+        nn.Linear(width, width),
+        nn.ReLU(),
+        nn.Dropout(dropout),
+        nn.Linear(width, CLASSES),
+    ).to(device)
 
 
 @contextlib.contextmanager
