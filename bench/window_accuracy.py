@@ -115,8 +115,12 @@ def _zeus_trial(monitor, idle_w, matmuls, **work):
     }
 
 
-def _trial(kind, board, idle, matmuls, sync, monitor, rng, **work) -> dict | None:
-    """A trial of one reader (None for Zeus when it is unavailable)."""
+def _trial(kind, board, idle, matmuls, sync, monitor, rng, warmup_s=0.0, **work) -> dict | None:
+    """A trial of one reader (None for Zeus when it is unavailable), after ``warmup_s`` of calls."""
+    if kind == "zeus" and monitor is None:
+        return None
+    if warmup_s:
+        _work(matmuls, seconds=warmup_s)
     if kind == "nvmeter":
         return _nvmeter_trial(board, idle, matmuls, sync, rng=rng, **work)
     if monitor is not None:
@@ -124,7 +128,7 @@ def _trial(kind, board, idle, matmuls, sync, monitor, rng, **work) -> dict | Non
     return None
 
 
-def run(out: Path, ref_s: float, trials: int, singles: int) -> None:
+def run(out: Path, ref_s: float, trials: int, singles: int, warmup_s: float, cold_windows_s) -> None:
     from nvmeter.idle import IdleBaseline, measure_quiescent
     from nvmeter.nvml import NvmlBoard
     from nvmeter.window import EnergyWindow
@@ -147,6 +151,7 @@ def run(out: Path, ref_s: float, trials: int, singles: int) -> None:
         "matmuls_per_call": MATMULS_PER_CALL,
         "n": N,
         "ref_s": ref_s,
+        "warmup_s": warmup_s,
         "idle_spans": [],
         "references": [],
         "trials": [],
@@ -178,17 +183,19 @@ def run(out: Path, ref_s: float, trials: int, singles: int) -> None:
         log(f"reference {tag}: {w.result}")
         save()
 
-    plan = [(s, k) for s in WINDOWS_S for _ in range(trials) for k in ("nvmeter", "zeus")]
+    # warm trials follow warmup_s of calls; cold ones (nvmeter only) start straight from idle
+    plan = [(s, k, warmup_s) for s in WINDOWS_S for _ in range(trials) for k in ("nvmeter", "zeus")]
+    plan += [(s, "nvmeter", 0.0) for s in cold_windows_s for _ in range(trials)]
     rng.shuffle(plan)
     reference("before")
-    for i, (seconds, kind) in enumerate(plan):
+    for i, (seconds, kind, warm_s) in enumerate(plan):
         if i == len(plan) // 2:
             reference("between")
         time.sleep(rng.uniform(0.3, 0.8))
-        trial = _trial(kind, board, idle, matmuls, sync, monitor, rng, seconds=seconds)
+        trial = _trial(kind, board, idle, matmuls, sync, monitor, rng, warm_s, seconds=seconds)
         if trial is None:
             continue
-        record["trials"].append({"window_s": seconds, "kind": kind, **trial})
+        record["trials"].append({"window_s": seconds, "kind": kind, "warmup_s": warm_s, **trial})
         if i % 10 == 0:
             log(f"trial {i + 1}/{len(plan)}")
             save()
@@ -243,13 +250,15 @@ def analyze(path: Path, plot: Path | None) -> dict:
     ref_spread = float(np.ptp([r.per_call_mj for r in refs]) / ref_mj)
     rows = {}
     for t in rec["trials"]:
+        # run 1 had no warm-up: every trial there started from idle
+        cold = "" if t.get("warmup_s", 0.0) else " cold"
         if t["kind"] == "nvmeter":
             for method, r in _recorded_three(t).items():
                 err = r.per_call_mj / ref_mj - 1
                 contains = abs(r.per_call_mj - ref_mj) <= r.per_call_mj_err
-                rows.setdefault((method, t["window_s"]), []).append((err, contains))
+                rows.setdefault((method + cold, t["window_s"]), []).append((err, contains))
         else:
-            rows.setdefault(("zeus", t["window_s"]), []).append((t["per_call_mj"] / ref_mj - 1, None))
+            rows.setdefault(("zeus" + cold, t["window_s"]), []).append((t["per_call_mj"] / ref_mj - 1, None))
     table = {}
     for (method, w), vals in sorted(rows.items()):
         errs = np.abs([v[0] for v in vals])
@@ -313,6 +322,34 @@ def analyze(path: Path, plot: Path | None) -> dict:
     return summary
 
 
+def fit(path: Path) -> dict:
+    """The board-state terms of nvmeter/window.py, fitted on one run's aligned trials.
+
+    ``state_rel``: the largest |error| beyond the reading bound among 2 s and 4 s windows
+    (where a cold start has faded), as a share of their energy above idle.
+    ``cold_rel``: among cold 0.25-1 s windows, the largest |error| left beyond the reading
+    bound and ``state_rel``, as a share of the energy above idle of their first
+    ``COLD_RAMP_S`` (the work's mean power above idle times min(work, ramp)).
+    """
+    from nvmeter.window import COLD_RAMP_S, Measurement
+
+    rec = json.loads(path.read_text())
+    ref_mj = float(np.mean([Measurement.from_dict(r["raw"]).per_call_mj for r in rec["references"]]))
+    long, short = [], []
+    for t in rec["trials"]:
+        if t["kind"] != "nvmeter":
+            continue
+        m = Measurement.from_dict(t["raw"])
+        excess_j = abs(m.per_call_mj - ref_mj) * m.calls / 1e3 - m.reading_err_j
+        if t["window_s"] >= 2.0:
+            long.append(excess_j / abs(m.above_idle_j))
+        elif m.cold:
+            short.append((excess_j, abs(m.above_idle_j), m.above_idle_j * min(1.0, COLD_RAMP_S / m.work_s)))
+    state_rel = max(long)
+    cold_rel = max((e - state_rel * a) / ramp_j for e, a, ramp_j in short) if short else None
+    return {"state_rel": state_rel, "cold_rel": cold_rel, "long_trials": len(long), "cold_trials": len(short)}
+
+
 def _three(m, plain_start, plain_end) -> dict:
     """One trial's three readings: the aligned window, plain edges at the work, the samples over it."""
     return {
@@ -373,13 +410,19 @@ def main() -> None:
     r.add_argument("--ref-s", type=float, default=60.0)
     r.add_argument("--trials", type=int, default=10)
     r.add_argument("--singles", type=int, default=20)
+    r.add_argument("--warmup-s", type=float, default=0.5, help="calls before each window trial, s")
+    r.add_argument("--cold", type=float, nargs="*", default=[], help="window lengths also tried cold, s")
+    f = sub.add_parser("fit", help="the board-state constants of nvmeter/window.py, from a run")
+    f.add_argument("file", type=Path)
     a = sub.add_parser("analyze")
     a.add_argument("file", type=Path)
     a.add_argument("--plot", type=Path)
     a.add_argument("--json", type=Path)
     args = p.parse_args()
     if args.cmd == "run":
-        run(args.out, args.ref_s, args.trials, args.singles)
+        run(args.out, args.ref_s, args.trials, args.singles, args.warmup_s, args.cold)
+    elif args.cmd == "fit":
+        print(json.dumps(fit(args.file), indent=1))
     else:
         summary = analyze(args.file, args.plot)
         print(json.dumps(summary, indent=1))

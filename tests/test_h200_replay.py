@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from nvmeter import records
+from nvmeter import records, window
 from nvmeter.bands import BANDS
 from nvmeter.check import Verdict, check
 from nvmeter.probe import load_report, run_probes
 from nvmeter.rig import Rig
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
 H200 = RESULTS / "probe-h200.json"
 
 
@@ -90,3 +91,21 @@ def test_simulated_board_probes_like_the_h200(h200, sim, path, rel):
         assert simulated == pytest.approx(real, abs=0.10)
     else:
         assert simulated == pytest.approx(real, rel=rel, abs=2.0 if "ms" in path[-2:] else 0)
+
+
+def _bench():
+    import importlib.util
+
+    path = ROOT / "bench" / "window_accuracy.py"
+    spec = importlib.util.spec_from_file_location("window_accuracy", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_window_s_board_state_constants_come_from_the_h200_run():
+    fitted = _bench().fit(RESULTS / "window-accuracy-h200.json")
+    assert fitted["long_trials"] >= 20 and fitted["cold_trials"] >= 30
+    # the constants round the fit up, by less than a third
+    assert fitted["state_rel"] <= window.STATE_REL < 1.33 * fitted["state_rel"]
+    assert fitted["cold_rel"] <= window.COLD_REL < 1.33 * fitted["cold_rel"]

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from nvmeter import errors, records
+from nvmeter import errors, records, window
 from nvmeter.idle import IdleBaseline
 from nvmeter.probe import run_probes
 from nvmeter.rig import Rig
@@ -215,7 +215,7 @@ def test_measure_reaches_its_target_and_subtracts_the_control(board):
     def null():
         board.clock.sleep(0.001)  # a round trip costs time, even on the simulated board
 
-    result = measure(call, device=board, sync="none", target_rel_err=0.005, control=null, warmup=1)
+    result = measure(call, device=board, sync="none", target_rel_err=0.01, control=null, warmup_s=0.2)
     assert result.reliable, result.reason
     assert result.per_call_mj == pytest.approx(LOAD_W * 0.04 * 1e3, rel=0.02)
     assert result.control_mj != 0.0
@@ -235,3 +235,46 @@ def test_the_samples_reading_covers_the_window_s_own_tail(board):
     assert result.window_s == pytest.approx(result.work_t1_s - result.work_t0_s + 0.02 + 0.15)
     again = type(result).from_dict(result.to_dict())
     assert again.per_call_mj == result.per_call_mj and again.window_s == result.window_s
+
+
+def _block(board, seconds: float) -> int:
+    end = board.clock.now() + seconds
+    calls = 0
+    while board.clock.now() < end:
+        board.set_load(LOAD_W)
+        board.clock.sleep(0.04)
+        calls += 1
+    board.set_load(0.0)
+    return calls
+
+
+def test_a_window_from_idle_is_cold_and_its_bound_says_so(board):
+    idle = IdleBaseline.given(board.config.idle_context_w)
+    with EnergyWindow(board, idle=idle, sync="none") as cold:
+        cold.call(_block(board, 0.5))
+    _block(board, 0.5)  # warm up: the lead-in of the next window draws the work's power
+    with EnergyWindow(board, idle=idle, sync="none") as warm:
+        warm.call(_block(board, 0.5))
+    c, w = cold.result, warm.result
+    assert c.cold and not w.cold
+    assert c.lead_w < board.config.idle_context_w + 10 < w.lead_w
+    ramp = window.COLD_REL * c.above_idle_j * window.COLD_RAMP_S / c.work_s
+    assert c.state_err_j == pytest.approx(window.STATE_REL * c.above_idle_j + ramp)
+    assert w.state_err_j == pytest.approx(window.STATE_REL * w.above_idle_j)
+    assert c.err_j == pytest.approx(c.reading_err_j + c.state_err_j)
+    derived = c.to_dict()["derived"]
+    assert derived["cold"] is True and derived["state_err_j"] == pytest.approx(c.state_err_j)
+
+
+def test_a_null_window_carries_no_state_term_worth_the_name(board):
+    idle = IdleBaseline.given(board.config.idle_context_w)
+    with EnergyWindow(board, idle=idle, sync="none") as w:
+        board.clock.sleep(0.5)
+        w.call(100)
+    assert w.result.state_err_j < 0.05  # J: the state term scales with the work's energy
+
+
+def test_measure_warms_up_so_its_window_is_not_cold(board):
+    m = measure(lambda: _block(board, 0.04), device=board, sync="none", target_rel_err=0.02)
+    assert not m.cold
+    assert m.idle.source == "quiescent" and len(m.idle.spans) == 2
