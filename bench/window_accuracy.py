@@ -277,22 +277,27 @@ def analyze(path: Path, plot: Path | None) -> dict:
         expected = per_matmul_mj * s["matmuls"]
         if s["kind"] == "nvmeter":
             for method, r in _recorded_three(s).items():
-                singles.setdefault((method, s["matmuls"]), []).append(r.per_call_mj / expected - 1)
+                contains = abs(r.per_call_mj - expected) <= r.per_call_mj_err
+                err = r.per_call_mj / expected - 1
+                singles.setdefault((method, s["matmuls"]), []).append((err, contains))
         else:
-            singles.setdefault(("zeus", s["matmuls"]), []).append(s["per_call_mj"] / expected - 1)
+            singles.setdefault(("zeus", s["matmuls"]), []).append((s["per_call_mj"] / expected - 1, None))
     single_table = {
         f"{m}@{k}": {
             "method": m,
             "matmuls": k,
             "n": len(v),
-            "median_err": float(np.median(v)),
-            "median_abs_err": float(np.median(np.abs(v))),
-            "max_abs_err": float(np.max(np.abs(v))),
-            "zero_reads": int(np.sum(np.isclose(v, -1.0, atol=0.02))),
+            "median_err": float(np.median(e)),
+            "median_abs_err": float(np.median(np.abs(e))),
+            "max_abs_err": float(np.max(np.abs(e))),
+            "zero_reads": int(np.sum(np.isclose(e, -1.0, atol=0.02))),
+            "bound_contains": float(np.mean(c)) if (c := [x[1] for x in v if x[1] is not None]) else None,
         }
         for (m, k), v in sorted(singles.items())
+        for e in [np.array([x[0] for x in v])]
     }
     over = rec["overhead"]
+    nvmeter_rows = [v for (m, _), vals in rows.items() if m.split()[0] == "aligned" for v in vals]
     ms = {
         flag: np.median([o["work_s"] / o["calls"] * 1e3 for o in over if o["metered"] == flag])
         for flag in (False, True)
@@ -306,6 +311,7 @@ def analyze(path: Path, plot: Path | None) -> dict:
         "reference_mj": ref_mj,
         "reference_spread": ref_spread,
         "windows": table,
+        "aligned_bound_contains_all": float(np.mean([c for _, c in nvmeter_rows])),
         "singles": single_table,
         "overhead": {
             "ms_unmetered": ms[False],
@@ -378,7 +384,8 @@ def _plot(table: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for method, style in (("aligned", "o-"), ("samples", "s-"), ("plain", "^--"), ("zeus", "x:")):
+    styles = (("aligned", "o-"), ("aligned cold", "o--"), ("samples", "s-"), ("plain", "^--"), ("zeus", "x:"))
+    for method, style in styles:
         pts = sorted(
             (v["window_s"], v["median_abs_err"] * 100, v["max_abs_err"] * 100)
             for v in table.values()
