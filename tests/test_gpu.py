@@ -186,3 +186,55 @@ def test_frozen_idle_is_measured_and_the_worker_resumed(board):
         assert psutil.Process(worker.pid).status() != psutil.STATUS_STOPPED
         assert 30 < span.power_w < 300
         assert worker.matmul(1024, "random", count=2).result().matmuls == 2
+
+
+def test_measure_on_the_gpu_warms_up_and_reaches_its_target(board):
+    import torch
+
+    from nvmeter.window import measure
+
+    a = torch.randn(4096, 4096, device="cuda")
+    out = torch.empty_like(a)
+
+    def call():
+        for _ in range(5):
+            torch.matmul(a, a, out=out)
+
+    m = measure(call, device=board, target_rel_err=0.02, control=True)
+    print(m, m.lead_w, m.cold)
+    assert m.reliable, m.reason
+    assert not m.cold
+    assert m.control_mj != 0.0 and abs(m.control_mj) < 0.05 * m.per_call_mj
+
+
+@pytest.mark.skipif(
+    not __import__("torch").cuda.is_available() or __import__("torch").cuda.device_count() < 2,
+    reason="needs two GPUs",
+)
+def test_two_boards_at_once_see_only_their_own_work():
+    import torch
+
+    from nvmeter.nvml import NvmlBoard
+    from nvmeter.window import measure_many
+
+    boards = [NvmlBoard(0), NvmlBoard(1)]
+    a = torch.randn(4096, 4096, device="cuda:0")
+    out = torch.empty_like(a)
+    torch.zeros(1, device="cuda:1")  # a context on both, so both idle alike
+
+    def block():
+        end = time.perf_counter() + 1.0
+        calls = 0
+        while time.perf_counter() < end:
+            for _ in range(10):
+                torch.matmul(a, a, out=out)
+            torch.cuda.synchronize("cuda:0")
+            calls += 1
+        return calls
+
+    busy, quiet = measure_many(boards, block, sync=lambda: torch.cuda.synchronize("cuda:0"))
+    print(busy, quiet)
+    assert busy.device.uuid != quiet.device.uuid
+    assert busy.reliable, busy.reason
+    assert busy.above_idle_j > 100  # J: ~0.5 kW for a second
+    assert abs(quiet.above_idle_j) < 0.05 * busy.above_idle_j
