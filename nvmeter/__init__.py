@@ -6,6 +6,8 @@ Public API:
     SimulatedBoard, SimConfig, Fault: the simulated board (:mod:`nvmeter.simboard`).
     Rig: a board and its context-holding worker (:mod:`nvmeter.rig`).
     run_probes, load_report, ProbeReport: board characterisation (:mod:`nvmeter.probe`).
+    EnergyWindow, measure, Measurement: per-call energy above idle (:mod:`nvmeter.window`).
+    IdleBaseline: where the idle power came from (:mod:`nvmeter.idle`).
     errors: the exception hierarchy.
 
 Heavy modules load on first use, so ``python -m nvmeter.worker`` starts fast.
@@ -27,6 +29,10 @@ _LAZY = {
     "run_probes": "nvmeter.probe",
     "load_report": "nvmeter.probe",
     "ProbeReport": "nvmeter.probe",
+    "EnergyWindow": "nvmeter.window",
+    "measure": "nvmeter.window",
+    "Measurement": "nvmeter.window",
+    "IdleBaseline": "nvmeter.idle",
 }
 
 __all__ = [*_LAZY, "__version__"]

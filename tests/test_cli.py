@@ -154,3 +154,23 @@ def test_damaged_series_are_one_line_errors(probe_file, tmp_path):
     }
     bad.write_text(json.dumps(data))
     assert "malformed" in one_line_error(nvmeter("check", "--probe", str(bad)), 2)
+
+
+def test_ctrl_c_anywhere_in_the_console_script_is_one_line(monkeypatch, capsys):
+    from nvmeter import _entry, cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "main", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        _entry.main()
+    assert exit_info.value.code == 130
+    assert capsys.readouterr().err == "nvmeter: interrupted; nothing written\n"
+
+
+def test_the_window_api_is_at_the_top_level():
+    import nvmeter
+    from nvmeter import window
+
+    assert nvmeter.measure is window.measure and nvmeter.EnergyWindow is window.EnergyWindow
