@@ -11,6 +11,12 @@ Two workers share one interface (:class:`Worker`):
   backend ``"cuda"`` (torch on the board) or ``"cpu"`` (numpy, for tests).
 * :class:`SimWorker`, which drives a :class:`~nvmeter.simboard.SimulatedBoard`
   on its virtual clock.
+
+A child can serve more than the matrix products: ``handlers="some.module"`` makes it
+import that module and answer the ops in its ``HANDLERS`` dict (``nvmeter score``
+loads and calls the user's method this way, :mod:`nvmeter.methodhost`). The child
+writes the protocol to a private copy of its stdout and points file descriptor 1 at
+stderr, so whatever the loaded code prints can never corrupt a reply.
 """
 
 from __future__ import annotations
@@ -121,19 +127,32 @@ class Worker(Protocol):
 # --------------------------------------------------------------------------
 # Parent side of a real worker process
 # --------------------------------------------------------------------------
-class _ProcessJob:
-    def __init__(self, worker: WorkerProcess, request_id: int, timeout_s: float) -> None:
+class Reply:
+    """A request in flight: :meth:`done` never blocks, :meth:`result` waits for the reply dict."""
+
+    def __init__(self, worker: WorkerProcess, request_id: int, op: str, timeout_s: float) -> None:
         self._worker = worker
         self._id = request_id
+        self._op = op
+        self._timeout_s = timeout_s
         self._deadline = time.monotonic() + timeout_s
 
     def done(self) -> bool:
-        self._worker._pump(0.0)
+        """True once the reply is in (or the worker is gone: :meth:`result` then raises)."""
+        try:
+            self._worker._pump(0.0)
+        except errors.WorkerError:
+            return True
         return self._id in self._worker._replies
 
+    def result(self) -> dict:
+        """The reply. Raises WorkerError (UsageError for a request the child calls bad input)."""
+        return self._worker._wait(self._id, self._deadline, self._op, self._timeout_s)
+
+
+class _ProcessJob(Reply):
     def result(self) -> MatmulRun:
-        reply = self._worker._wait(self._id, self._deadline)
-        return MatmulRun(**reply["run"])
+        return MatmulRun(**super().result()["run"])
 
 
 class WorkerProcess:
@@ -143,13 +162,19 @@ class WorkerProcess:
         backend: ``"cuda"`` (torch on the GPU) or ``"cpu"`` (numpy; for tests).
         device_uuid: The board's UUID; the child sees only that GPU
             (``CUDA_VISIBLE_DEVICES``), so CUDA and NVML agree on the device.
+        handlers: A module the child imports; its ``HANDLERS`` dict (op -> function of
+            the request dict and the child's engine, returning the reply dict) adds or
+            replaces ops.
 
     Raises:
-        WorkerError: the child cannot start, dies, returns garbage, or hangs.
+        WorkerError: the child cannot start, dies, returns garbage, or hangs (a hung
+            child is killed with its whole process group).
 
     """
 
-    def __init__(self, backend: str = "cuda", device_uuid: str | None = None) -> None:
+    def __init__(
+        self, backend: str = "cuda", device_uuid: str | None = None, handlers: str | None = None
+    ) -> None:
         if backend not in ("cuda", "cpu"):
             raise errors.UsageError(f"unknown worker backend {backend!r} (cuda or cpu)")
         self.backend = backend
@@ -161,8 +186,11 @@ class WorkerProcess:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         # A session of its own: Ctrl-C at the terminal reaches only the parent, which
         # resumes and reaps the worker; SIGSTOP can target the worker's group alone.
+        argv = [sys.executable, "-m", "nvmeter.worker", "--backend", backend, "--parent", str(os.getpid())]
+        if handlers:
+            argv += ["--handlers", handlers]
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "nvmeter.worker", "--backend", backend, "--parent", str(os.getpid())],
+            argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -204,8 +232,10 @@ class WorkerProcess:
         for _key, _ in self._selector.select(timeout_s):
             chunk = os.read(self._proc.stdout.fileno(), 1 << 16)
             if not chunk:
+                status = self._exit_status(5.0)
                 raise errors.WorkerError(
-                    f"the worker exited (status {self._proc.wait()}): {self._stderr_tail()}"
+                    f"the worker exited (status {status if status is not None else 'unknown'}): "
+                    f"{self._stderr_tail()}"
                 )
             self._buffer += chunk
         while b"\n" in self._buffer:
@@ -216,20 +246,46 @@ class WorkerProcess:
             except (ValueError, KeyError, TypeError) as exc:
                 raise errors.WorkerError(f"the worker sent garbage: {line[:80]!r}") from exc
 
-    def _wait(self, request_id: int, deadline: float) -> dict:
+    def _wait(self, request_id: int, deadline: float, op: str = "request", timeout_s: float = 0.0) -> dict:
         while request_id not in self._replies:
             left = deadline - time.monotonic()
             if left <= 0:
-                self.close()
-                raise errors.WorkerError("the worker did not answer in time; it was killed")
-            self._pump(min(left, 0.5))
+                self.kill()  # a hung child will not read an exit request: no point asking
+                raise errors.WorkerError(
+                    f"the worker did not answer {op!r} within {timeout_s:,.0f} s; it was killed"
+                )
+            try:
+                self._pump(min(left, 0.5))
+            except errors.WorkerError:
+                self.kill()  # garbage or an exit: whatever is left of its group goes too
+                raise
         reply = self._replies.pop(request_id)
         if "error" in reply:
+            # the child says what kind of failure it was by the exit code of its error
+            if reply.get("exit_code") == errors.UsageError.exit_code:
+                raise errors.UsageError(reply["error"])
+            if reply.get("exit_code") == errors.WorkerError.exit_code:
+                raise errors.WorkerError(reply["error"])
             raise errors.WorkerError(f"the worker failed: {reply['error']}")
         return reply
 
     def _call(self, op: str, timeout_s: float = _START_TIMEOUT_S, **args) -> dict:
-        return self._wait(self._send(op, **args), time.monotonic() + timeout_s)
+        return self._wait(self._send(op, **args), time.monotonic() + timeout_s, op, timeout_s)
+
+    def request(self, op: str, *, timeout_s: float = _START_TIMEOUT_S, **args) -> dict:
+        """Send ``op`` with JSON-able ``args`` and wait for the reply dict.
+
+        Raises:
+            WorkerError: the child failed the request, died, sent garbage, or did not
+                answer within ``timeout_s`` (it is then killed).
+            UsageError: the child refused the request as bad input.
+
+        """
+        return self._call(op, timeout_s, **args)
+
+    def submit(self, op: str, *, timeout_s: float, **args) -> Reply:
+        """Send ``op`` and return at once; the :class:`Reply` waits at most ``timeout_s`` from now."""
+        return Reply(self, self._send(op, **args), op, timeout_s)
 
     def _stderr_tail(self) -> str:
         self._stderr.seek(0)
@@ -252,7 +308,7 @@ class WorkerProcess:
         if operands not in ("constant", "random"):
             raise errors.UsageError(f"operands must be 'constant' or 'random', not {operands!r}")
         request_id = self._send("matmul", n=n, operands=operands, seconds=seconds, count=count, check=check)
-        return _ProcessJob(self, request_id, seconds + _JOB_MARGIN_S)
+        return _ProcessJob(self, request_id, "matmul", seconds + _JOB_MARGIN_S)
 
     def ping(self) -> int:
         """Round trip; returns the child's pid."""
@@ -284,12 +340,24 @@ class WorkerProcess:
                 raise errors.WorkerError(f"the worker did not reach state {status!r}")
             time.sleep(0.001)
 
+    def kill(self) -> None:
+        """SIGKILL the worker's whole process group at once and reap it. Idempotent."""
+        if not self._closed:
+            # never reaped before close(), so the group id is still ours
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+        self.close()
+
     def close(self) -> None:
-        """Resume (if frozen), ask to exit, then terminate/kill and reap. Idempotent."""
+        """Resume (if frozen), ask to exit, then kill and reap its process group. Idempotent.
+
+        Anything the loaded code started in the worker's group dies with it: the leader
+        is left unreaped (a zombie still holds the group's id) until the group is killed.
+        """
         if self._closed:
             return
         self._closed = True
-        if self._proc.poll() is None:
+        if self._exit_status(0.0) is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGCONT)
             self.frozen = False
@@ -298,15 +366,38 @@ class WorkerProcess:
                 self._proc.stdin.flush()
             except OSError:
                 pass
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+            if self._exit_status(5.0) is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+        # the leader is a zombie (or reaped already): the group id cannot have been reused
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+        self.frozen = False
         self._selector.close()
         for stream in (self._proc.stdin, self._proc.stdout):
             stream.close()
         self._stderr.close()
+
+    def _exit_status(self, timeout_s: float) -> int | None:
+        """The leader's exit status (-N: killed by signal N) once it has exited, else None.
+
+        Waits up to ``timeout_s`` without reaping it: until close() reaps it, the zombie
+        keeps the process group's id, so killing the group can never hit a stranger.
+        """
+        end = time.monotonic() + timeout_s
+        while True:
+            if self._proc.returncode is not None:  # reaped already
+                return self._proc.returncode
+            try:
+                found = os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return self._proc.returncode
+            if found is not None:
+                return found.si_status if found.si_code == os.CLD_EXITED else -found.si_status
+            if time.monotonic() >= end:
+                return None
+            time.sleep(0.005)
 
 
 # --------------------------------------------------------------------------
@@ -387,6 +478,10 @@ class SimWorker:
 # --------------------------------------------------------------------------
 # Child side
 # --------------------------------------------------------------------------
+# The child's reply channel (a private copy of its stdout), set by main().
+_PROTOCOL = None
+
+
 def _die_with_parent(parent_pid: int) -> None:
     """Ask the kernel to SIGKILL us when the parent dies (Linux); SIGKILL also ends a stopped process."""
     if sys.platform.startswith("linux"):
@@ -497,15 +592,19 @@ class _Engine:
         return sorted(times)[len(times) // 2]
 
 
-def _serve(backend: str) -> None:
+def _serve(backend: str, handlers: dict | None = None, out=None) -> None:
     engine = _Engine(backend)
+    handlers = handlers or {}
+    out = out or sys.stdout
     for line in sys.stdin:
         request = json.loads(line)
         op, rid = request.get("op"), request.get("id")
         try:
             if op == "exit":
                 return
-            if op == "ping":
+            if op in handlers:
+                reply = handlers[op](request, engine)
+            elif op == "ping":
                 reply = {"pid": os.getpid()}
             elif op == "context":
                 reply = {"uuid": engine.context()}
@@ -516,10 +615,12 @@ def _serve(backend: str) -> None:
                 reply = {"run": engine.matmul(**args)}
             else:
                 reply = {"error": f"unknown op {op!r}"}
+        except errors.NvmeterError as exc:  # its message is already one line for a user
+            reply = {"error": str(exc), "exit_code": exc.exit_code}
         except Exception as exc:  # report, don't die: the parent decides
             reply = {"error": f"{type(exc).__name__}: {exc}"}
-        sys.stdout.write(json.dumps({"id": rid, **reply}) + "\n")
-        sys.stdout.flush()
+        out.write(json.dumps({"id": rid, **reply}) + "\n")
+        out.flush()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -529,10 +630,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="nvmeter.worker")
     parser.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--handlers", default=None, help="module whose HANDLERS dict adds ops")
     args = parser.parse_args(argv)
     _die_with_parent(args.parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
-    _serve(args.backend)
+    # the protocol gets a private copy of stdout; fd 1 (print, C libraries) goes to stderr
+    global _PROTOCOL
+    _PROTOCOL = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    handlers = None
+    if args.handlers:
+        import importlib
+
+        handlers = importlib.import_module(args.handlers).HANDLERS
+    _serve(args.backend, handlers, _PROTOCOL)
 
 
 if __name__ == "__main__":
