@@ -115,3 +115,11 @@ class Board(Protocol):
     def compute_process_count(self) -> int:
         """Number of processes holding a compute context on this board."""
         ...
+
+    def compute_pids(self) -> tuple[int, ...]:
+        """Process ids of the processes holding a compute context on this board.
+
+        NVML reports them in the driver's view: inside a container with its own pid
+        namespace they may not match ``os.getpid()`` of the processes there.
+        """
+        ...

@@ -290,5 +290,12 @@ class NvmlBoard:
 
     def compute_process_count(self) -> int:
         """Processes holding a compute context on this board."""
+        return len(self._compute_processes())
+
+    def compute_pids(self) -> tuple[int, ...]:
+        """Process ids of the processes holding a compute context (the driver's pid namespace)."""
+        return tuple(int(p.pid) for p in self._compute_processes())
+
+    def _compute_processes(self) -> list:
         nv = _pynvml()
-        return len(_call("the compute processes", nv.nvmlDeviceGetComputeRunningProcesses, self._handle))
+        return _call("the compute processes", nv.nvmlDeviceGetComputeRunningProcesses, self._handle)

@@ -168,6 +168,9 @@ class SimulatedBoard:
         self._rng = np.random.default_rng(self.config.seed)
         now = self.clock.now()
         self._context = False
+        self._context_pid = 0
+        # processes of others holding a context (tests add some to fail the scorer's check)
+        self.other_pids: list[int] = []
         self._frozen = False
         self._load_w = 0.0
         self._extra_w = 0.0
@@ -191,9 +194,10 @@ class SimulatedBoard:
         return f"SimulatedBoard(t={self.clock.now():.3f} s, target={self._target_w:.1f} W)"
 
     # -- the worker's side -------------------------------------------------
-    def set_context(self, open_: bool) -> None:
-        """A CUDA context opens or closes on the board."""
+    def set_context(self, open_: bool, pid: int = 0) -> None:
+        """A CUDA context opens (held by process ``pid``) or closes on the board."""
         self._context = open_
+        self._context_pid = pid
         self._retarget()
 
     def set_frozen(self, frozen: bool) -> None:
@@ -350,5 +354,9 @@ class SimulatedBoard:
         return Utilization(busy, busy / 2)
 
     def compute_process_count(self) -> int:
-        """1 while a context is open."""
-        return int(self._context)
+        """1 while a context is open, plus :attr:`other_pids`."""
+        return len(self.compute_pids())
+
+    def compute_pids(self) -> tuple[int, ...]:
+        """The context's holder (the pid given to :meth:`set_context`) and :attr:`other_pids`."""
+        return ((self._context_pid,) if self._context else ()) + tuple(self.other_pids)

@@ -69,7 +69,10 @@ def fake_pynvml(fail=None):
     ]
     api("nvmlDeviceGetSamples", lambda h, kind, since: (1, samples))
     api("nvmlDeviceGetUtilizationRates", lambda h: types.SimpleNamespace(gpu=97, memory=40))
-    api("nvmlDeviceGetComputeRunningProcesses", lambda h: [object(), object()])
+    api(
+        "nvmlDeviceGetComputeRunningProcesses",
+        lambda h: [types.SimpleNamespace(pid=4242), types.SimpleNamespace(pid=4343)],
+    )
     return m
 
 
@@ -96,6 +99,7 @@ def test_units_are_converted_at_the_boundary(fake):
     assert board.energy_mj() == 123_456_789
     assert board.power_instant_w() == 350.25
     assert board.compute_process_count() == 2
+    assert board.compute_pids() == (4242, 4343)
 
 
 def test_sample_timestamps_land_on_the_monotonic_clock(fake):
