@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nvmeter import errors
-from nvmeter.workloads.harness import Method
+
+if TYPE_CHECKING:  # the harness imports torch; the scorer reads this registry without it
+    from nvmeter.workloads.harness import Method
 
 
 @dataclass(frozen=True)
