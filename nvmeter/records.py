@@ -6,6 +6,11 @@ only the versions listed here.
 Schema history:
     probe 1: first version (probe report: board identity, every probe's raw series
         and derived figures).
+    workloads 1: first version (nvmeter.workloads.evaluate: timed calls per method).
+    score 1: first version (one run of ``nvmeter score``: target, board, config, draw
+        plan, timed calls, the energy readings (reference trial, three frozen idle spans
+        with utilisation and pids, control and method windows as Measurement dicts with
+        the worker's call blocks), error, and the derived figures; nvmeter.scorerun).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from pathlib import Path
 
 from nvmeter import errors
 
-SCHEMA_VERSIONS = {"probe": (1,), "workloads": (1,)}
+SCHEMA_VERSIONS = {"probe": (1,), "workloads": (1,), "score": (1,)}
 CURRENT = {kind: versions[-1] for kind, versions in SCHEMA_VERSIONS.items()}
 
 

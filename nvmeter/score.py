@@ -1,0 +1,499 @@
+"""``nvmeter score``: time, judge and meter a method, run after run, one record per run.
+
+One run (:func:`run_once`) starts a fresh worker process that holds the CUDA context and
+loads the method (:mod:`nvmeter.methodproc`, :mod:`nvmeter.methodhost`); this process,
+the scorer, owns NVML, the energy windows, the judge and the records. In order:
+
+1. open the context, load the method; the worker and the scorer each build the run's
+   draws from its seeds (``nvmeter.workloads.task`` is deterministic), so no array
+   crosses the pipe; labels come back as ``.npy`` files;
+2. warm-ups, then the timed calls (11 MNIST + 4 hold-out, in the plan's secret order),
+   each judged by the scorer against its own copy of the draw;
+3. only for a passing run, the energy: the J/TFLOP reference (constant operands, TF32
+   off, same worker); an idle span with the worker frozen; a control window of null
+   calls (the harness's round trip); another frozen idle span; the method window of
+   back-to-back calls on fresh draws; a last frozen idle span. The windows are
+   :class:`~nvmeter.window.EnergyWindow` s whose edges this process places on counter
+   steps while the worker runs the calls (sync ``"none"``: this process has no CUDA).
+
+mJ per call = the method window's energy above the idle either side, per call, less
+the control window's per call; the bound adds both windows' bounds
+(:class:`nvmeter.scorerun.Energy`). The checks in :func:`nvmeter.scorerun.energy_checks`
+can void the energy figure, never the time.
+
+A run that fails (the method raises or returns bad output, the worker dies, hangs or
+sends garbage) is recorded with the reason and ends the command; runs that fail the
+judge are recorded and the next run goes on. Each record is written atomically when its
+run ends and a line is appended to ``score.log``, so a crash keeps every earlier run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from nvmeter import errors, records
+from nvmeter.board import Board
+from nvmeter.idle import IdleBaseline
+from nvmeter.methodproc import MethodWorker, SimMethodWorker
+from nvmeter.rig import Rig
+from nvmeter.scorerun import (
+    KIND,
+    Block,
+    DrawPlan,
+    Energy,
+    IdleReading,
+    RunRecord,
+    ScoreConfig,
+    Target,
+    TimedCall,
+)
+from nvmeter.span import measure_span
+from nvmeter.window import EnergyWindow, Measurement
+from nvmeter.workloads import judge, task
+
+SCHEMA_VERSION = records.CURRENT[KIND]
+LOG_NAME = "score.log"
+# While a window's calls run, look in every so often (the window reads the power-sample
+# buffer, ~2.4 s of history, at most once a second when told of calls).
+_POLL_S = 0.25
+
+Phase = Callable[[str], None]
+
+
+def _quiet(_text: str) -> None:
+    return None
+
+
+# -- the folder -----------------------------------------------------------------------
+def run_path(out_dir: Path, run: int) -> Path:
+    """``DIR/run-001.json`` for run 1."""
+    return Path(out_dir) / f"run-{run:03d}.json"
+
+
+def folder_runs(out_dir: Path) -> list[tuple[Path, dict]]:
+    """The score records in ``out_dir`` (``run-*.json``), by run number.
+
+    Raises:
+        RecordError: a ``run-*.json`` that is not a readable score record.
+
+    """
+    found = []
+    for path in sorted(Path(out_dir).glob("run-*.json")):
+        data = records.read_json(path, KIND)
+        found.append((path, data))
+    return sorted(found, key=lambda pd: pd[1].get("run", 0))
+
+
+def next_run(out_dir: Path, target: Target, difficulty: int) -> int:
+    """The next run number in ``out_dir`` (made if missing), which must hold only this method's runs.
+
+    Raises:
+        UsageError: the folder is a file, cannot be made or written, or holds runs of
+            another method, difficulty or source.
+        RecordError: it holds a damaged record.
+
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise errors.UsageError(f"{out_dir} exists and is not a folder; --json takes a folder")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise errors.UsageError(f"cannot make the folder {out_dir}: {exc.strerror}") from exc
+    records.check_writable(out_dir / "run-000.json")
+    last = 0
+    for path, data in folder_runs(out_dir):
+        theirs = Target.from_dict(data["target"])
+        if theirs.name != target.name or data["difficulty"] != difficulty:
+            raise errors.UsageError(
+                f"{out_dir} holds runs of {theirs.name} at difficulty {data['difficulty']} ({path.name}); "
+                f"score {target.name} at difficulty {difficulty} into another folder"
+            )
+        if (theirs.function, theirs.sha256) != (target.function, target.sha256):
+            raise errors.UsageError(
+                f"{out_dir} holds runs of another version of {target.name} ({path.name}: sha256 "
+                f"{theirs.sha256[:12]}…, now {target.sha256[:12]}…); score it into another folder"
+            )
+        last = max(last, int(data["run"]))
+    return last + 1
+
+
+def _log(out_dir: Path, line: str) -> None:
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    with open(Path(out_dir) / LOG_NAME, "a") as f:
+        f.write(f"{stamp} {line}\n")
+        f.flush()
+
+
+# -- the board and its workers ------------------------------------------------------------
+def open_board(
+    device: int | str | None, simulate: bool, call_timeout_s: float
+) -> tuple[Board, Callable[[], object]]:
+    """The board and a factory of fresh workers for it.
+
+    On the simulated board the worker is a real CPU process coupled to the board's
+    virtual clock (:class:`~nvmeter.methodproc.SimMethodWorker`).
+
+    Raises:
+        TelemetryError: no driver, no GPU, no such device.
+
+    """
+    board = Rig.open(device, simulate=simulate).board
+    if simulate:
+        return board, lambda: SimMethodWorker(board, MethodWorker("cpu", None, call_timeout_s))
+    uuid = board.identity().uuid
+    return board, lambda: MethodWorker("cuda", uuid, call_timeout_s)
+
+
+def _software() -> dict:
+    from importlib import metadata
+
+    import nvmeter
+
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "python": platform.python_version(),
+        "nvmeter": nvmeter.__version__,
+        "nvmeter_commit": _commit(),
+        "numpy": np.__version__,
+        "torch": version("torch"),
+        "nvidia_ml_py": version("nvidia-ml-py"),
+    }
+
+
+def _commit() -> str | None:
+    """The git commit nvmeter runs from, if it runs from a checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+# -- one run ---------------------------------------------------------------------------
+def _read_labels(path: Path, shape: tuple[int, ...]) -> np.ndarray:
+    """Labels the worker wrote. Raises WorkerError for anything but integers 0..9 of ``shape``."""
+    try:
+        labels = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise errors.WorkerError(f"the worker's labels file {path.name} is unreadable ({exc})") from exc
+    if labels.shape != shape or labels.dtype.kind not in "iu":
+        raise errors.WorkerError(
+            f"the worker sent labels of shape {labels.shape} and dtype {labels.dtype}; "
+            f"expected {shape} integers"
+        )
+    if labels.size and (labels.min() < 0 or labels.max() >= task.CLASSES):
+        raise errors.WorkerError(f"the worker sent labels {labels.min()}..{labels.max()}, outside 0..9")
+    return labels
+
+
+def _frozen_idle(board: Board, worker, config: ScoreConfig) -> IdleReading:
+    """An idle span with the worker's process group stopped; always resumed."""
+    worker.freeze()
+    try:
+        board.clock.sleep(config.idle_settle_s)
+        span = measure_span(board, board.clock, config.idle_s)
+        busy = board.utilization().gpu_pct
+        pids = board.compute_pids()
+    finally:
+        worker.resume()
+    return IdleReading(span, config.idle_settle_s, busy, pids, worker.pid)
+
+
+def _window(
+    board: Board, worker, kind: str, seconds: float, ctx: dict, **window
+) -> tuple[Measurement, Block]:
+    """One energy window around ``kind`` calls that the worker runs back to back."""
+    plan: DrawPlan = ctx["plan"]
+    with EnergyWindow(board, sync="none", **window) as w:
+        reply = worker.calls(
+            kind,
+            seconds,
+            ctx["config"].min_calls,
+            list(plan.window_draws),
+            plan.seed,
+            ctx["root"],
+            ctx["out"],
+        )
+        while not reply.done():
+            board.clock.sleep(_POLL_S)
+            w.call(0)  # keeps the sample buffer's history read
+        result = reply.result()
+        w.call(len(result["ms"]))
+    block = Block(kind, result["t0_s"], result["t1_s"], tuple(result["ms"]), plan.window_draws)
+    return w.result, block
+
+
+def _judge_window(block: Block, path: Path, truth: dict) -> Block:
+    labels = _read_labels(path, (block.calls, task.DRAW_ROWS))
+    correct = tuple(int((labels[i] == truth[d].test_y).sum()) for i, d in enumerate(block.call_draws()))
+    return replace(block, correct=correct, rows=task.DRAW_ROWS)
+
+
+def measure_energy(board: Board, worker, record: RunRecord, tmp: Path, root, on_phase: Phase) -> Energy:
+    """The energy readings of a passing run; see the module docstring for the order.
+
+    Raises:
+        WorkerError, UsageError: the worker or the method failed during a window.
+        TelemetryError: NVML failed.
+
+    """
+    config, plan = record.config, record.plan
+    on_phase("J/TFLOP reference")
+    from nvmeter.probes.reference import run_trial
+
+    rig = Rig(board, lambda: worker, on_phase=lambda text: on_phase(f"J/TFLOP reference: {text}"))
+    trial = run_trial(rig, "constant", quick=config.reference == "quick")
+    on_phase("building the window draws")
+    prepared = worker.prepare(list(plan.window_draws), plan.seed, root)
+    truth = {d: task.draw(d[0], d[1], split_seed=plan.seed, root=root) for d in plan.window_draws}
+    prepared.result()
+    ctx = {"config": config, "plan": plan, "root": root, "out": None}
+    on_phase("idle, worker frozen (1/3)")
+    idle_a = _frozen_idle(board, worker, config)
+    on_phase("control window: null calls")
+    control_window, control_block = _window(
+        board, worker, "null", config.control_s, ctx, idle=IdleBaseline.from_spans([idle_a.span], "frozen")
+    )
+    on_phase("idle, worker frozen (2/3)")
+    idle_b = _frozen_idle(board, worker, config)
+    control = replace(control_window, idle=IdleBaseline.from_spans([idle_a.span, idle_b.span], "frozen"))
+    on_phase("method window")
+    method_window, method_block = _window(
+        board,
+        worker,
+        "method",
+        config.window_s,
+        {**ctx, "out": tmp / "window.npy"},
+        idle=IdleBaseline.from_spans([idle_b.span], "frozen"),
+        control_mj=control.per_call_mj,
+        control_err_mj=control.per_call_mj_err,
+    )
+    method_block = _judge_window(method_block, tmp / "window.npy", truth)
+    on_phase("idle, worker frozen (3/3)")
+    idle_c = _frozen_idle(board, worker, config)
+    return Energy(
+        trial,
+        config.band,
+        (idle_a, idle_b, idle_c),
+        control_window,
+        control_block,
+        method_window,
+        method_block,
+    )
+
+
+def _timed_calls(
+    worker, record: RunRecord, tmp: Path, root, on_phase: Phase, warmup_ms: list, calls: list
+) -> None:
+    """Warm-ups, then the timed calls; fills ``warmup_ms`` and ``calls`` as they come."""
+    plan = record.plan
+    for i, seed in enumerate(plan.warmup_seeds):
+        on_phase(f"warm-up {i + 1}/{len(plan.warmup_seeds)} ({plan.warmup_dataset})")
+        warmup_ms.append(worker.call(plan.warmup_dataset, seed, plan.seed, root, None))
+    for i, (dataset, seed) in enumerate(plan.order):
+        on_phase(f"timed call {i + 1}/{len(plan.order)} ({dataset})")
+        out = tmp / f"call-{i:02d}.npy"
+        ms = worker.call(dataset, seed, plan.seed, root, out)
+        draw = task.draw(dataset, seed, split_seed=plan.seed, root=root)
+        s = judge.score(draw, _read_labels(out, draw.test_y.shape))
+        calls.append(TimedCall(dataset, seed, ms, s.correct, s.rows))
+
+
+def run_once(
+    board: Board,
+    make_worker: Callable[[], object],
+    target: Target,
+    difficulty: int,
+    config: ScoreConfig,
+    *,
+    run: int,
+    seed: int,
+    data_root: Path | None = None,
+    on_phase: Phase = _quiet,
+) -> tuple[RunRecord, errors.NvmeterError | None]:
+    """One run in a fresh worker; see the module docstring.
+
+    Returns:
+        The run's record, and the error that ended it early (None if it did not):
+        recorded in the record's ``error`` too.
+
+    Raises:
+        UsageError: the method cannot be loaded (nothing was measured: no record).
+        TelemetryError: NVML failed.
+
+    """
+    from nvmeter.workloads import fetch
+
+    root = str(data_root) if data_root is not None else None
+    plan = DrawPlan.make(seed, fetch.is_cached("kmnist", data_root), config)
+    record = RunRecord(
+        run=run,
+        target=target,
+        difficulty=difficulty,
+        board=board.identity(),
+        config=config,
+        plan=plan,
+        created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        host=socket.gethostname(),
+        argv=tuple(sys.argv),
+        software=_software(),
+    )
+    warmup_ms: list[float] = []
+    calls: list[TimedCall] = []
+    on_phase("starting the worker")
+    worker = make_worker()
+    record = replace(record, worker_pid=worker.pid)
+    try:
+        with tempfile.TemporaryDirectory(prefix="nvmeter-score-") as tmp_name:
+            tmp = Path(tmp_name)
+            try:
+                on_phase("opening the CUDA context")
+                _open(worker, record)
+                on_phase("loading the method")
+                worker.load(target)
+            except errors.UsageError:
+                raise  # bad input, nothing measured: no record
+            except errors.WorkerError as exc:
+                return replace(record, error=str(exc)), exc
+            try:
+                _timed_calls(worker, record, tmp, root, on_phase, warmup_ms, calls)
+                record = replace(record, warmup_ms=tuple(warmup_ms), calls=tuple(calls))
+                if not record.passed:
+                    return record, None
+                energy = measure_energy(board, worker, record, tmp, root, on_phase)
+            except (errors.WorkerError, errors.UsageError) as exc:
+                failed = replace(record, warmup_ms=tuple(warmup_ms), calls=tuple(calls), error=str(exc))
+                return failed, exc
+            return replace(record, energy=energy), None
+    finally:
+        worker.close()
+
+
+def _open(worker, record: RunRecord) -> None:
+    uuid = worker.open_context()
+    if uuid is not None and uuid != record.board.uuid:
+        raise errors.WorkerError(f"the worker's CUDA device is {uuid}, not the board {record.board.uuid}")
+
+
+# -- runs ------------------------------------------------------------------------------------
+def check_data(data_root: Path | None) -> None:
+    """MNIST and Fashion-MNIST must be cached before any run (every run needs both).
+
+    Only their presence is checked here; every load verifies their hashes again, and a
+    file that fails there fails its run (recorded with the reason).
+
+    Raises:
+        UsageError: a dataset is not in the cache (the message gives the fetch command).
+
+    """
+    from nvmeter.workloads import cache, fetch
+
+    for name in ("mnist", "fashion"):
+        if not fetch.is_cached(name, data_root):
+            where = cache.dataset_dir(name, data_root).parent
+            raise errors.UsageError(
+                f"{name} is not in the data cache {where}; run `nvmeter data fetch {name}` "
+                f"(or set {cache.ENV_VAR} to a folder that holds it)"
+            )
+
+
+def score(
+    board: Board,
+    make_worker: Callable[[], object],
+    target: Target,
+    difficulty: int,
+    out_dir: Path,
+    *,
+    runs: int = 3,
+    config: ScoreConfig | None = None,
+    data_root: Path | None = None,
+    seed: int | None = None,
+    on_phase: Callable[[int, str], None] | None = None,
+    on_run: Callable[[RunRecord, Path], None] | None = None,
+) -> list[RunRecord]:
+    """Score ``target`` ``runs`` times into ``out_dir``; one record per run, as it ends.
+
+    Args:
+        board: The board (NVML, or the simulated one).
+        make_worker: Starts a fresh worker (see :func:`open_board`).
+        target: The method.
+        difficulty: The level to judge at (1..5).
+        out_dir: Folder of the records and ``score.log``; new runs are numbered after
+            those already there, which must be of the same method.
+        runs: How many runs.
+        config: How to measure (default: :class:`~nvmeter.scorerun.ScoreConfig`'s).
+        data_root: Data cache root (default ``$NVMETER_DATA_DIR`` or the user cache).
+        seed: The first run's seed (default: its run number); each next run adds 1.
+        on_phase: Called with (run, text) as a run goes.
+        on_run: Called with each run's record and path once written.
+
+    Returns:
+        This call's records, in order.
+
+    Raises:
+        UsageError: bad input (difficulty, folder, data, a method that cannot be loaded or
+            returns bad output: the last recorded first).
+        WorkerError: a run's worker or method failed (recorded first).
+        TelemetryError: NVML failed (earlier runs stay recorded).
+
+    """
+    config = config or ScoreConfig()
+    judge.required(1, difficulty)  # an unknown difficulty fails here, before anything runs
+    if not (isinstance(runs, int) and runs >= 1):
+        raise errors.UsageError(f"--runs must be a whole number >= 1, not {runs!r}")
+    first = next_run(out_dir, target, difficulty)
+    check_data(data_root)
+    done = []
+    for run in range(first, first + runs):
+        run_seed = run if seed is None else seed + (run - first)
+        _log(
+            out_dir,
+            f"run {run} started: {target.name} d{difficulty}, seed {run_seed}, {board.identity().short}",
+        )
+        phase = (lambda text, run=run: on_phase(run, text)) if on_phase else _quiet
+        try:
+            record, failure = run_once(
+                board,
+                make_worker,
+                target,
+                difficulty,
+                config,
+                run=run,
+                seed=run_seed,
+                data_root=data_root,
+                on_phase=phase,
+            )
+        except BaseException as exc:
+            _log(out_dir, f"run {run} ended without a record: {type(exc).__name__}: {exc}")
+            raise
+        path = run_path(out_dir, run)
+        records.write_json(path, record.to_dict(SCHEMA_VERSION))
+        _log(out_dir, f"{record!r} -> {path.name}")
+        done.append(record)
+        if on_run:
+            on_run(record, path)
+        if failure is not None:
+            raise type(failure)(f"run {run} failed: {failure} (recorded in {path})") from failure
+    return done
