@@ -1,0 +1,424 @@
+"""``nvmeter summarize``: the published tables, recomputed from the raw records.
+
+Every record is rebuilt from its raw readings (:meth:`nvmeter.scorerun.RunRecord.from_dict`)
+and every figure recomputed by this nvmeter; a stored figure that disagrees with its
+recomputation is an error (the record was altered, or written by code whose figures
+differ: re-run, or summarize with the nvmeter that wrote it). The tables then take
+medians over the passing runs of each method, as the A100 tables do (median of 3 runs).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from nvmeter import errors
+from nvmeter.score import folder_runs
+from nvmeter.scorerun import RunRecord
+
+# Stored and recomputed figures agree to this relative tolerance: JSON keeps every float
+# exactly (shortest repr), so only the order of floating-point operations could differ.
+_REL_TOL = 1e-9
+
+
+# -- loading and verifying ----------------------------------------------------------------
+def _plain(value):
+    """Numpy scalars as Python ones, tuples as lists, nan as None (as JSON stores them)."""
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (list, dict)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def first_difference(stored, fresh, where: str = "derived") -> tuple[str, object, object] | None:
+    """The first place where ``stored`` and ``fresh`` (plain JSON values) disagree, or None.
+
+    Returns:
+        (where, stored value, fresh value) of the first disagreement.
+
+    """
+    if isinstance(fresh, dict):
+        if not isinstance(stored, dict):
+            return where, stored, fresh
+        for key in sorted(set(stored) | set(fresh)):
+            if key not in stored or key not in fresh:
+                return f"{where}.{key}", stored.get(key, "(missing)"), fresh.get(key, "(missing)")
+            found = first_difference(stored[key], fresh[key], f"{where}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(fresh, list):
+        if not isinstance(stored, list) or len(stored) != len(fresh):
+            return where, stored, fresh
+        for i, (a, b) in enumerate(zip(stored, fresh, strict=True)):
+            found = first_difference(a, b, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    numbers = (int, float)
+    if isinstance(fresh, numbers) and not isinstance(fresh, bool):
+        same = (
+            isinstance(stored, numbers)
+            and not isinstance(stored, bool)
+            and math.isclose(stored, fresh, rel_tol=_REL_TOL, abs_tol=1e-12)
+        )
+        return None if same else (where, stored, fresh)
+    return None if stored == fresh else (where, stored, fresh)
+
+
+def verify(path: Path, data: dict, record: RunRecord) -> None:
+    """Refuse a record whose stored figures differ from those recomputed from its raw readings.
+
+    Raises:
+        RecordError: naming the first figure that differs, with both values.
+
+    """
+    checks = [("derived", data.get("derived"), _plain(record.derived()))]
+    if record.energy is not None:
+        for name, m in (("control", record.energy.control), ("method", record.energy.method)):
+            stored = data["energy"][name]["window"].get("derived")
+            checks.append((f"energy.{name}.window.derived", stored, _plain(m.to_dict()["derived"])))
+    for where, stored, fresh in checks:
+        found = first_difference(stored, fresh, where)
+        if found:
+            at, was, now = found
+            raise errors.RecordError(
+                f"{path}: {at} disagrees with its recomputation from the raw readings "
+                f"(stored {_short(was)}, recomputed {_short(now)}); the record was altered, "
+                "or written by an nvmeter whose figures differ"
+            )
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
+    """Every score record in the given folders (``run-*.json``) or files, verified.
+
+    Raises:
+        UsageError: a path that does not exist, or no records at all.
+        RecordError: a damaged record, another kind or schema, or a stored figure that
+            disagrees with its recomputation.
+
+    """
+    from nvmeter import records
+    from nvmeter.scorerun import KIND
+
+    found: list[tuple[Path, dict]] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found += folder_runs(path)
+        elif path.is_file():
+            found.append((path, records.read_json(path, KIND)))
+        else:
+            raise errors.UsageError(f"{path}: no such folder or file")
+    if not found:
+        raise errors.UsageError(f"no score records (run-*.json) in {', '.join(map(str, paths))}")
+    out = []
+    for path, data in found:
+        try:
+            record = RunRecord.from_dict(data)
+            record.derived()  # recompute once here so a damaged raw series is this record's error
+        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
+            raise errors.RecordError(f"{path}: damaged score record ({type(exc).__name__}: {exc})") from exc
+        verify(path, data, record)
+        out.append((path, record))
+    return out
+
+
+# -- the tables ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MethodSummary:
+    """One method at one difficulty over its runs.
+
+    Medians are over passing runs (energy: over runs whose energy figure stands). The bound
+    on the median energy is the largest of the runs' bounds: if every run's value is within
+    its bound of the truth, their median is within the largest bound of the truths' median.
+
+    Attributes:
+        name: The method.
+        difficulty: Its level.
+        runs: Its runs, in run order.
+
+    """
+
+    name: str
+    difficulty: int
+    runs: tuple[RunRecord, ...]
+
+    @property
+    def passing(self) -> tuple[RunRecord, ...]:
+        """Runs that passed the judge."""
+        return tuple(r for r in self.runs if r.passed)
+
+    @property
+    def metered(self) -> tuple[RunRecord, ...]:
+        """Passing runs whose energy figure stands."""
+        return tuple(r for r in self.runs if r.energy_valid)
+
+    def _median(self, runs, value) -> float:
+        values = [value(r) for r in runs]
+        return statistics.median(values) if values else math.nan
+
+    @property
+    def ms_per_call(self) -> float:
+        """Median over passing runs of each run's median call, ms."""
+        return self._median(self.passing, lambda r: r.ms_per_call)
+
+    @property
+    def mj_per_call(self) -> float:
+        """Median per-call energy above idle (control subtracted), mJ."""
+        return self._median(self.metered, lambda r: r.energy.method.per_call_mj)
+
+    @property
+    def mj_per_call_err(self) -> float:
+        """Bound on :attr:`mj_per_call`: the largest run bound, mJ."""
+        bounds = [r.energy.method.per_call_mj_err for r in self.metered]
+        return max(bounds) if bounds else math.nan
+
+    @property
+    def w_above_idle(self) -> float:
+        """Median power above idle while the method runs, W."""
+        return self._median(self.metered, lambda r: r.w_above_idle)
+
+    @property
+    def mnist_accuracy(self) -> float:
+        """Median MNIST accuracy over passing runs, 0..1."""
+        return self._median(self.passing, lambda r: r.mnist_accuracy)
+
+    @property
+    def boards(self) -> tuple[str, ...]:
+        """The boards its runs ran on."""
+        return tuple(sorted({r.board.short for r in self.runs}))
+
+    @property
+    def partial(self) -> bool:
+        """True if any run made fewer timed calls than the task's 11 + 4."""
+        return any(not r.config.full_task for r in self.runs)
+
+    def to_dict(self) -> dict:
+        """JSON form (nan as None)."""
+        return _plain(
+            {
+                "method": self.name,
+                "difficulty": self.difficulty,
+                "ms_per_call": self.ms_per_call,
+                "mj_per_call": self.mj_per_call,
+                "mj_per_call_err": self.mj_per_call_err,
+                "w_above_idle": self.w_above_idle,
+                "mnist_accuracy": self.mnist_accuracy,
+                "runs": len(self.runs),
+                "passing": len(self.passing),
+                "metered": len(self.metered),
+                "boards": list(self.boards),
+                "partial_task": self.partial,
+            }
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.name} d{self.difficulty}: {_ms(self.ms_per_call)} ms/call, "
+            f"{_mj(self.mj_per_call, self.mj_per_call_err)} mJ/call above idle "
+            f"({len(self.passing)} of {len(self.runs)} runs pass, {len(self.metered)} metered)"
+        )
+
+
+def summarize(records: Sequence[RunRecord]) -> list[MethodSummary]:
+    """Group runs by (method, difficulty), in the order first seen; runs in run order."""
+    groups: dict[tuple[str, int], list[RunRecord]] = {}
+    for r in records:
+        groups.setdefault((r.target.name, r.difficulty), []).append(r)
+    return [
+        MethodSummary(name, level, tuple(sorted(runs, key=lambda r: (r.created_utc, r.run))))
+        for (name, level), runs in groups.items()
+    ]
+
+
+def _ms(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value:,.1f}"
+
+
+def _mj(value: float, err: float) -> str:
+    if not math.isfinite(value):
+        return "-"
+    digits = 1 if abs(value) < 1000 else 0
+    return f"{value:,.{digits}f} ± {err:,.{digits if err < 1000 else 0}f}"
+
+
+def _pct(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value:.2%}"
+
+
+def _num(value: float, fmt: str) -> str:
+    return "-" if value is None or not math.isfinite(value) else format(value, fmt)
+
+
+def method_rows(summaries: Sequence[MethodSummary]) -> list[list[str]]:
+    """Rows of the per-method table (see :data:`METHOD_HEADER`)."""
+    rows = []
+    for s in summaries:
+        runs = f"{len(s.passing)}/{len(s.runs)} pass, {len(s.metered)} metered" + (
+            " (partial task)" if s.partial else ""
+        )
+        rows.append(
+            [
+                s.name,
+                str(s.difficulty),
+                _ms(s.ms_per_call),
+                _mj(s.mj_per_call, s.mj_per_call_err),
+                _num(s.w_above_idle, ",.1f"),
+                _pct(s.mnist_accuracy),
+                runs,
+                ", ".join(s.boards),
+            ]
+        )
+    return rows
+
+
+METHOD_HEADER = [
+    "method",
+    "difficulty",
+    "ms/call",
+    "mJ/call above idle",
+    "W above idle",
+    "MNIST",
+    "runs",
+    "board",
+]
+RUN_HEADER = [
+    "method",
+    "run",
+    "board",
+    "ms/call",
+    "mJ/call above idle",
+    "window s",
+    "idle W",
+    "round trip mJ",
+    "reference J/TFLOP",
+    "status",
+]
+
+
+def run_rows(summaries: Sequence[MethodSummary]) -> list[list[str]]:
+    """Rows of the every-run table (see :data:`RUN_HEADER`)."""
+    rows = []
+    for s in summaries:
+        for r in s.runs:
+            e = r.energy
+            status = r.status.upper() + (
+                f"; energy {r.energy_note}" if r.energy_note and r.status == "pass" else ""
+            )
+            if r.error:
+                status += f": {r.error}"
+            rows.append(
+                [
+                    s.name,
+                    str(r.run),
+                    r.board.short,
+                    _ms(r.ms_per_call),
+                    _mj(e.method.per_call_mj, e.method.per_call_mj_err) if e else "-",
+                    _num(e.method.window_s, ".2f") if e else "-",
+                    _num(e.method.idle_w, ".1f") if e else "-",
+                    _mj(e.control.per_call_mj, e.control.per_call_mj_err) if e else "-",
+                    _num(e.reference.j_per_tflop, ".2f") if e else "-",
+                    status,
+                ]
+            )
+    return rows
+
+
+def markdown(header: list[str], rows: list[list[str]]) -> str:
+    """A markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def to_markdown(summaries: Sequence[MethodSummary]) -> str:
+    """Both tables, in markdown, with a line on what they are."""
+    return (
+        "Per method (medians over passing runs; mJ per call above idle, less the harness's round trip; "
+        "the bound is the largest run's):\n\n"
+        + markdown(METHOD_HEADER, method_rows(summaries))
+        + "\n\nEvery run:\n\n"
+        + markdown(RUN_HEADER, run_rows(summaries))
+    )
+
+
+def to_json(summaries: Sequence[MethodSummary]) -> dict:
+    """Both tables as data: per method, and every run's derived figures."""
+    return {
+        "methods": [s.to_dict() for s in summaries],
+        "runs": [
+            {
+                "method": s.name,
+                "difficulty": s.difficulty,
+                "run": r.run,
+                "board": r.board.to_dict(),
+                **_plain(r.derived()),
+            }
+            for s in summaries
+            for r in s.runs
+        ],
+    }
+
+
+# -- the plot -------------------------------------------------------------------------------
+def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
+    """Energy per call against time per call, one point per method, bars for the bounds.
+
+    Written atomically; the format follows the suffix (.png, .svg, .pdf).
+
+    Raises:
+        UsageError: matplotlib is missing, no method has an energy figure, or the path
+            cannot be written.
+
+    """
+    points = [s for s in summaries if s.metered]
+    if not points:
+        raise errors.UsageError("no run has an energy figure to plot (runs must pass, and their checks)")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise errors.UsageError("--plot needs matplotlib (pip install matplotlib)") from exc
+    from nvmeter import records
+
+    path = Path(path)
+    records.check_writable(path)
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for s in points:
+        ax.errorbar(s.ms_per_call, s.mj_per_call, yerr=s.mj_per_call_err, fmt="o", capsize=3, label=s.name)
+        ax.annotate(f" {s.name} (d{s.difficulty})", (s.ms_per_call, s.mj_per_call), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time per call, ms (median of runs)")
+    ax.set_ylabel("energy per call above idle, mJ")
+    boards = sorted({b for s in points for b in s.boards})
+    ax.set_title(f"nvmeter score: {', '.join(boards)}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=150)
+        os.replace(tmp, path)
+    except (OSError, ValueError) as exc:
+        raise errors.UsageError(f"cannot write {path}: {exc}") from exc
+    finally:
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)
