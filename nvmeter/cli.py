@@ -239,6 +239,196 @@ def check(
         raise typer.Exit(1)
 
 
+class _ScoreProgress:
+    """A spinner line per run phase on stderr; a line per finished run above it."""
+
+    def __init__(self, runs: int) -> None:
+        self._progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err
+        )
+        self._task = self._progress.add_task("starting", total=None)
+        self._runs = runs
+        self._first: int | None = None
+
+    def __enter__(self):
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._progress.stop()
+
+    def on_phase(self, run: int, text: str) -> None:
+        if self._first is None:
+            self._first = run
+        i = run - self._first + 1
+        self._progress.update(self._task, description=f"run {run} ({i} of {self._runs}): {text}")
+
+    def on_run(self, record, path: Path) -> None:
+        self._progress.console.print(f"{record!r} -> {path}", soft_wrap=True, highlight=False)
+
+
+def _folder_name(name: str, level: int) -> Path:
+    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.replace(".py:", "-"))
+    return Path(f"score-{slug}-d{level}")
+
+
+@app.command()
+@_guarded
+def score(
+    method: Annotated[
+        str, typer.Argument(help="FILE.py:FUNCTION, or a registered method (graph_mlp, mlp_tf32, …).")
+    ],
+    difficulty: Annotated[
+        int | None,
+        typer.Option(
+            "--difficulty", "-n", help="Level 1-5 to judge at (default: a registered method's own)."
+        ),
+    ] = None,
+    runs: Annotated[int, typer.Option("--runs", help="Runs, each in a fresh worker process.")] = 3,
+    json_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--json",
+            help="Folder for the run records (run-001.json, …) and score.log; runs already there "
+            "(same method) are kept and numbering continues. Default: score-METHOD-dN.",
+        ),
+    ] = None,
+    window_s: Annotated[
+        float, typer.Option("--window-s", help="Method window, s (whole calls, at least --min-calls).")
+    ] = 2.0,
+    min_calls: Annotated[int, typer.Option("--min-calls", help="Fewest calls in the method window.")] = 4,
+    control_s: Annotated[float, typer.Option("--control-s", help="Control window of null calls, s.")] = 2.0,
+    idle_s: Annotated[float, typer.Option("--idle-s", help="Each frozen idle span, s.")] = 2.0,
+    settle_s: Annotated[float, typer.Option("--settle-s", help="Settle after freezing the worker, s.")] = 1.0,
+    reference: Annotated[
+        str, typer.Option("--reference", help="J/TFLOP reference: quick (1 s of products) or full (5 s).")
+    ] = "quick",
+    band: Annotated[
+        str | None, typer.Option("--band", help="Judge the reference against this band (A100, H200, …).")
+    ] = None,
+    call_timeout_s: Annotated[
+        float,
+        typer.Option("--call-timeout-s", help="A call longer than this is a hang: the worker is killed."),
+    ] = 300.0,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="First run's seed (default: its run number); +1 per run.")
+    ] = None,
+    device: DeviceOpt = None,
+    simulate: Annotated[
+        bool,
+        typer.Option(
+            "--simulate",
+            help="Simulated board (virtual time); the method runs for real on CPU in the worker.",
+        ),
+    ] = False,
+    mnist_draws: Annotated[int, typer.Option("--mnist-draws", hidden=True)] = 11,
+    holdout_draws: Annotated[int, typer.Option("--holdout-draws", hidden=True)] = 4,
+    warmups: Annotated[int, typer.Option("--warmups", hidden=True)] = 2,
+    window_draws: Annotated[int, typer.Option("--window-draws", hidden=True)] = 4,
+    window_ms_tolerance: Annotated[float, typer.Option("--window-ms-tolerance", hidden=True)] = 0.10,
+) -> None:
+    """Time, judge and meter a method: one JSON record per run, written as each run ends.
+
+    Per run: warm-ups and 15 timed calls (11 MNIST, 4 hold-out) judged at the difficulty; for
+    a passing run, the J/TFLOP reference, then frozen idle / control window / frozen idle /
+    method window / frozen idle. Exit 0: every run passed with a valid energy figure; 1: a
+    run failed the judge or its energy was voided by a check; 2: bad input (also a method
+    returning bad output); 4: the method raised or its worker died or hung (that run is recorded).
+    """
+    from nvmeter import score as scoring
+    from nvmeter.scorerun import ScoreConfig, Target
+    from nvmeter.summary import summarize as group
+    from nvmeter.summary import to_markdown
+    from nvmeter.workloads import judge
+
+    target = Target.parse(method)
+    level = difficulty if difficulty is not None else target.difficulty
+    if level is None:
+        raise errors.UsageError(f"--difficulty is required for {target.name} (1-5)")
+    judge.required(1, level)
+    config = ScoreConfig(
+        window_s=window_s,
+        min_calls=min_calls,
+        control_s=control_s,
+        idle_settle_s=settle_s,
+        idle_s=idle_s,
+        reference=reference,
+        band=band,
+        call_timeout_s=call_timeout_s,
+        mnist_draws=mnist_draws,
+        holdout_draws=holdout_draws,
+        warmup_calls=warmups,
+        window_draws=window_draws,
+        window_ms_tolerance=window_ms_tolerance,
+    )
+    out_dir = json_dir if json_dir is not None else _folder_name(target.name, level)
+    scoring.next_run(out_dir, target, level)  # a bad folder fails before the GPU is touched
+    board, make_worker = scoring.open_board(_device(device), simulate, config.call_timeout_s)
+    ident = board.identity()
+    err.print(
+        f"scoring {target.name} at difficulty {level} on {ident.name} {ident.uuid}: "
+        f"{runs} run(s) into {out_dir}",
+        soft_wrap=True,
+    )
+    with _ScoreProgress(runs) as progress:
+        done = scoring.score(
+            board,
+            make_worker,
+            target,
+            level,
+            out_dir,
+            runs=runs,
+            config=config,
+            seed=seed,
+            on_phase=progress.on_phase,
+            on_run=progress.on_run,
+        )
+    print(to_markdown(group(done)))
+    bad = [r for r in done if not r.energy_valid]
+    for r in bad:
+        why = "; ".join(r.reasons()) or f"energy {r.energy_note}"
+        _say(f"nvmeter: run {r.run}: {why}")
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+@_guarded
+def summarize(
+    paths: Annotated[list[Path], typer.Argument(help="Folders of score records (or record files).")],
+    fmt: Annotated[str, typer.Option("--format", help="md (two markdown tables) or json.")] = "md",
+    plot_path: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Also draw energy per call against time per call (.png, .svg, .pdf)."),
+    ] = None,
+) -> None:
+    """The tables of score records, every figure recomputed from the raw readings.
+
+    Per method: medians over passing runs (ms/call, mJ/call above idle ± bound, W above idle,
+    MNIST accuracy); and every run. A stored figure that disagrees with its recomputation is an
+    error (exit 2).
+    """
+    import json
+
+    from nvmeter import records
+    from nvmeter import summary as summ
+
+    if fmt not in ("md", "json"):
+        raise errors.UsageError(f"--format must be md or json, not {fmt!r}")
+    if plot_path is not None:
+        records.check_writable(plot_path)
+    loaded = summ.load_records(paths)
+    summaries = summ.summarize([r for _, r in loaded])
+    if plot_path is not None:
+        summ.plot(summaries, plot_path)
+    if fmt == "json":
+        print(json.dumps(summ.to_json(summaries), indent=1, allow_nan=False))
+    else:
+        print(summ.to_markdown(summaries))
+    if plot_path is not None:
+        _say(f"wrote {plot_path}")
+
+
 data_app = typer.Typer(
     no_args_is_help=True, help="The MNIST workloads' datasets: fetch, verify, cache (nvmeter.workloads)."
 )
