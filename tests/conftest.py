@@ -61,3 +61,23 @@ def fashion_root(data_root):
         pytest.skip("Fashion-MNIST's registry route needs apt-get (a Debian-family machine)")
     fetch.fetch("fashion", root=data_root, mirrors=())
     return data_root
+
+
+@pytest.fixture(scope="session")
+def score_data(mnist_root, fashion_root):
+    """A data cache holding MNIST and Fashion-MNIST (every score run needs both)."""
+    return fashion_root
+
+
+@pytest.fixture(scope="session")
+def scored(score_data, tmp_path_factory):
+    """A shortened run of the test MLP through ``nvmeter score --simulate``: (folder, pid, stdout, stderr)."""
+    from score_helpers import FAST_CLI, METHODS, cli
+
+    out = tmp_path_factory.mktemp("score") / "tiny"
+    pid, code, stdout, stderr = cli(
+        "score", f"{METHODS}:tiny", "-n", "1", "--runs", "1", "--simulate", "--json", out, *FAST_CLI,
+        data_root=score_data,
+    )  # fmt: skip
+    assert code == 0, stderr
+    return out, pid, stdout, stderr

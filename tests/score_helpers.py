@@ -1,0 +1,48 @@
+"""What the score tests share: the test methods' file, short-run settings, the CLI as a user runs it."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+METHODS = Path(__file__).with_name("score_methods.py")
+# Short runs (2 MNIST + 1 hold-out timed calls, sub-second windows). On a small CPU the
+# timed calls' ms wanders with the other processes, so the window-ms check is loose here.
+FAST = {
+    "window_s": 0.4,
+    "min_calls": 2,
+    "control_s": 0.2,
+    "idle_s": 0.5,
+    "idle_settle_s": 0.2,
+    "mnist_draws": 2,
+    "holdout_draws": 1,
+    "warmup_calls": 1,
+    "window_draws": 2,
+    "window_ms_tolerance": 0.5,
+}
+FAST_CLI = [
+    "--window-s", "0.4", "--min-calls", "2", "--control-s", "0.2", "--idle-s", "0.5", "--settle-s", "0.2",
+    "--mnist-draws", "2", "--holdout-draws", "1", "--warmups", "1", "--window-draws", "2",
+    "--window-ms-tolerance", "0.5",
+]  # fmt: skip
+
+
+def cli(*args, data_root, wait=True):
+    """``python -m nvmeter.cli ARGS`` with the data cache at ``data_root``.
+
+    Returns:
+        (pid, exit code, stdout, stderr), or the running Popen if not ``wait``.
+
+    """
+    env = {**os.environ, "NVMETER_DATA_DIR": str(data_root)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nvmeter.cli", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    if not wait:
+        return proc
+    out, err = proc.communicate(timeout=300)
+    return proc.pid, proc.returncode, out, err

@@ -1,0 +1,78 @@
+"""Methods for the score tests: one that passes difficulty 1 on CPU in ~0.4 s, and broken ones.
+
+The worker imports this file by path (``nvmeter score tests/score_methods.py:tiny``).
+"""
+
+import os
+import signal
+import sys
+import time
+
+import torch
+
+
+def tiny(train_x, train_y, test_x):
+    """A 60-128-10 MLP, 300 Adam steps of 512 rows with input noise: ~95% on MNIST draws."""
+    torch.set_num_threads(1)  # steady call times on a small CI machine
+    g = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(60, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    for _ in range(300):
+        idx = torch.randint(0, len(train_x), (512,), generator=g)
+        xb = train_x[idx]
+        loss = torch.nn.functional.cross_entropy(
+            net(xb + 0.3 * torch.randn(xb.shape, generator=g)), train_y[idx]
+        )
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        return net(test_x).argmax(1)
+
+
+def chance(train_x, train_y, test_x):
+    """Runs, returns valid labels, and fails the judge (all one class)."""
+    print("chance: predicting class 0")  # must not reach the worker's protocol
+    return torch.zeros(test_x.shape[0], dtype=torch.int64)
+
+
+def raises(train_x, train_y, test_x):
+    raise ValueError("boom")
+
+
+def wrong_shape(train_x, train_y, test_x):
+    return torch.zeros(5, dtype=torch.int64)
+
+
+def wrong_dtype(train_x, train_y, test_x):
+    return torch.zeros(test_x.shape[0], dtype=torch.float32)
+
+
+def dies(train_x, train_y, test_x):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def hangs(train_x, train_y, test_x):
+    time.sleep(600)
+
+
+def garbage(train_x, train_y, test_x):
+    """Write a line that is not JSON into the worker's reply channel, then return normally."""
+    protocol = sys.modules["__main__"]._PROTOCOL  # the worker runs as python -m nvmeter.worker
+    protocol.write("this is not json\n")
+    protocol.flush()
+    return torch.zeros(test_x.shape[0], dtype=torch.int64)
+
+
+def spawns(train_x, train_y, test_x):
+    """Start a grandchild in the worker's process group, then hang: the kill must reach both."""
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.environ["NVMETER_TEST_GRANDCHILD"], "w") as f:
+        f.write(str(child.pid))
+    time.sleep(600)
+
+
+NOT_A_FUNCTION = 3

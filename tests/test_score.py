@@ -1,0 +1,434 @@
+"""`nvmeter score` on the simulated board, with real worker processes running real methods on CPU.
+
+The runs are shortened (2 MNIST + 1 hold-out timed calls, one warm-up, sub-second windows)
+but take the real path: a worker process that loads the method from its file, builds the
+draws from seeds, times the calls and writes the labels; the scorer judges them, freezes
+the worker for the idle spans and places the windows' edges on the simulated counter.
+"""
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from score_helpers import FAST, FAST_CLI, METHODS, cli
+
+from nvmeter import errors, records
+from nvmeter import score as scoring
+from nvmeter.methodproc import SIM_METHOD_W, SIM_NULL_W
+from nvmeter.scorerun import RunRecord, ScoreConfig, Target
+
+
+@pytest.fixture(scope="module")
+def data(score_data):
+    return score_data
+
+
+def workers_of(parent_pid: int) -> list[psutil.Process]:
+    """Live worker processes started by ``parent_pid`` (found by their --parent argument)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmd = p.info["cmdline"] or []
+        if "nvmeter.worker" in cmd and f"{parent_pid}" in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(p)
+    return found
+
+
+def gone(pid: int, within_s: float = 5.0) -> bool:
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("nvmeter:")]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# -- the whole path, through the CLI (the `scored` fixture: tests/conftest.py) -----------------------
+def test_score_prints_both_tables_and_leaves_no_worker(scored):
+    _, pid, stdout, stderr = scored
+    assert "| score_methods.py:tiny | 1 |" in stdout
+    assert "reference J/TFLOP" in stdout
+    assert "run 1 score_methods.py:tiny d1: PASS" in stderr
+    assert not workers_of(pid)
+
+
+def test_the_record_holds_raw_readings_and_checks(scored):
+    out, *_ = scored
+    data = records.read_json(out / "run-001.json", "score")
+    assert data["schema_version"] == records.CURRENT["score"]
+    assert data["board"]["simulated"] is True
+    assert data["target"]["name"] == "score_methods.py:tiny"
+    assert len(data["calls"]) == 3 and {c["dataset"] for c in data["calls"]} == {"mnist", "fashion"}
+    assert all(c["ms"] > 0 and 0 < c["correct"] <= c["rows"] == 10_000 for c in data["calls"])
+    energy = data["energy"]
+    assert len(energy["idle"]) == 3
+    for idle in energy["idle"]:
+        assert idle["gpu_pct"] == 0 and idle["pids"] == [data["worker_pid"]]
+        assert len(idle["span"]["start"]["energy_mj"]) >= 2  # raw edges, polled to a step
+    for name in ("control", "method"):
+        window = energy[name]["window"]
+        assert window["method"] == "aligned"
+        assert len(window["start"]["t0_s"]) == len(window["start"]["energy_mj"]) >= 2
+        assert window["samples"]["t_s"]
+        assert energy[name]["block"]["ms"]
+    assert {c["name"] for c in data["derived"]["checks"]} == {
+        "counter_monotonic",
+        "windows_reliable",
+        "idle_utilization_zero",
+        "idle_no_other_process",
+        "reference_exact",
+        "reference_in_band",
+        "band_provisional",
+        "window_accuracy_floor",
+        "window_ms_consistent",
+    }
+    assert all(c["status"] in ("pass", "note") for c in data["derived"]["checks"])
+    assert data["derived"]["energy_valid"] is True
+    assert data["derived"]["full_task"] is False  # the shortened run says so
+
+
+def test_the_figures_match_the_simulated_load(scored):
+    """The simulated board carries 200 W above idle while method calls run, 10 W for null calls."""
+    out, *_ = scored
+    record = RunRecord.from_dict(json.loads((out / "run-001.json").read_text()))
+    e = record.energy
+    method_s = (e.method_block.t1_s - e.method_block.t0_s) / e.method_block.calls
+    control_s = (e.control_block.t1_s - e.control_block.t0_s) / e.control_block.calls
+    assert e.control.per_call_mj == pytest.approx(SIM_NULL_W * control_s * 1e3, rel=0.25, abs=2.0)
+    # power follows a load with an 8 ms lag on the simulated board: a little is lost at the start
+    expected = SIM_METHOD_W * method_s * 1e3 - e.control.per_call_mj
+    assert e.method.per_call_mj == pytest.approx(expected, rel=0.02)
+    assert e.method.per_call_mj_err < 0.05 * e.method.per_call_mj  # 0.5 s idle spans here: a wide bound
+    assert e.samples_per_call_mj == pytest.approx(e.method.per_call_mj, rel=0.03)
+    assert record.w_above_idle == pytest.approx(e.method.per_call_mj / record.ms_per_call)
+
+
+def test_the_log_has_a_line_per_run(scored):
+    out, *_ = scored
+    log = (out / "score.log").read_text()
+    assert "run 1 started: score_methods.py:tiny d1" in log
+    assert "-> run-001.json" in log
+
+
+def test_a_killed_scorer_keeps_earlier_runs_and_leaves_no_worker(scored, data):
+    """SIGKILL the scorer while its next run's worker runs: run 1 stays whole, nothing else is left."""
+    out, *_ = scored
+    before = (out / "run-001.json").read_bytes()
+    proc = cli(
+        "score", f"{METHODS}:tiny", "-n", "1", "--runs", "2", "--simulate", "--json", out, *FAST_CLI,
+        data_root=data, wait=False,
+    )  # fmt: skip
+    end = time.monotonic() + 60
+    while not workers_of(proc.pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    workers = workers_of(proc.pid)
+    assert workers, "the run never started its worker"
+    proc.kill()
+    proc.communicate()
+    assert all(gone(w.pid) for w in workers), "the worker outlived its killed scorer"
+    assert (out / "run-001.json").read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == ["run-001.json", "score.log"]
+    assert "run 2 started" in (out / "score.log").read_text()
+
+
+# -- runs that fail, in the library -------------------------------------------------------------
+def score_lib(tmp_path, data, function, *, runs=1, make_worker=None, **config):
+    board, make = scoring.open_board(None, True, config.pop("call_timeout_s", 60.0))
+    return scoring.score(
+        board,
+        make_worker or make,
+        Target.parse(f"{METHODS}:{function}"),
+        1,
+        tmp_path / "out",
+        runs=runs,
+        config=ScoreConfig(**{**FAST, **config}),
+        data_root=data,
+    )
+
+
+def the_record(tmp_path, run=1) -> RunRecord:
+    return RunRecord.from_dict(records.read_json(tmp_path / "out" / f"run-{run:03d}.json", "score"))
+
+
+def test_a_run_failing_the_judge_is_recorded_and_a_crash_before_the_next_keeps_it(tmp_path, data):
+    _, make = scoring.open_board(None, True, 60.0)
+    started = []
+
+    def make_worker():
+        if started:
+            raise KeyboardInterrupt  # Ctrl-C as run 2 starts
+        started.append(make())
+        return started[0]
+
+    with pytest.raises(KeyboardInterrupt):  # one MNIST call and nothing else: only one pool to load
+        score_lib(
+            tmp_path,
+            data,
+            "chance",
+            runs=2,
+            make_worker=make_worker,
+            mnist_draws=1,
+            holdout_draws=0,
+            warmup_calls=0,
+        )
+    record = the_record(tmp_path)
+    assert record.status == "fail" and record.energy is None
+    assert any("difficulty 1 needs" in r for r in record.reasons())
+    assert not (tmp_path / "out" / "run-002.json").exists()
+    assert "run 2 ended without a record: KeyboardInterrupt" in (tmp_path / "out" / "score.log").read_text()
+    assert gone(started[0].pid)
+
+
+@pytest.mark.parametrize(
+    ("function", "error", "match"),
+    [
+        ("dies", errors.WorkerError, "the worker exited"),
+        ("garbage", errors.WorkerError, "garbage"),
+        ("wrong_shape", errors.UsageError, "returned shape (5,), expected (10000,)"),
+    ],
+)
+def test_a_failing_worker_is_recorded_with_the_reason_and_reaped(tmp_path, data, function, error, match):
+    with pytest.raises(error, match=f"run 1 failed: .*{re.escape(match)}"):
+        score_lib(tmp_path, data, function)
+    record = the_record(tmp_path)
+    assert record.status == "error" and match in record.error
+    assert gone(record.worker_pid)
+    assert not workers_of(os.getpid())
+
+
+def test_a_hung_method_is_killed_with_its_process_group(tmp_path, data, monkeypatch):
+    grandchild = tmp_path / "grandchild.pid"
+    monkeypatch.setenv("NVMETER_TEST_GRANDCHILD", str(grandchild))
+    t0 = time.monotonic()
+    with pytest.raises(errors.WorkerError, match="did not answer 'call' within 1 s; it was killed"):
+        score_lib(tmp_path, data, "spawns", call_timeout_s=1.0)
+    assert time.monotonic() - t0 < 30
+    record = the_record(tmp_path)
+    assert record.status == "error" and "killed" in record.error
+    assert gone(record.worker_pid)
+    assert gone(int(grandchild.read_text())), "the method's own child survived the kill"
+
+
+# -- bad input: one line, an exit code, no traceback ----------------------------------------------
+def cli_here(*args, data_root):
+    """The CLI in this process (the checks before any worker starts)."""
+    from typer.testing import CliRunner
+
+    from nvmeter import cli as cli_module
+
+    result = CliRunner().invoke(
+        cli_module.app, list(map(str, args)), env={"NVMETER_DATA_DIR": str(data_root)}
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["score", "nowhere.py:method", "-n", "1"], "nowhere.py: no such file"),
+        (["score", f"{METHODS}:missing", "-n", "1"], "has no top-level function 'missing'"),
+        (["score", f"{METHODS}:tiny"], "--difficulty is required"),
+        (["score", f"{METHODS}:tiny", "-n", "7"], "difficulty 7 is not one of"),
+        (["score", "no_such_method", "-n", "1"], "unknown method 'no_such_method'"),
+        (["score", "graph_mlp", "--window-s", "0"], "window-s must be a number > 0"),
+        (["score", "graph_mlp", "--runs", "0"], "--runs must be a whole number >= 1"),
+        (["summarize", "/nonexistent/folder"], "no such folder or file"),
+        (["summarize", str(METHODS.parent), "--format", "csv"], "--format must be md or json"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path, data, args, match):
+    code, _, err = cli_here(*args, *(["--simulate"] if args[0] == "score" else []), data_root=data)
+    assert code == 2
+    assert match in one_line(err)
+
+
+def test_a_missing_dataset_is_one_line(tmp_path, data):
+    code, _, err = cli_here(
+        "score", f"{METHODS}:tiny", "-n", "1", "--simulate", "--json", tmp_path / "o", data_root=tmp_path
+    )
+    assert code == 2
+    assert "mnist is not in the data cache" in one_line(err)
+
+
+def test_another_method_in_the_folder_is_refused(scored, data):
+    out, *_ = scored
+    code, _, err = cli_here(
+        "score", f"{METHODS}:chance", "-n", "1", "--simulate", "--json", out, data_root=data
+    )
+    assert code == 2
+    assert "holds runs of score_methods.py:tiny" in one_line(err)
+    code, _, err = cli_here(
+        "score", f"{METHODS}:tiny", "-n", "2", "--simulate", "--json", out, data_root=data
+    )
+    assert code == 2
+    assert "at difficulty 1" in one_line(err)
+
+
+def test_a_method_that_raises_is_one_line_and_recorded(tmp_path, data):
+    out = tmp_path / "out"
+    _, rc, _, err = cli(
+        "score", f"{METHODS}:raises", "-n", "1", "--simulate", "--json", out, *FAST_CLI, data_root=data
+    )
+    assert rc == 4
+    assert "run 1 failed: score_methods.py:raises raised ValueError: boom" in one_line(err)
+    assert f"recorded in {out / 'run-001.json'}" in err
+    record = RunRecord.from_dict(records.read_json(out / "run-001.json", "score"))
+    assert record.status == "error" and record.error.endswith("raised ValueError: boom")
+
+
+def test_the_worker_refuses_bad_output_and_unloadable_methods(data, monkeypatch):
+    """The worker's handlers, in this process: wrong dtype, and names that are not functions."""
+    import types
+
+    import score_methods
+
+    from nvmeter import methodhost
+
+    engine = types.SimpleNamespace(backend="cpu", uuid=None)
+    monkeypatch.setattr(methodhost, "_HOST", methodhost._Host())
+    methodhost._HOST.method, methodhost._HOST.name = score_methods.wrong_dtype, "wrong_dtype"
+    request = {"dataset": "mnist", "seed": 5, "split_seed": 1, "root": str(data), "out": None}
+    with pytest.raises(
+        errors.UsageError, match=r"wrong_dtype returned torch\.float32 labels; it must return"
+    ):
+        methodhost.HANDLERS["call"](request, engine)
+    with pytest.raises(errors.UsageError, match="NOT_A_FUNCTION is a int, not a function"):
+        methodhost.load_file(str(METHODS), "NOT_A_FUNCTION")
+    with pytest.raises(errors.UsageError, match="has no function 'absent'"):
+        methodhost.load_file(str(METHODS), "absent")
+
+
+# -- pieces ------------------------------------------------------------------------------------------
+def test_the_cli_defaults_are_the_library_defaults():
+    import inspect
+
+    from nvmeter import cli as cli_module
+
+    defaults = {k: v.default for k, v in inspect.signature(cli_module.score).parameters.items()}
+    c = ScoreConfig()
+    assert defaults["window_s"] == c.window_s
+    assert defaults["min_calls"] == c.min_calls
+    assert defaults["control_s"] == c.control_s
+    assert defaults["idle_s"] == c.idle_s
+    assert defaults["settle_s"] == c.idle_settle_s
+    assert defaults["reference"] == c.reference
+    assert defaults["call_timeout_s"] == c.call_timeout_s
+    assert defaults["mnist_draws"] == c.mnist_draws and defaults["holdout_draws"] == c.holdout_draws
+    assert defaults["warmups"] == c.warmup_calls and defaults["window_draws"] == c.window_draws
+    assert defaults["window_ms_tolerance"] == c.window_ms_tolerance
+
+
+def test_the_draw_plan_is_the_evaluations_for_the_same_seed():
+    from nvmeter.scorerun import DrawPlan
+    from nvmeter.workloads.evaluate import Plan
+
+    ours = DrawPlan.make(3, False, ScoreConfig())
+    theirs = Plan.make(3, False, 11, 4)
+    assert ours.order == theirs.order
+    assert ours.warmup_seeds == theirs.warmup_seeds
+    assert (ours.mnist_seeds, ours.holdout_seeds) == (theirs.mnist_seeds, theirs.holdout_seeds)
+    assert not set(ours.window_seeds) & {s for _, s in ours.order}
+
+
+def test_targets_resolve_without_importing(tmp_path):
+    t = Target.parse("graph_mlp")
+    assert t.registered and t.difficulty == 1 and t.file.endswith("graph_mlp.py")
+    assert Target.parse("ladder_d3_fused").function == "ladder_d3_fused"
+    f = tmp_path / "m.py"
+    f.write_text("import sys\nsys.exit(1)\nif True:\n    def method(a, b, c):\n        pass\n")
+    t = Target.parse(f"{f}:method")  # found by reading it, never run here
+    assert (t.name, t.registered, t.function) == ("m.py:method", False, "method")
+    bad = tmp_path / "bad.py"
+    bad.write_text("def method(:\n")
+    with pytest.raises(errors.UsageError, match="not valid Python"):
+        Target.parse(f"{bad}:method")
+    text = tmp_path / "m.txt"
+    text.write_text("def method(a, b, c): pass\n")
+    with pytest.raises(errors.UsageError, match=r"not a \.py file"):
+        Target.parse(f"{text}:method")
+    with pytest.raises(errors.UsageError, match=r"give FILE\.py:FUNCTION"):
+        Target.parse(str(f))
+
+
+def test_config_is_checked():
+    with pytest.raises(errors.UsageError, match="idle-s"):
+        ScoreConfig(idle_s=-1)
+    with pytest.raises(errors.UsageError, match="reference"):
+        ScoreConfig(reference="slow")
+    with pytest.raises(errors.UsageError, match="unknown band"):
+        ScoreConfig(band="T4")
+    with pytest.raises(errors.UsageError, match="min-calls"):
+        ScoreConfig(min_calls=0)
+
+
+def recomputed(out: Path, change) -> RunRecord:
+    data = json.loads((out / "run-001.json").read_text())
+    change(data)
+    return RunRecord.from_dict(data)
+
+
+def failed_checks(record: RunRecord) -> set[str]:
+    return {c.name for c in record.checks if c.status == "fail"}
+
+
+def test_each_check_voids_the_energy_from_the_raw_readings(scored):
+    """Change one raw reading of a good run: its check fails and the energy figure is void."""
+    out, *_ = scored
+
+    def other_process(d):
+        d["energy"]["idle"][1]["pids"].append(4242)
+
+    def busy(d):
+        d["energy"]["idle"][2]["gpu_pct"] = 3.0
+
+    def backwards(d):
+        d["energy"]["idle"][2]["span"]["end"]["energy_mj"][-1] = 0
+
+    def inexact(d):
+        d["energy"]["reference"]["run"]["max_abs_err"] = 1e-3
+
+    def slow_window(d):
+        block = d["energy"]["method"]["block"]
+        block["t1_s"] += 10 * (block["t1_s"] - block["t0_s"])
+
+    def wrong_answers(d):
+        d["energy"]["method"]["block"]["correct"][0] = 100
+
+    cases = {
+        "idle_no_other_process": other_process,
+        "idle_utilization_zero": busy,
+        "counter_monotonic": backwards,
+        "reference_exact": inexact,
+        "window_ms_consistent": slow_window,
+        "window_accuracy_floor": wrong_answers,
+    }
+    assert recomputed(out, lambda d: None).energy_valid
+    for name, change in cases.items():
+        record = recomputed(out, change)
+        assert name in failed_checks(record), name
+        assert not record.energy_valid and f"{name}" in record.energy_note
+    record = recomputed(out, lambda d: d["energy"].update(band="A100"))
+    assert failed_checks(record) == {"reference_in_band"}
+
+
+def test_idle_processes_tolerate_another_pid_namespace():
+    from nvmeter.scorerun import IdleReading
+
+    assert IdleReading(None, 1.0, 0.0, (10,), 10).others == ()
+    assert IdleReading(None, 1.0, 0.0, (10, 11), 10).others == (11,)
+    # inside a container NVML may show our worker under another pid: one process is ours
+    assert IdleReading(None, 1.0, 0.0, (99,), 10).others == ()
+    assert IdleReading(None, 1.0, 0.0, (98, 99), 10).others == (98, 99)

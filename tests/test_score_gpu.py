@@ -1,0 +1,56 @@
+"""`nvmeter score` on a real GPU (run on the H200: ``pytest -m gpu tests/test_score_gpu.py -o addopts=""``).
+
+Offline: set NVMETER_DATA_DIR to the carried cache (MNIST and Fashion-MNIST). One run of the
+CUDA-graph MLP, the task's 15 timed calls, 1 s windows: ~30 s on the H200.
+"""
+
+import json
+
+import pytest
+from score_helpers import cli
+
+from nvmeter import records
+from nvmeter.scorerun import RunRecord
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cache_root():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from nvmeter.workloads import cache, fetch
+
+    if not (fetch.is_cached("mnist") and fetch.is_cached("fashion")):
+        pytest.skip("MNIST and Fashion-MNIST must be in the data cache ($NVMETER_DATA_DIR)")
+    return cache.root_dir()
+
+
+def test_graph_mlp_is_scored_on_the_gpu(cache_root, tmp_path):
+    out = tmp_path / "graph_mlp"
+    _, code, stdout, stderr = cli(
+        "score", "graph_mlp", "--runs", "1", "--json", out,
+        "--window-s", "1", "--control-s", "1", "--idle-s", "1", "--settle-s", "0.5",
+        data_root=cache_root,
+    )  # fmt: skip
+    print(stdout)
+    print(stderr)
+    assert code == 0, stderr
+    record = RunRecord.from_dict(records.read_json(out / "run-001.json", "score"))
+    print(record)
+    for c in record.checks:
+        print(" ", c)
+    assert record.passed and record.energy_valid
+    assert not record.board.simulated
+    e = record.energy
+    m, c = e.method, e.control
+    assert m.calls >= 4 and m.reliable and c.reliable
+    assert m.per_call_mj > 0 and 0 < m.per_call_mj_err < 0.05 * m.per_call_mj
+    # the harness round trip (input copies, checks, L2 flush) is small beside a training call
+    assert 0 < c.per_call_mj < 0.2 * m.per_call_mj
+    # the sample buffer reads the same window to a few percent (docs/window.md)
+    assert e.samples_per_call_mj == pytest.approx(m.per_call_mj, rel=0.05)
+    _, code, stdout, stderr = cli("summarize", out, "--format", "json", data_root=cache_root)
+    assert code == 0, stderr
+    assert json.loads(stdout)["methods"][0]["metered"] == 1

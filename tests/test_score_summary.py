@@ -1,0 +1,165 @@
+"""`nvmeter summarize`: the tables recomputed from raw records; a stored figure that disagrees is an error."""
+
+import json
+import shutil
+
+import pytest
+from score_helpers import cli
+
+from nvmeter import records, summary
+from nvmeter.scorerun import RunRecord
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("nvmeter:")]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def summarize(*args):
+    from typer.testing import CliRunner
+
+    from nvmeter import cli as cli_module
+
+    result = CliRunner().invoke(cli_module.app, ["summarize", *map(str, args)])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def rewrite(path, data):
+    """Write ``data`` as a record whose derived figures are those of its (changed) raw readings."""
+    records.write_json(path, RunRecord.from_dict(data).to_dict(records.CURRENT["score"]))
+
+
+@pytest.fixture
+def folder(scored, tmp_path):
+    """A copy of the scored run, free to change."""
+    out = tmp_path / "runs"
+    out.mkdir()
+    shutil.copy(scored[0] / "run-001.json", out)
+    return out
+
+
+def test_the_tables_are_the_records_figures(folder):
+    code, stdout, err = summarize(folder)
+    assert code == 0, err
+    record = RunRecord.from_dict(json.loads((folder / "run-001.json").read_text()))
+    m = record.energy.method
+    assert f"| score_methods.py:tiny | 1 | {record.ms_per_call:,.1f} |" in stdout
+    assert f"{m.per_call_mj:,.0f} ± {m.per_call_mj_err:,.0f}" in stdout
+    assert f"{record.energy.reference.j_per_tflop:.2f}" in stdout
+    assert "| method | difficulty | ms/call | mJ/call above idle | W above idle | MNIST |" in stdout
+    assert (
+        "| method | run | board | ms/call | mJ/call above idle | window s | idle W | round trip mJ |"
+        in stdout
+    )
+
+
+def test_json_and_plot(folder, tmp_path):
+    plot = tmp_path / "energy.png"
+    code, stdout, err = summarize(folder, "--format", "json", "--plot", plot)
+    assert code == 0, err
+    data = json.loads(stdout)
+    record = RunRecord.from_dict(json.loads((folder / "run-001.json").read_text()))
+    (method,) = data["methods"]
+    assert method["mj_per_call"] == pytest.approx(record.energy.method.per_call_mj)
+    assert method["passing"] == method["metered"] == method["runs"] == 1
+    assert data["runs"][0]["energy"]["mj_per_call"] == pytest.approx(method["mj_per_call"])
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {plot}" in err
+
+
+def test_medians_are_over_passing_runs_and_the_bound_is_the_largest(folder):
+    data = json.loads((folder / "run-001.json").read_text())
+    more = json.loads(json.dumps(data))
+    more["run"] = 2
+    for key in ("start", "end"):  # 4 J more between the method window's edges: a second, higher run
+        series = more["energy"]["method"]["window"][key]
+        series["energy_mj"] = [v + (4000 if key == "end" else 0) for v in series["energy_mj"]]
+    rewrite(folder / "run-002.json", more)
+    failing = json.loads(json.dumps(data))
+    failing["run"] = 3
+    for call in failing["calls"]:
+        call["correct"] = 1000  # fails the judge: no energy figure of its own counts
+    rewrite(folder / "run-003.json", failing)
+    loaded = [r for _, r in summary.load_records([folder])]
+    (s,) = summary.summarize(loaded)
+    one, two, three = sorted(loaded, key=lambda r: r.run)
+    assert [r.status for r in (one, two, three)] == ["pass", "pass", "fail"]
+    assert s.passing == (one, two) and s.metered == (one, two)
+    per_call = [r.energy.method.per_call_mj for r in (one, two)]
+    assert per_call[1] == pytest.approx(per_call[0] + 4000 / one.energy.method.calls)
+    assert s.mj_per_call == pytest.approx(sum(per_call) / 2)
+    assert s.mj_per_call_err == max(r.energy.method.per_call_mj_err for r in (one, two))
+    assert s.ms_per_call == pytest.approx((one.ms_per_call + two.ms_per_call) / 2)
+    code, stdout, _ = summarize(folder)
+    assert code == 0
+    assert "2/3 pass, 2 metered (partial task)" in stdout
+    assert "| score_methods.py:tiny | 3 |" in stdout and "FAIL" in stdout
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (lambda d: d["derived"]["energy"].__setitem__("mj_per_call", 1.0), "derived.energy.mj_per_call"),
+        (lambda d: d["derived"].__setitem__("ms_per_call", 1.0), "derived.ms_per_call"),
+        (lambda d: d["derived"]["checks"][0].__setitem__("status", "fail"), "derived.checks[0].status"),
+        (
+            lambda d: d["energy"]["method"]["window"]["derived"].__setitem__("per_call_mj", 1.0),
+            "energy.method.window.derived.per_call_mj",
+        ),
+        (lambda d: d["calls"][0].__setitem__("correct", 9999), "derived"),
+        (lambda d: d["energy"]["idle"][1]["span"]["end"]["energy_mj"].__setitem__(-1, 1), "derived"),
+    ],
+)
+def test_a_stored_figure_that_disagrees_is_an_error(folder, change, where):
+    data = json.loads((folder / "run-001.json").read_text())
+    change(data)
+    (folder / "run-001.json").write_text(json.dumps(data))
+    code, stdout, err = summarize(folder)
+    assert code == 2 and not stdout
+    line = one_line(err)
+    assert f"run-001.json: {where}" in line and "disagrees with its recomputation" in line
+
+
+def test_damaged_and_foreign_records_are_errors(folder, tmp_path):
+    data = json.loads((folder / "run-001.json").read_text())
+    del data["energy"]["method"]["block"]
+    (folder / "run-001.json").write_text(json.dumps(data))
+    code, _, err = summarize(folder)
+    assert code == 2 and "damaged score record" in one_line(err)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "run-001.json").write_text(json.dumps({"kind": "probe", "schema_version": 1}))
+    code, _, err = summarize(other)
+    assert code == 2 and "not an nvmeter score record" in one_line(err)
+    data["schema_version"] = 99
+    (other / "run-001.json").write_text(json.dumps({**data, "kind": "score"}))
+    code, _, err = summarize(other)
+    assert code == 2 and "schema_version 99" in one_line(err)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = summarize(empty)
+    assert code == 2 and "no score records" in one_line(err)
+
+
+def test_several_folders_make_one_table(folder, tmp_path, scored, score_data):
+    second = tmp_path / "second"
+    second.mkdir()
+    data = json.loads((folder / "run-001.json").read_text())
+    data["target"]["name"] = "other.py:method"
+    rewrite(second / "run-001.json", data)
+    code, stdout, err = summarize(folder, second)
+    assert code == 0, err
+    assert "| score_methods.py:tiny | 1 |" in stdout and "| other.py:method | 1 |" in stdout
+    # and through a separate process, as a user runs it
+    _, rc, out, err = cli("summarize", folder, second, "--format", "json", data_root=score_data)
+    assert rc == 0, err
+    assert [m["method"] for m in json.loads(out)["methods"]] == ["score_methods.py:tiny", "other.py:method"]
+
+
+def test_first_difference():
+    assert summary.first_difference({"a": [1.0, None]}, {"a": [1.0 + 1e-12, None]}) is None
+    assert summary.first_difference({"a": 1}, {"a": 1, "b": 2}) == ("derived.b", "(missing)", 2)
+    assert summary.first_difference({"a": True}, {"a": 1}) == ("derived.a", True, 1)
+    assert summary.first_difference([1, 2], [1, 3], "x") == ("x[1]", 2, 3)
