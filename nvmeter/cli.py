@@ -240,31 +240,42 @@ def check(
 
 
 class _ScoreProgress:
-    """A spinner line per run phase on stderr; a line per finished run above it."""
+    """On a terminal, a live line per run phase; otherwise (a log) one timestamped line per phase."""
 
     def __init__(self, runs: int) -> None:
+        self._live = err.is_terminal
         self._progress = Progress(
             SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err
         )
         self._task = self._progress.add_task("starting", total=None)
         self._runs = runs
         self._first: int | None = None
+        self._t0 = time.monotonic()
 
     def __enter__(self):
-        self._progress.start()
+        if self._live:
+            self._progress.start()
         return self
 
     def __exit__(self, *exc):
-        self._progress.stop()
+        if self._live:
+            self._progress.stop()
 
     def on_phase(self, run: int, text: str) -> None:
         if self._first is None:
             self._first = run
-        i = run - self._first + 1
-        self._progress.update(self._task, description=f"run {run} ({i} of {self._runs}): {text}")
+        line = f"run {run} ({run - self._first + 1} of {self._runs}): {text}"
+        if self._live:
+            self._progress.update(self._task, description=line)
+        else:
+            _say(f"[{time.monotonic() - self._t0:7.1f} s] {line}")
 
     def on_run(self, record, path: Path) -> None:
-        self._progress.console.print(f"{record!r} -> {path}", soft_wrap=True, highlight=False)
+        text = f"{record!r} -> {path}"
+        if self._live:
+            self._progress.console.print(text, soft_wrap=True, highlight=False)
+        else:
+            _say(f"[{time.monotonic() - self._t0:7.1f} s] {text}")
 
 
 def _folder_name(name: str, level: int) -> Path:
