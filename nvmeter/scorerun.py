@@ -385,6 +385,12 @@ class IdleReading:
     pids: tuple[int, ...]
     worker_pid: int
 
+    def __repr__(self) -> str:
+        return (
+            f"IdleReading({self.span.power_w:,.1f} W over {self.span.duration_s:.2f} s, settled "
+            f"{self.settle_s:g} s after the freeze, GPU {self.gpu_pct:g}%, pids {list(self.pids)})"
+        )
+
     @property
     def others(self) -> tuple[int, ...]:
         """Processes on the GPU other than the worker.
@@ -436,6 +442,12 @@ class Block:
     draws: tuple[tuple[str, int], ...]
     correct: tuple[int, ...] = ()
     rows: int = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Block({self.kind}: {self.calls} calls in {self.t1_s - self.t0_s:.2f} s, "
+            f"{self.wall_ms_per_call:,.2f} ms a call)"
+        )
 
     @property
     def calls(self) -> int:
@@ -515,6 +527,13 @@ class Energy:
     control_block: Block
     method_window: Measurement
     method_block: Block
+
+    def __repr__(self) -> str:
+        control = self.control
+        return (
+            f"Energy({self.method!r}; control {control.per_call_mj:,.1f} ± {control.per_call_mj_err:,.1f} "
+            f"mJ/call; reference {self.reference.j_per_tflop:.2f} J/TFLOP)"
+        )
 
     @property
     def control(self) -> Measurement:
