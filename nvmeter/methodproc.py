@@ -162,6 +162,10 @@ class _VirtualReply:
     def done(self) -> bool:
         return self._clock.now() >= self._reply["t1_s"]
 
+    def wait(self, timeout_s: float) -> bool:
+        self._clock.sleep(min(timeout_s, self._reply["t1_s"] - self._clock.now()))
+        return self.done()
+
     def result(self) -> dict:
         self._clock.advance_to(self._reply["t1_s"])
         return self._reply

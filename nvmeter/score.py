@@ -63,8 +63,8 @@ from nvmeter.workloads import judge, task
 
 SCHEMA_VERSION = records.CURRENT[KIND]
 LOG_NAME = "score.log"
-# While a window's calls run, look in every so often (the window reads the power-sample
-# buffer, ~2.4 s of history, at most once a second when told of calls).
+# While a window's calls run, wake this often to let the window read the power-sample
+# buffer (~2.4 s of history; it reads at most once a second).
 _POLL_S = 0.25
 
 Phase = Callable[[str], None]
@@ -236,8 +236,7 @@ def _window(
             ctx["root"],
             ctx["out"],
         )
-        while not reply.done():
-            board.clock.sleep(_POLL_S)
+        while not reply.wait(_POLL_S):  # returns as soon as the worker's reply is in
             w.call(0)  # keeps the sample buffer's history read
         result = reply.result()
         w.call(len(result["ms"]))

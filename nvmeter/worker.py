@@ -145,6 +145,20 @@ class Reply:
             return True
         return self._id in self._worker._replies
 
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the reply; True as soon as it is in.
+
+        Also True once the worker is gone or the deadline has passed: :meth:`result` then raises.
+        """
+        left = self._deadline - time.monotonic()
+        if self._id in self._worker._replies or left <= 0:
+            return True
+        try:
+            self._worker._pump(min(timeout_s, left))
+        except errors.WorkerError:
+            return True
+        return self._id in self._worker._replies
+
     def result(self) -> dict:
         """The reply. Raises WorkerError (UsageError for a request the child calls bad input)."""
         return self._worker._wait(self._id, self._deadline, self._op, self._timeout_s)
