@@ -54,7 +54,9 @@ def _guarded(fn):
             _say(f"nvmeter: {exc}")
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            _say("nvmeter: interrupted; nothing written")
+            # score keeps the records of the runs it finished; the other commands write at the end
+            kept = "records of finished runs kept" if fn.__name__ == "score" else "nothing written"
+            _say(f"nvmeter: interrupted; {kept}")
             raise typer.Exit(130) from None
 
     return wrapper
