@@ -8,6 +8,8 @@ Public API:
     run_probes, load_report, ProbeReport: board characterisation (:mod:`nvmeter.probe`).
     EnergyWindow, measure, Measurement: per-call energy above idle (:mod:`nvmeter.window`).
     IdleBaseline: where the idle power came from (:mod:`nvmeter.idle`).
+    ScoreConfig, RunRecord: ``nvmeter score``'s settings and run records (:mod:`nvmeter.scorerun`;
+        the procedure is :mod:`nvmeter.score`, the tables :mod:`nvmeter.summary`).
     errors: the exception hierarchy.
 
 Heavy modules load on first use, so ``python -m nvmeter.worker`` starts fast.
@@ -33,6 +35,8 @@ _LAZY = {
     "measure": "nvmeter.window",
     "Measurement": "nvmeter.window",
     "IdleBaseline": "nvmeter.idle",
+    "ScoreConfig": "nvmeter.scorerun",
+    "RunRecord": "nvmeter.scorerun",
 }
 
 __all__ = [*_LAZY, "__version__"]
