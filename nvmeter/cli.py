@@ -309,6 +309,13 @@ def score(
     window_s: Annotated[
         float, typer.Option("--window-s", help="Method window, s (whole calls, at least --min-calls).")
     ] = 2.0,
+    window_warmup_s: Annotated[
+        float,
+        typer.Option(
+            "--window-warmup-s",
+            help="Unmetered method calls just before its window, s (at least one; 0: none).",
+        ),
+    ] = 0.5,
     min_calls: Annotated[int, typer.Option("--min-calls", help="Fewest calls in the method window.")] = 4,
     control_s: Annotated[float, typer.Option("--control-s", help="Control window of null calls, s.")] = 2.0,
     idle_s: Annotated[float, typer.Option("--idle-s", help="Each frozen idle span, s.")] = 2.0,
@@ -361,6 +368,7 @@ def score(
     judge.required(1, level)
     config = ScoreConfig(
         window_s=window_s,
+        window_warmup_s=window_warmup_s,
         min_calls=min_calls,
         control_s=control_s,
         idle_settle_s=settle_s,

@@ -244,6 +244,15 @@ def _window(
     return w.result, block
 
 
+def _block(worker, kind: str, seconds: float, min_calls: int, ctx: dict) -> Block:
+    """Unmetered calls back to back (the warm-up before a window)."""
+    plan: DrawPlan = ctx["plan"]
+    result = worker.calls(
+        kind, seconds, min_calls, list(plan.window_draws), plan.seed, ctx["root"], None
+    ).result()
+    return Block(kind, result["t0_s"], result["t1_s"], tuple(result["ms"]), plan.window_draws)
+
+
 def _judge_window(block: Block, path: Path, truth: dict) -> Block:
     labels = _read_labels(path, (block.calls, task.DRAW_ROWS))
     correct = tuple(int((labels[i] == truth[d].test_y).sum()) for i, d in enumerate(block.call_draws()))
@@ -278,6 +287,10 @@ def measure_energy(board: Board, worker, record: RunRecord, tmp: Path, root, on_
     on_phase("idle, worker frozen (2/3)")
     idle_b = _frozen_idle(board, worker, config)
     control = replace(control_window, idle=IdleBaseline.from_spans([idle_a.span, idle_b.span], "frozen"))
+    warmup = None
+    if config.window_warmup_s > 0:  # so the window does not start cold (its bound would widen)
+        on_phase("warm-up calls before the method window")
+        warmup = _block(worker, "method", config.window_warmup_s, 1, ctx)
     on_phase("method window")
     method_window, method_block = _window(
         board,
@@ -300,6 +313,7 @@ def measure_energy(board: Board, worker, record: RunRecord, tmp: Path, root, on_
         control_block,
         method_window,
         method_block,
+        warmup,
     )
 
 

@@ -10,6 +10,7 @@ METHODS = Path(__file__).with_name("score_methods.py")
 # timed calls' ms wanders with the other processes, so the window-ms check is loose here.
 FAST = {
     "window_s": 0.4,
+    "window_warmup_s": 0.1,
     "min_calls": 2,
     "control_s": 0.2,
     "idle_s": 0.5,
@@ -21,7 +22,8 @@ FAST = {
     "window_ms_tolerance": 0.5,
 }
 FAST_CLI = [
-    "--window-s", "0.4", "--min-calls", "2", "--control-s", "0.2", "--idle-s", "0.5", "--settle-s", "0.2",
+    "--window-s", "0.4", "--window-warmup-s", "0.1", "--min-calls", "2", "--control-s", "0.2",
+    "--idle-s", "0.5", "--settle-s", "0.2",
     "--mnist-draws", "2", "--holdout-draws", "1", "--warmups", "1", "--window-draws", "2",
     "--window-ms-tolerance", "0.5",
 ]  # fmt: skip

@@ -112,6 +112,8 @@ def test_the_figures_match_the_simulated_load(scored):
     expected = SIM_METHOD_W * method_s * 1e3 - e.control.per_call_mj
     assert e.method.per_call_mj == pytest.approx(expected, rel=0.02)
     assert e.method.per_call_mj_err < 0.05 * e.method.per_call_mj  # 0.5 s idle spans here: a wide bound
+    assert e.warmup_block.calls >= 1 and e.warmup_block.t1_s < e.method_block.t0_s
+    assert not e.method.cold  # the warm-up's load is in the window's lead-in
     assert e.samples_per_call_mj == pytest.approx(e.method.per_call_mj, rel=0.03)
     assert record.w_above_idle == pytest.approx(e.method.per_call_mj / record.ms_per_call)
 
@@ -320,6 +322,7 @@ def test_the_cli_defaults_are_the_library_defaults():
     defaults = {k: v.default for k, v in inspect.signature(cli_module.score).parameters.items()}
     c = ScoreConfig()
     assert defaults["window_s"] == c.window_s
+    assert defaults["window_warmup_s"] == c.window_warmup_s
     assert defaults["min_calls"] == c.min_calls
     assert defaults["control_s"] == c.control_s
     assert defaults["idle_s"] == c.idle_s
