@@ -214,11 +214,19 @@ def _frozen_idle(board: Board, worker, config: ScoreConfig) -> IdleReading:
     try:
         board.clock.sleep(config.idle_settle_s)
         span = measure_span(board, board.clock, config.idle_s)
-        busy = board.utilization().gpu_pct
-        pids = board.compute_pids()
+        busy = _unless_unsupported(lambda: board.utilization().gpu_pct)
+        pids = _unless_unsupported(board.compute_pids)
     finally:
         worker.resume()
     return IdleReading(span, config.idle_settle_s, busy, pids, worker.pid)
+
+
+def _unless_unsupported(query):
+    """The query's answer, or None where the board does not give it (the check then says so)."""
+    try:
+        return query()
+    except errors.NotSupported:
+        return None
 
 
 def _window(

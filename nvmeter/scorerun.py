@@ -384,31 +384,36 @@ class IdleReading:
         span: The span, edges on counter steps.
         settle_s: Wait between the freeze and the span, s.
         gpu_pct: GPU utilisation read at the span's end (the driver's last sample
-            period, 1/6 s to 1 s, lies inside the span), percent.
-        pids: Processes holding a compute context during the span (NVML's view).
+            period, 1/6 s to 1 s, lies inside the span), percent (None: the board does not say).
+        pids: Processes holding a compute context during the span (NVML's view; None: the
+            board does not say).
         worker_pid: The worker's process id (the parent's view).
 
     """
 
     span: AlignedSpan
     settle_s: float
-    gpu_pct: float
-    pids: tuple[int, ...]
+    gpu_pct: float | None
+    pids: tuple[int, ...] | None
     worker_pid: int
 
     def __repr__(self) -> str:
+        busy = "unknown" if self.gpu_pct is None else f"{self.gpu_pct:g}%"
+        pids = "unknown" if self.pids is None else list(self.pids)
         return (
             f"IdleReading({self.span.power_w:,.1f} W over {self.span.duration_s:.2f} s, settled "
-            f"{self.settle_s:g} s after the freeze, GPU {self.gpu_pct:g}%, pids {list(self.pids)})"
+            f"{self.settle_s:g} s after the freeze, GPU {busy}, pids {pids})"
         )
 
     @property
-    def others(self) -> tuple[int, ...]:
+    def others(self) -> tuple[int, ...] | None:
         """Processes on the GPU other than the worker.
 
         One process that is not the worker's pid counts as the worker: inside a
-        container NVML reports pids of another namespace.
+        container NVML reports pids of another namespace. None where the board does not say.
         """
+        if self.pids is None:
+            return None
         others = tuple(p for p in self.pids if p != self.worker_pid)
         if self.worker_pid not in self.pids and len(self.pids) == 1:
             return ()
@@ -420,7 +425,7 @@ class IdleReading:
             "span": self.span.to_dict(),
             "settle_s": self.settle_s,
             "gpu_pct": self.gpu_pct,
-            "pids": list(self.pids),
+            "pids": None if self.pids is None else list(self.pids),
             "worker_pid": self.worker_pid,
         }
 
@@ -428,7 +433,11 @@ class IdleReading:
     def from_dict(cls, d: dict) -> IdleReading:
         """Inverse of :meth:`to_dict`."""
         return cls(
-            AlignedSpan.from_dict(d["span"]), d["settle_s"], d["gpu_pct"], tuple(d["pids"]), d["worker_pid"]
+            AlignedSpan.from_dict(d["span"]),
+            d["settle_s"],
+            d["gpu_pct"],
+            None if d["pids"] is None else tuple(d["pids"]),
+            d["worker_pid"],
         )
 
 
@@ -657,6 +666,8 @@ def _reliable(energy: Energy) -> Check:
 
 
 def _idle_utilisation(energy: Energy) -> Check:
+    if any(i.gpu_pct is None for i in energy.idle):
+        return Check("idle_utilization_zero", "note", "the board does not report utilisation: not checked")
     busy = [f"{i.gpu_pct:g}%" for i in energy.idle if i.gpu_pct != 0]
     if busy:
         return Check("idle_utilization_zero", "fail", f"GPU busy during frozen idle: {', '.join(busy)}")
@@ -664,6 +675,8 @@ def _idle_utilisation(energy: Energy) -> Check:
 
 
 def _idle_processes(energy: Energy) -> Check:
+    if any(i.pids is None for i in energy.idle):
+        return Check("idle_no_other_process", "note", "the board does not list its processes: not checked")
     others = sorted({p for i in energy.idle for p in i.others})
     if others:
         return Check("idle_no_other_process", "fail", f"other processes on the GPU during idle: {others}")

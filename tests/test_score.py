@@ -427,6 +427,20 @@ def test_each_check_voids_the_energy_from_the_raw_readings(scored):
     assert failed_checks(record) == {"reference_in_band"}
 
 
+def test_a_board_that_does_not_say_leaves_a_note_not_a_failure(scored):
+    out, *_ = scored
+
+    def unknown(d):
+        for idle in d["energy"]["idle"]:
+            idle["pids"] = idle["gpu_pct"] = None
+
+    record = recomputed(out, unknown)
+    notes = {c.name for c in record.checks if c.status == "note"}
+    assert {"idle_no_other_process", "idle_utilization_zero"} <= notes
+    assert record.energy_valid
+    assert "GPU unknown, pids unknown" in repr(record.energy.idle[0])
+
+
 def test_idle_processes_tolerate_another_pid_namespace():
     from nvmeter.scorerun import IdleReading
 
