@@ -223,6 +223,13 @@ def _decode(v, z_noisy, params, recipe):
     return ladder_ops.decoder_layer(v, z_noisy, params)
 
 
+def _resolved(device: torch.device) -> torch.device:
+    """``cuda`` as the current CUDA device with its index, so it equals the inputs' ``cuda:0``."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 @contextlib.contextmanager
 def _tf32() -> Iterator[None]:
     # TF32 matmuls (recipe) without leaving the process-wide setting changed
@@ -257,7 +264,7 @@ class LadderTrainer:
         use_graph: bool | None = None,
     ) -> None:
         self.recipe = recipe
-        self.device = torch.device(device)
+        self.device = _resolved(torch.device(device))
         on_cuda = self.device.type == "cuda"
         self.use_graph = on_cuda if use_graph is None else use_graph
         if self.use_graph and not on_cuda:
