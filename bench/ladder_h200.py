@@ -164,6 +164,12 @@ def _network_grads() -> dict:
         grads = {}
         for fused in (False, True):
             net = ladder.LadderNet(ladder.SIZES, torch.Generator().manual_seed(0)).to(DEV)
+            # the combinators start deaf to the top-down signal (no gradient reaches the
+            # decoder's weights); a seeded nudge of every parameter opens all the paths
+            nudge = torch.Generator().manual_seed(1)
+            with torch.no_grad():
+                for p in net.parameters():
+                    p.add_(0.3 * torch.randn(p.shape, generator=nudge).to(DEV))
             key = torch.zeros(1, dtype=torch.int64, device=DEV)
             _, loss = net.loss(
                 x_tr[:N_LAB] * 0.6, y_tr[:N_LAB], x_te[:N_LAB] * 0.6, ladder.replace(recipe, fused=fused), key

@@ -87,3 +87,11 @@ def test_graph_trainer_runs_and_learns(fused):
     labels2 = method(train_x, train_y, test_x)
     assert trainer.graph is graph
     assert (labels2 == test_y).float().mean().item() > 0.6  # chance 0.1
+
+
+def test_trainer_made_for_plain_cuda_takes_inputs_on_cuda_0():
+    # bench/ladder_h200.py builds its trainers for "cuda"; tensors live on "cuda:0"
+    recipe = ladder.LadderRecipe(n_steps=2, sizes=(60, 16, 10), batch_labelled=8, batch_unlabelled=8)
+    trainer = ladder.LadderTrainer(recipe, 32, 32, "cuda", use_graph=False)
+    x, y = clusters(32, 3)
+    assert trainer(x, y, x).device == x.device

@@ -103,6 +103,17 @@ def test_decoder_matches_plain(tiles):
         assert rel_err(gk, g_ref) < REL_TOL, f"d{name}: relative error {rel_err(gk, g_ref):.2e}"
 
 
+def test_decoder_starts_as_the_identity_on_the_lateral_input():
+    # the network's starting combinator (ladder_ops.identity_combinator), through the kernel
+    torch.manual_seed(2)
+    v = (torch.randn(40, 12, device=DEVICE) * 3).requires_grad_()
+    z = torch.randn(40, 12, device=DEVICE) * 2
+    out = ladder_kernels.decoder_layer(v, z, ladder_ops.identity_combinator(12).to(DEVICE))
+    assert torch.allclose(out, z, rtol=1e-6, atol=1e-6)
+    (g_v,) = torch.autograd.grad(out.square().sum(), v)
+    assert torch.equal(g_v, torch.zeros_like(g_v))
+
+
 def test_kernels_reject_bad_arguments():
     z = torch.randn(10, 4, device=DEVICE)
     b = torch.zeros(4, device=DEVICE)

@@ -59,3 +59,14 @@ def test_decoder_layer_normalises_the_top_down_signal():
     assert torch.allclose(
         ladder_ops.decoder_layer(v, z, p), ladder_ops.combinator(ladder_ops.batch_norm(v), z, p), atol=1e-6
     )
+
+
+def test_identity_combinator_passes_the_lateral_input_and_ignores_u():
+    torch.manual_seed(2)
+    u = torch.randn(64, 5, requires_grad=True)
+    z = torch.randn(64, 5) * 3
+    out = ladder_ops.combinator(u, z, ladder_ops.identity_combinator(5))
+    assert torch.allclose(out, z, rtol=1e-6, atol=1e-6)
+    # no gradient reaches the top-down path (and so the encoder above) at the start
+    (g_u,) = torch.autograd.grad(out.square().sum(), u)
+    assert torch.equal(g_u, torch.zeros_like(g_u))

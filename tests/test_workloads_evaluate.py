@@ -80,3 +80,10 @@ def test_plan_is_seeded_and_complete():
     assert not set(a.warmup_seeds) & set(a.holdout_seeds)
     assert a.order != evaluate.Plan.make(4, False, 11, 4).order
     assert evaluate.Plan.make(3, True, 11, 4).holdout == "kmnist"
+
+
+def test_steps_come_from_the_method_or_its_module():
+    # the kernels-a-step figure divides by this; the Ladder methods used to read None (0.0 a step)
+    for name, steps in (("ladder_d3_fused", 900), ("ladder_d4_plain", 1800), ("graph_mlp", 200)):
+        assert evaluate._steps(methods.spec(name).load()) == steps
+    assert evaluate._steps(nearest_neighbour) is None

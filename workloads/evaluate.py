@@ -181,7 +181,14 @@ class Bench:
 
 
 def _steps(method) -> int | None:
-    """Training steps per call, from the method's module (RECIPE.steps or STEPS), if it says."""
+    """Training steps per call, if the method says so, else None.
+
+    A Ladder method is an object carrying its own recipe (``method.recipe.n_steps``: its
+    module holds four); the other methods' modules give ``RECIPE.steps`` or ``STEPS``.
+    """
+    own = getattr(getattr(method, "recipe", None), "n_steps", None)
+    if own is not None:
+        return own
     module = sys.modules.get(getattr(method, "__module__", ""), None)
     recipe = getattr(module, "RECIPE", None)
     return recipe.steps if recipe is not None else getattr(module, "STEPS", None)

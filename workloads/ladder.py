@@ -113,7 +113,8 @@ class LadderNet(torch.nn.Module):
 
     Parameters: encoder weights ``w[l]`` (sizes[l], sizes[l+1]) (no bias: batch norm follows),
     ``beta[l]`` (sizes[l+1],), ``gamma`` (classes,) at the top; decoder weights ``v[l]``
-    (sizes[l+1], sizes[l]); combinator parameters ``comb[l]`` (17, sizes[l]) for l = 0..L.
+    (sizes[l+1], sizes[l]); combinator parameters ``comb[l]`` (17, sizes[l]) for l = 0..L,
+    starting as the identity on the lateral input (:func:`ladder_ops.identity_combinator`).
     """
 
     def __init__(self, sizes: tuple[int, ...], generator: torch.Generator) -> None:
@@ -128,14 +129,11 @@ class LadderNet(torch.nn.Module):
         self.beta = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(n)) for n in sizes[1:]])
         self.gamma = torch.nn.Parameter(torch.ones(sizes[-1]))
         self.v = torch.nn.ParameterList([normal(sizes[i + 1], sizes[i]) for i in range(n_layers)])
-        # small random per-unit MLPs, fan-in scaled (3, 2 and 2 inputs)
-        fan_in = torch.tensor([3.0] * 6 + [1.0] * 2 + [2.0] * 4 + [1.0] * 2 + [2.0] * 2 + [1.0])
-        is_bias = torch.zeros(ladder_ops.N_COMBINATOR_PARAMS, dtype=torch.bool)
-        is_bias[[6, 7, 12, 13, 16]] = True
-        self.comb = torch.nn.ParameterList()
-        for n in sizes:
-            p = torch.randn(ladder_ops.N_COMBINATOR_PARAMS, n, generator=generator) / fan_in.sqrt()[:, None]
-            self.comb.append(torch.nn.Parameter(torch.where(is_bias[:, None], 0.0, p)))
+        # each unit's combinator starts as z_hat = z_noisy, deaf to the top-down signal
+        # (see ladder_ops.identity_combinator: a random start does not learn)
+        self.comb = torch.nn.ParameterList(
+            [torch.nn.Parameter(ladder_ops.identity_combinator(n)) for n in sizes]
+        )
 
     def loss(
         self,
@@ -225,6 +223,13 @@ def _decode(v, z_noisy, params, recipe):
     return ladder_ops.decoder_layer(v, z_noisy, params)
 
 
+def _resolved(device: torch.device) -> torch.device:
+    """``cuda`` as the current CUDA device with its index, so it equals the inputs' ``cuda:0``."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 @contextlib.contextmanager
 def _tf32() -> Iterator[None]:
     # TF32 matmuls (recipe) without leaving the process-wide setting changed
@@ -259,7 +264,7 @@ class LadderTrainer:
         use_graph: bool | None = None,
     ) -> None:
         self.recipe = recipe
-        self.device = torch.device(device)
+        self.device = _resolved(torch.device(device))
         on_cuda = self.device.type == "cuda"
         self.use_graph = on_cuda if use_graph is None else use_graph
         if self.use_graph and not on_cuda:
