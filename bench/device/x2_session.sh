@@ -1,43 +1,50 @@
 #!/usr/bin/env bash
-# One call on a two-GPU host: lane A (GPU 0) evaluates the methods in $EVAL_METHODS; lane B (GPU 1)
-# runs the gpu-marked tests in $TESTS, then `nvmeter score` for $SCORE_METHODS; then the two-board
-# test with both GPUs visible. Each lane meters only its own board (NVML per board).
+# One call on a two-GPU host, two lanes at once, each metering only its own board (NVML is per board):
+#   lane a (GPU 0): evaluate $EVAL_A, then `nvmeter score` each of $SCORE_A;
+#   lane b (GPU 1): the gpu-marked tests $TESTS_B, then `nvmeter score` each of $SCORE_B;
+# then, if TWO_BOARDS=1, the two-board test with both GPUs visible.
 # Usage (repository root, dataset cache carried as .data):
-#   NVMETER_COMMIT=<sha> EVAL_METHODS="..." TESTS="..." SCORE_METHODS="..." bash bench/device/x2_session.sh
-# Writes $OUT/bundle.tgz (everything) and the two lane logs.
+#   NVMETER_COMMIT=<sha> SCORE_A="..." SCORE_B="..." TESTS_B="..." bash bench/device/x2_session.sh
+# Writes $OUT/lane-{a,b}.log and $OUT/{a,b}.tgz, re-packed after each step so a cut call keeps what ran.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1 NVMETER_DATA_DIR=$PWD/.data
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || { echo "install failed"; exit 1; }
 uuid() { nvidia-smi --query-gpu=uuid --format=csv,noheader | sed -n "$(($1 + 1))p"; }
 header() { echo "# commit ${NVMETER_COMMIT:-unknown}  board $(uuid "$1")  $(date -u +%FT%TZ)"; }
-mkdir -p "$OUT/w"
+pack() { tar czf "$OUT/$1.tgz.part" -C "$OUT/w" "$1" && mv "$OUT/$1.tgz.part" "$OUT/$1.tgz"; }
+score() {  # lane gpu method...
+  local lane=$1 gpu=$2; shift 2
+  for m in "$@"; do
+    header "$gpu"; s=$SECONDS
+    timeout "${SCORE_TIMEOUT:-320}" python3 -m nvmeter.cli score "$m" --runs "${RUNS:-3}" --json "$OUT/w/$lane/score-h200/$m"
+    echo "score $m rc=$? wall $((SECONDS - s)) s"; pack "$lane"
+  done
+}
 lane_a() {
-  export CUDA_VISIBLE_DEVICES=0
-  header 0
-  [ -n "${EVAL_METHODS:-}" ] || return 0
-  s=$SECONDS
-  timeout "${EVAL_TIMEOUT:-520}" python3 -m nvmeter.workloads.evaluate --out "$OUT/w/evaluate" --methods $EVAL_METHODS
-  echo "evaluate rc=$? wall $((SECONDS - s)) s"
+  export CUDA_VISIBLE_DEVICES=0; mkdir -p "$OUT/w/a"
+  if [ -n "${EVAL_A:-}" ]; then
+    header 0; s=$SECONDS
+    timeout "${EVAL_TIMEOUT:-520}" python3 -m nvmeter.workloads.evaluate --out "$OUT/w/a/evaluate" --methods $EVAL_A
+    echo "evaluate rc=$? wall $((SECONDS - s)) s"; pack a
+  fi
+  score a 0 ${SCORE_A:-}
 }
 lane_b() {
-  export CUDA_VISIBLE_DEVICES=1
-  if [ -n "${TESTS:-}" ]; then
-    { header 1; timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs $TESTS; } \
-      2>&1 | tee "$OUT/w/gpu-tests.log" | tail -5
+  export CUDA_VISIBLE_DEVICES=1; mkdir -p "$OUT/w/b"
+  if [ -n "${TESTS_B:-}" ]; then
+    { header 1; timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs $TESTS_B; } \
+      2>&1 | tee "$OUT/w/b/gpu-tests.log" | tail -5
+    pack b
   fi
-  for m in ${SCORE_METHODS:-}; do
-    header 1
-    s=$SECONDS
-    timeout "${SCORE_TIMEOUT:-200}" python3 -m nvmeter.cli score "$m" --runs "${RUNS:-3}" --json "$OUT/w/score-h200/$m"
-    echo "score $m rc=$? wall $((SECONDS - s)) s"
-  done
+  score b 1 ${SCORE_B:-}
 }
 lane_a > "$OUT/lane-a.log" 2>&1 &
 lane_b > "$OUT/lane-b.log" 2>&1 &
 wait
-{ echo "# commit ${NVMETER_COMMIT:-unknown}  boards $(uuid 0) $(uuid 1)"
-  timeout 60 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_gpu.py -k two_boards; } \
-  > "$OUT/w/two-boards.log" 2>&1
-tail -3 "$OUT/w/two-boards.log"
-tar czf "$OUT/bundle.tgz" -C "$OUT" w && rm -rf "$OUT/w"
-tail -25 "$OUT/lane-a.log"; tail -25 "$OUT/lane-b.log"
+if [ "${TWO_BOARDS:-0}" = 1 ]; then
+  { echo "# commit ${NVMETER_COMMIT:-unknown}  boards $(uuid 0) $(uuid 1)"
+    timeout 60 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_gpu.py -k two_boards; } \
+    > "$OUT/w/b/two-boards.log" 2>&1
+  pack b
+fi
+tail -12 "$OUT/lane-a.log"; tail -12 "$OUT/lane-b.log"
