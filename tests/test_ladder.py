@@ -62,7 +62,8 @@ def test_plain_ladder_learns_clusters():
     # the sampler recorded losses: scores no longer all at their initial value
     assert (trainer.scores != 1.0).sum() > 500
     accuracy = (labels == test_y).float().mean().item()
-    assert accuracy > 0.5, accuracy  # chance is 0.1; 0.75 measured at 100 steps
+    # chance is 0.1; 1.0 measured at 100 steps (0.75 when the combinators started at random)
+    assert accuracy > 0.9, accuracy
 
 
 def test_ladder_learns_a_real_mnist_draw(mnist_root):
