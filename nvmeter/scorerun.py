@@ -20,6 +20,7 @@ import importlib.util
 import itertools
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -80,9 +81,11 @@ WINDOW_DRAWS = 4
 MNIST_DRAWS = judge.RUN_MNIST_DRAWS
 HOLDOUT_DRAWS = judge.RUN_HOLDOUT_DRAWS
 WARMUP_CALLS = 2
-# Window ms per call, less the control's (the harness), against the timed calls' median:
-# agreement within this share. The 15 timed calls of one method on our H200 spread up to
-# +-10% around their median (mlp_fp32: 830-1009 ms about 916; results/workloads-h200.json).
+# Window ms per call, less the control's (the harness), must lie within the timed calls'
+# range widened by this share. Not their median: back-to-back window calls run on warm clocks
+# and timed calls each start from idle after the L2 flush, so launch-bound eager methods run
+# faster in the window (H200, results/score-h200: mlp_tf32 window 207-213 ms a call, timed
+# calls 151-385 ms, medians 237-279 ms); graph methods agree to 2.4% (Ladder d3/d4).
 WINDOW_MS_TOLERANCE = 0.10
 # Seeds of a run's draws: run seed x 10,000 plus these (as nvmeter.workloads.evaluate,
 # so run seed 1 releases the draws of results/workloads-h200.json), window draws after.
@@ -614,14 +617,16 @@ class Energy:
         )
 
 
-def energy_checks(energy: Energy, difficulty: int, timed_ms: float, ms_tolerance: float) -> tuple[Check, ...]:
+def energy_checks(
+    energy: Energy, difficulty: int, timed_ms: Sequence[float], ms_tolerance: float
+) -> tuple[Check, ...]:
     """Every check of the energy figure, from the raw readings.
 
     Args:
         energy: The run's energy readings.
         difficulty: The level the run was judged at (the window's accuracy floor).
-        timed_ms: Median of the timed calls, ms.
-        ms_tolerance: Accepted relative gap of the window's ms per call to ``timed_ms``.
+        timed_ms: The timed calls, ms each.
+        ms_tolerance: Accepted relative margin around the timed calls' range.
 
     """
     return (
@@ -731,18 +736,18 @@ def _window_accuracy(energy: Energy, difficulty: int) -> Check:
     )
 
 
-def _window_ms(energy: Energy, timed_ms: float, tolerance: float) -> Check:
+def _window_ms(energy: Energy, timed_ms: Sequence[float], tolerance: float) -> Check:
     method_ms = energy.method_block.wall_ms_per_call
     harness_ms = energy.control_block.wall_ms_per_call
     implied = method_ms - harness_ms
-    off = (implied - timed_ms) / timed_ms if timed_ms > 0 else math.inf
+    low, high = (min(timed_ms), max(timed_ms)) if timed_ms else (math.nan, math.nan)
     detail = (
         f"window {method_ms:,.1f} ms a call less {harness_ms:,.2f} ms harness = {implied:,.1f} ms "
-        f"vs timed {timed_ms:,.1f} ms ({off:+.1%})"
+        f"vs timed {low:,.1f}-{high:,.1f} ms"
     )
-    if abs(off) <= tolerance:
+    if low * (1 - tolerance) <= implied <= high * (1 + tolerance):
         return Check("window_ms_consistent", "pass", detail)
-    return Check("window_ms_consistent", "fail", f"{detail}: beyond ±{tolerance:.0%}")
+    return Check("window_ms_consistent", "fail", f"{detail}: beyond their range ±{tolerance:.0%}")
 
 
 @dataclass(frozen=True)
@@ -828,7 +833,8 @@ class RunRecord:
         """The energy figure's checks (empty without energy readings)."""
         if self.energy is None:
             return ()
-        return energy_checks(self.energy, self.difficulty, self.ms_per_call, self.config.window_ms_tolerance)
+        timed = [c.ms for c in self.calls]
+        return energy_checks(self.energy, self.difficulty, timed, self.config.window_ms_tolerance)
 
     @property
     def energy_valid(self) -> bool:
