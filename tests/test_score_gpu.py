@@ -56,7 +56,9 @@ def test_graph_mlp_is_scored_on_the_gpu(cache_root, tmp_path):
     e = record.energy
     m, c = e.method, e.control
     assert m.calls >= 4 and m.reliable and c.reliable
-    assert m.per_call_mj > 0 and 0 < m.per_call_mj_err < 0.05 * m.per_call_mj
+    # graph_mlp draws ~25 W above idle: in a 1 s window the idle bound dominates (7.5% on the
+    # H200, results/gpu-tests/score.log; 4.3% in the default 2 s window, results/score-h200)
+    assert m.per_call_mj > 0 and 0 < m.per_call_mj_err < 0.12 * m.per_call_mj
     # the harness round trip (input copies, checks, L2 flush) is small beside a training call
     assert 0 < c.per_call_mj < 0.2 * m.per_call_mj
     # the sample buffer reads the same window to a few percent (docs/window.md)

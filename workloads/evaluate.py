@@ -300,6 +300,37 @@ def table(record: dict) -> str:
     return "\n".join(lines)
 
 
+def _record(started, board: dict, args, plan: Plan, kmnist: bool, results: dict) -> dict:
+    """The run's record so far: provenance, the plan, how it timed, and each method's result."""
+    return {
+        "kind": KIND,
+        "schema_version": SCHEMA_VERSION,
+        "created_utc": started.isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "argv": sys.argv,
+        "board": board,
+        "software": _software(),
+        "run": {
+            "seed": args.seed,
+            "split_seed": args.seed,
+            "holdout": plan.holdout,
+            "kmnist_available": kmnist,
+            "warmup_dataset": plan.warmup_dataset,
+            "warmup_seeds": list(plan.warmup_seeds),
+            "mnist_seeds": list(plan.mnist_seeds),
+            "holdout_seeds": list(plan.holdout_seeds),
+            "order": [list(k) for k in plan.order],
+        },
+        "timing": {
+            "how": "CUDA events around the method alone; before each call the inputs are copied into the "
+            "same persistent tensors, checked, a 256 MiB buffer is zeroed (L2 flush) and the device synced",
+            "flush_mib": _FLUSH_BYTES / 2**20,
+            "warmup_calls": _WARMUP_CALLS,
+        },
+        "methods": results,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the evaluation; see the module docstring. Returns the exit code."""
     parser = argparse.ArgumentParser(
@@ -384,42 +415,16 @@ def _run(args) -> int:
     log(f"{len(draws)} draws ready (run seed {args.seed}); hold-out {plan.holdout}")
     bench = Bench(device)
     results = {}
+    slug = "".join(c if c.isalnum() else "-" for c in board.get("name", "gpu").lower().replace("nvidia ", ""))
+    path = out_dir / f"workloads-{slug}.json"
     for name in args.methods:
         spec = methods.spec(name)
         log(f"== {name}: {spec.title}, difficulty {spec.difficulty}")
         results[name] = evaluate_method(spec, bench, plan, draws, log)
         log(_summary(name, results[name]))
+        # saved after each method: a run cut by a time limit keeps the methods it finished
+        records.write_json(path, _record(started, board, args, plan, kmnist, results))
         torch.cuda.empty_cache()
-    record = {
-        "kind": KIND,
-        "schema_version": SCHEMA_VERSION,
-        "created_utc": started.isoformat(timespec="seconds"),
-        "host": socket.gethostname(),
-        "argv": sys.argv,
-        "board": board,
-        "software": _software(),
-        "run": {
-            "seed": args.seed,
-            "split_seed": args.seed,
-            "holdout": plan.holdout,
-            "kmnist_available": kmnist,
-            "warmup_dataset": plan.warmup_dataset,
-            "warmup_seeds": list(plan.warmup_seeds),
-            "mnist_seeds": list(plan.mnist_seeds),
-            "holdout_seeds": list(plan.holdout_seeds),
-            "order": [list(k) for k in plan.order],
-        },
-        "timing": {
-            "how": "CUDA events around the method alone; before each call the inputs are copied into the "
-            "same persistent tensors, checked, a 256 MiB buffer is zeroed (L2 flush) and the device synced",
-            "flush_mib": _FLUSH_BYTES / 2**20,
-            "warmup_calls": _WARMUP_CALLS,
-        },
-        "methods": results,
-    }
-    slug = "".join(c if c.isalnum() else "-" for c in board.get("name", "gpu").lower().replace("nvidia ", ""))
-    path = out_dir / f"workloads-{slug}.json"
-    records.write_json(path, record)
     log("summary:")
     for name, r in results.items():
         log("  " + _summary(name, r))
