@@ -109,3 +109,12 @@ def test_the_window_s_board_state_constants_come_from_the_h200_run():
     # the constants round the fit up, by less than a third
     assert fitted["state_rel"] <= window.STATE_REL < 1.33 * fitted["state_rel"]
     assert fitted["cold_rel"] <= window.COLD_REL < 1.33 * fitted["cold_rel"]
+
+
+def test_the_h200_score_records_recompute_to_their_stored_figures():
+    from nvmeter.summary import load_records
+
+    folders = sorted((RESULTS / "score-h200").iterdir())
+    loaded = load_records(folders)
+    assert len(loaded) == 20  # 7 methods x 3 runs, less the Ladder d4 run the time limit cut
+    assert all(r.passed and r.energy_valid for _, r in loaded)
