@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from processes import gone
 from score_helpers import FAST, FAST_CLI, METHODS, cli
 
 from nvmeter import errors, records
@@ -35,18 +36,6 @@ def workers_of(parent_pid: int) -> list[psutil.Process]:
         if "nvmeter.worker" in cmd and f"{parent_pid}" in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
             found.append(p)
     return found
-
-
-def gone(pid: int, within_s: float = 5.0) -> bool:
-    end = time.monotonic() + within_s
-    while time.monotonic() < end:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def one_line(err: str) -> str:

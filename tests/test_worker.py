@@ -9,6 +9,7 @@ import time
 
 import psutil
 import pytest
+from processes import gone
 
 from nvmeter import errors
 from nvmeter.worker import WorkerProcess
@@ -19,18 +20,6 @@ def worker():
     with WorkerProcess("cpu") as w:
         w.ping()  # started and serving
         yield w
-
-
-def _gone(pid: int, within_s: float = 5.0) -> bool:
-    end = time.monotonic() + within_s
-    while time.monotonic() < end:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_job_runs_for_its_duration_and_reports_times(worker):
@@ -65,7 +54,7 @@ def test_close_resumes_and_reaps_a_frozen_worker():
     w.ping()
     w.freeze()
     w.close()
-    assert _gone(w.pid)
+    assert gone(w.pid)
     w.close()  # idempotent
 
 
@@ -102,4 +91,4 @@ def test_worker_dies_with_its_parent_even_when_frozen(tmp_path):
     assert psutil.Process(child_pid).status() == psutil.STATUS_STOPPED
     parent.kill()
     parent.wait()
-    assert _gone(child_pid), "the frozen worker outlived its SIGKILLed parent"
+    assert gone(child_pid), "the frozen worker outlived its SIGKILLed parent"
