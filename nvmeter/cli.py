@@ -7,6 +7,7 @@ files, paths); 3 telemetry unavailable (no driver, no GPU, unsupported, lost);
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import time
@@ -383,27 +384,32 @@ def score(
         window_ms_tolerance=window_ms_tolerance,
     )
     out_dir = json_dir if json_dir is not None else _folder_name(target.name, level)
-    scoring.next_run(out_dir, target, level)  # a bad folder fails before the GPU is touched
-    board, make_worker = scoring.open_board(_device(device), simulate, config.call_timeout_s)
-    ident = board.identity()
-    err.print(
-        f"scoring {target.name} at difficulty {level} on {ident.name} {ident.uuid}: "
-        f"{runs} run(s) into {out_dir}",
-        soft_wrap=True,
-    )
-    with _ScoreProgress(runs) as progress:
-        done = scoring.score(
-            board,
-            make_worker,
-            target,
-            level,
-            out_dir,
-            runs=runs,
-            config=config,
-            seed=seed,
-            on_phase=progress.on_phase,
-            on_run=progress.on_run,
+    if runs < 1:
+        raise errors.UsageError(f"--runs must be a whole number >= 1, not {runs}")
+    if seed is not None and seed < 0:
+        raise errors.UsageError(f"--seed must be a whole number >= 0, not {seed}")
+    with _removed_if_left_empty(Path(out_dir)):
+        scoring.next_run(out_dir, target, level)  # a bad folder fails before the GPU is touched
+        board, make_worker = scoring.open_board(_device(device), simulate, config.call_timeout_s)
+        ident = board.identity()
+        err.print(
+            f"scoring {target.name} at difficulty {level} on {ident.name} {ident.uuid}: "
+            f"{runs} run(s) into {out_dir}",
+            soft_wrap=True,
         )
+        with _ScoreProgress(runs) as progress:
+            done = scoring.score(
+                board,
+                make_worker,
+                target,
+                level,
+                out_dir,
+                runs=runs,
+                config=config,
+                seed=seed,
+                on_phase=progress.on_phase,
+                on_run=progress.on_run,
+            )
     print(to_markdown(group(done)))
     bad = [r for r in done if not r.energy_valid]
     for r in bad:
@@ -411,6 +417,19 @@ def score(
         _say(f"nvmeter: run {r.run}: {why}")
     if bad:
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _removed_if_left_empty(folder: Path):
+    """Bad input or a failure before the first run leaves no empty output folder behind."""
+    made = not folder.exists()
+    try:
+        yield
+    except BaseException:
+        if made and folder.is_dir() and not any(folder.iterdir()):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
 
 
 @app.command()

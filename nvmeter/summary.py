@@ -127,7 +127,11 @@ def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
     if not found:
         raise errors.UsageError(f"no score records (run-*.json) in {', '.join(map(str, paths))}")
     out = []
+    seen: set[Path] = set()
     for path, data in found:
+        if path.resolve() in seen:  # named twice (a folder and its file, or twice): count once
+            continue
+        seen.add(path.resolve())
         try:
             record = RunRecord.from_dict(data)
             record.derived()  # recompute once here so a damaged raw series is this record's error

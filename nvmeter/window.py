@@ -69,6 +69,8 @@ COLD_RAMP_S = 0.3
 LEAD_S = 0.3
 # measure()'s unmetered calls before its windows: past the ramp, with margin.
 WARMUP_S = 0.5
+# Calls in a row that leave the board's clock where it was before measure() gives up.
+_STUCK_CALLS = 10_000
 
 
 @dataclass(frozen=True)
@@ -605,11 +607,32 @@ def measure(
     return _with_control(replace(result, idle=baseline), null and replace(null, idle=baseline))
 
 
-def _warm_up(fn, board: Board, warmup_s: float, sync_fn) -> None:
-    end = board.clock.now() + warmup_s
-    fn()
-    while board.clock.now() < end:
+def _calls_for(fn, board: Board, seconds: float, on_call=lambda: None) -> None:
+    """Call ``fn`` back to back (at least once) until ``seconds`` of the board's clock have passed.
+
+    Raises:
+        UsageError: ``fn`` does not advance the clock (a simulated board's virtual clock
+            moves only when the call spends time on it), so the loop would never end.
+    """
+    end = board.clock.now() + seconds
+    stuck = 0
+    while True:
+        before = board.clock.now()
         fn()
+        on_call()
+        now = board.clock.now()
+        stuck = stuck + 1 if now == before else 0
+        if stuck >= _STUCK_CALLS:
+            raise errors.UsageError(
+                f"{_STUCK_CALLS:,} calls did not advance the board's clock: on a simulated board the "
+                "call (and a control's null call) must spend virtual time, e.g. board.clock.sleep(s)"
+            )
+        if now >= end:
+            return
+
+
+def _warm_up(fn, board: Board, warmup_s: float, sync_fn) -> None:
+    _calls_for(fn, board, warmup_s)
     sync_fn()
 
 
@@ -621,10 +644,7 @@ def _with_control(result: Measurement, null: Measurement | None) -> Measurement:
 
 def _run_window(fn, board, window_s, idle, sync, null, max_rel_err) -> Measurement:
     with EnergyWindow(board, idle=idle, sync=sync, max_rel_err=max_rel_err) as w:
-        end = board.clock.now() + window_s
-        while board.clock.now() < end:
-            fn()
-            w.call()
+        _calls_for(fn, board, window_s, w.call)
     return _with_control(w.result, null)
 
 

@@ -389,9 +389,11 @@ class WorkerProcess:
         self._proc.wait()
         self.frozen = False
         self._selector.close()
-        for stream in (self._proc.stdin, self._proc.stdout):
-            stream.close()
-        self._stderr.close()
+        for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
+            # a child that closed its end leaves unsent bytes behind: closing must not raise
+            # (BrokenPipeError here used to replace the WorkerError that says what happened)
+            with contextlib.suppress(OSError):
+                stream.close()
 
     def _exit_status(self, timeout_s: float) -> int | None:
         """The leader's exit status (-N: killed by signal N) once it has exited, else None.
@@ -606,11 +608,11 @@ class _Engine:
         return sorted(times)[len(times) // 2]
 
 
-def _serve(backend: str, handlers: dict | None = None, out=None) -> None:
+def _serve(backend: str, handlers: dict | None = None, out=None, inp=None) -> None:
     engine = _Engine(backend)
     handlers = handlers or {}
     out = out or sys.stdout
-    for line in sys.stdin:
+    for line in inp or sys.stdin:
         request = json.loads(line)
         op, rid = request.get("op"), request.get("id")
         try:
@@ -652,12 +654,19 @@ def main(argv: list[str] | None = None) -> None:
     global _PROTOCOL
     _PROTOCOL = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
+    # the requests come on a private copy of stdin; fd 0 reads nothing, so a method that reads
+    # its stdin gets end-of-file instead of the protocol
+    requests = os.fdopen(os.dup(0), "r")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(os.devnull)  # noqa: SIM115 (the child's stdin for its whole life)
     handlers = None
     if args.handlers:
         import importlib
 
         handlers = importlib.import_module(args.handlers).HANDLERS
-    _serve(args.backend, handlers, _PROTOCOL)
+    _serve(args.backend, handlers, _PROTOCOL, requests)
 
 
 if __name__ == "__main__":

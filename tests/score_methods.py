@@ -3,6 +3,7 @@
 The worker imports this file by path (``nvmeter score tests/score_methods.py:tiny``).
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -73,6 +74,19 @@ def spawns(train_x, train_y, test_x):
     with open(os.environ["NVMETER_TEST_GRANDCHILD"], "w") as f:
         f.write(str(child.pid))
     time.sleep(600)
+
+
+def closes_its_stdin(train_x, train_y, test_x):
+    """Close fd 0 (once the worker's request channel), then answer chance."""
+    with contextlib.suppress(OSError):  # closed by an earlier call already
+        os.close(0)
+    return chance(train_x, train_y, test_x)
+
+
+def reads_its_stdin(train_x, train_y, test_x):
+    """Read stdin (end of file, not the worker's requests), then answer chance."""
+    assert sys.stdin.readline() == "" and os.read(0, 10) == b""
+    return chance(train_x, train_y, test_x)
 
 
 NOT_A_FUNCTION = 3

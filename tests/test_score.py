@@ -236,6 +236,7 @@ def cli_here(*args, data_root):
         (["score", "no_such_method", "-n", "1"], "unknown method 'no_such_method'"),
         (["score", "graph_mlp", "--window-s", "0"], "window-s must be a number > 0"),
         (["score", "graph_mlp", "--runs", "0"], "--runs must be a whole number >= 1"),
+        (["score", "graph_mlp", "--seed", "-5"], "--seed must be a whole number >= 0"),
         (["summarize", "/nonexistent/folder"], "no such folder or file"),
         (["summarize", str(METHODS.parent), "--format", "csv"], "--format must be md or json"),
     ],
@@ -246,12 +247,29 @@ def test_bad_input_is_one_line(tmp_path, data, args, match):
     assert match in one_line(err)
 
 
-def test_a_missing_dataset_is_one_line(tmp_path, data):
-    code, _, err = cli_here(
-        "score", f"{METHODS}:tiny", "-n", "1", "--simulate", "--json", tmp_path / "o", data_root=tmp_path
-    )
+def test_a_missing_dataset_is_one_line_and_leaves_no_folder(tmp_path, data):
+    deep = tmp_path / "o" / "deep"
+    args = ("score", f"{METHODS}:tiny", "-n", "1", "--simulate", "--json", deep)
+    code, _, err = cli_here(*args, data_root=tmp_path)
     assert code == 2
     assert "mnist is not in the data cache" in one_line(err)
+    assert not (tmp_path / "o" / "deep").exists()
+
+
+@pytest.mark.parametrize("function", ["reads_its_stdin", "closes_its_stdin"])
+def test_a_method_s_stdin_is_not_the_worker_s_request_channel(tmp_path, data, function):
+    out = tmp_path / "out"
+    args = ("score", f"{METHODS}:{function}", "-n", "1", "--simulate", "--call-timeout-s", "30")
+    _, _, err = cli_here(*args, "--json", out, data_root=data)
+    record = RunRecord.from_dict(records.read_json(out / "run-001.json", "score"))
+    assert record.error is None and len(record.calls) == 15, err
+
+
+def test_summarize_counts_a_record_named_twice_once(scored, data):
+    out, *_ = scored
+    once = cli_here("summarize", out, "--format", "json", data_root=data)
+    twice = cli_here("summarize", out, out, out / "run-001.json", "--format", "json", data_root=data)
+    assert once[0] == twice[0] == 0 and once[1] == twice[1]
 
 
 def test_another_method_in_the_folder_is_refused(scored, data):

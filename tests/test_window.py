@@ -278,3 +278,11 @@ def test_measure_warms_up_so_its_window_is_not_cold(board):
     m = measure(lambda: _block(board, 0.04), device=board, sync="none", target_rel_err=0.02)
     assert not m.cold
     assert m.idle.source == "quiescent" and len(m.idle.spans) == 2
+
+
+def test_measure_refuses_a_call_that_spends_no_virtual_time(board):
+    with pytest.raises(errors.UsageError, match="did not advance the board's clock"):
+        measure(lambda: None, device=board, sync="none")
+    step = lambda: board.clock.sleep(0.01)  # noqa: E731
+    with pytest.raises(errors.UsageError, match="null call"):
+        measure(step, device=board, sync="none", control=True)  # the default null spends nothing
