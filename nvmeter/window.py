@@ -596,15 +596,20 @@ def measure(
         null = _run_window(null_fn, board, min_window_s, window_idle, sync, None, None)
     _warm_up(fn, board, warmup_s, sync_fn)
     window_s = min_window_s
+    spans = [before]
     while True:
         result = _run_window(fn, board, window_s, window_idle, sync, null, target_rel_err)
+        if before is not None and (result.reliable or window_s * 2 > max_window_s):
+            # the idle after the work can widen the bound: judge the window with both spans
+            spans.append(measure_quiescent(board))
+            window_idle = IdleBaseline.from_spans(spans, "quiescent")
+            null = null and replace(null, idle=window_idle)
+            result = _with_control(replace(result, idle=window_idle), null)
         if result.reliable or window_s * 2 > max_window_s or result.problems:
-            break
+            return result
+        if len(spans) > 1 and spans[-1] is not None:
+            _warm_up(fn, board, warmup_s, sync_fn)  # the idle span cooled the board
         window_s *= 2
-    if before is None:
-        return result
-    baseline = IdleBaseline.from_spans([before, measure_quiescent(board)], "quiescent")
-    return _with_control(replace(result, idle=baseline), null and replace(null, idle=baseline))
 
 
 def _calls_for(fn, board: Board, seconds: float, on_call=lambda: None) -> None:

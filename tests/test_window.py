@@ -286,3 +286,12 @@ def test_measure_refuses_a_call_that_spends_no_virtual_time(board):
     step = lambda: board.clock.sleep(0.01)  # noqa: E731
     with pytest.raises(errors.UsageError, match="null call"):
         measure(step, device=board, sync="none", control=True)  # the default null spends nothing
+
+
+def test_measure_judges_its_target_with_the_idle_after_the_work_too():
+    board = SimulatedBoard()  # its idle after the first window widened the bound past 1%
+    board.set_context(True)
+    null = lambda: board.clock.sleep(0.001)  # noqa: E731
+    m = measure(lambda: _block(board, 0.04), device=board, sync="none", target_rel_err=0.01, control=null)
+    assert m.reliable, m.reason
+    assert len(m.idle.spans) >= 2 and abs(m.per_call_mj_err / m.per_call_mj) <= 0.01
