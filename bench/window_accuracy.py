@@ -123,9 +123,7 @@ def _trial(kind, board, idle, matmuls, sync, monitor, rng, warmup_s=0.0, **work)
         _work(matmuls, seconds=warmup_s)
     if kind == "nvmeter":
         return _nvmeter_trial(board, idle, matmuls, sync, rng=rng, **work)
-    if monitor is not None:
-        return _zeus_trial(monitor, idle.power_w, matmuls, **work)
-    return None
+    return _zeus_trial(monitor, idle.power_w, matmuls, **work)
 
 
 def run(out: Path, ref_s: float, trials: int, singles: int, warmup_s: float, cold_windows_s) -> None:

@@ -8,6 +8,7 @@ the work's process frozen.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,11 @@ class IdleBaseline:
 
     def __repr__(self) -> str:
         return f"IdleBaseline({self.power_w:.2f} ± {self.err_w:.2f} W, {self.source})"
+
+    @property
+    def samples_w(self) -> float:
+        """The idle as the sample buffer reads it, W (the counter's figure where unknown)."""
+        return self.samples_power_w if math.isfinite(self.samples_power_w) else self.power_w
 
     @classmethod
     def given(cls, power_w: float, err_w: float = 0.0) -> IdleBaseline:

@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
 from nvmeter import errors
 from nvmeter.bands import BANDS
 from nvmeter.board import BoardIdentity
@@ -34,7 +32,7 @@ from nvmeter.idle import IdleBaseline
 from nvmeter.probes.reference import Trial
 from nvmeter.span import AlignedSpan
 from nvmeter.window import WARMUP_S, Measurement
-from nvmeter.workloads import judge
+from nvmeter.workloads import judge, task
 
 KIND = "score"
 
@@ -80,16 +78,23 @@ WINDOW_DRAWS = 4
 # builds the trainer and captures graphs), as in nvmeter.workloads.evaluate.
 MNIST_DRAWS = judge.RUN_MNIST_DRAWS
 HOLDOUT_DRAWS = judge.RUN_HOLDOUT_DRAWS
-WARMUP_CALLS = 2
+WARMUP_CALLS = task.WARMUP_CALLS
 # Window ms per call, less the control's (the harness), must lie within the timed calls'
 # range widened by this share. Not their median: back-to-back window calls run on warm clocks
 # and timed calls each start from idle after the L2 flush, so launch-bound eager methods run
 # faster in the window (H200, results/score-h200: mlp_tf32 window 207-213 ms a call, timed
 # calls 151-385 ms, medians 237-279 ms); graph methods agree to 2.4% (Ladder d3/d4).
 WINDOW_MS_TOLERANCE = 0.10
-# Seeds of a run's draws: run seed x 10,000 plus these (as nvmeter.workloads.evaluate,
-# so run seed 1 releases the draws of results/workloads-h200.json), window draws after.
-_MNIST_SEED0, _HOLDOUT_SEED0, _WARMUP_SEED0, _WINDOW_SEED0 = 1_000, 2_000, 3_000, 4_000
+# Window draws: a seed block of their own after the task's (nvmeter.workloads.task.Plan).
+_WINDOW_SEED0 = 4_000
+
+
+def _require(obj, names: tuple[str, ...], ok, what: str) -> None:
+    """Raise UsageError naming the first of ``obj``'s attributes ``names`` that is not ``ok``."""
+    for name in names:
+        value = getattr(obj, name)
+        if not ok(value):
+            raise errors.UsageError(f"{name.replace('_', '-')} must be {what}, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -111,8 +116,8 @@ class ScoreConfig:
         mnist_draws, holdout_draws, warmup_calls: Timed calls of a run; fewer than the
             task's (11, 4, 2) make a partial run, marked so (tests use them).
         window_draws: MNIST draws the control and method windows cycle through.
-        window_ms_tolerance: Accepted relative gap between the window's ms per call (less
-            the control's) and the timed calls' median.
+        window_ms_tolerance: Accepted relative margin around the timed calls' range for
+            the window's ms per call (less the control's).
 
     Raises:
         UsageError: a non-positive duration or count, or an unknown reference or band.
@@ -135,20 +140,16 @@ class ScoreConfig:
     window_ms_tolerance: float = WINDOW_MS_TOLERANCE
 
     def __post_init__(self) -> None:
-        for name in ("window_s", "control_s", "idle_s", "call_timeout_s", "window_ms_tolerance"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise errors.UsageError(f"{name.replace('_', '-')} must be a number > 0, not {value!r}")
-        for name in ("idle_settle_s", "window_warmup_s"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise errors.UsageError(f"{name.replace('_', '-')} must be a number >= 0, not {value!r}")
-        for name in ("min_calls", "mnist_draws", "window_draws"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise errors.UsageError(f"{name.replace('_', '-')} must be a whole number >= 1")
-        for name in ("holdout_draws", "warmup_calls"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 0):
-                raise errors.UsageError(f"{name.replace('_', '-')} must be a whole number >= 0")
+        def finite(v) -> bool:
+            return isinstance(v, (int, float)) and math.isfinite(v)
+
+        durations = ("window_s", "control_s", "idle_s", "call_timeout_s", "window_ms_tolerance")
+        _require(self, durations, lambda v: finite(v) and v > 0, "a number > 0")
+        _require(self, ("idle_settle_s", "window_warmup_s"), lambda v: finite(v) and v >= 0, "a number >= 0")
+        counts = ("min_calls", "mnist_draws", "window_draws")
+        _require(self, counts, lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1")
+        optional = ("holdout_draws", "warmup_calls")
+        _require(self, optional, lambda v: isinstance(v, int) and v >= 0, "a whole number >= 0")
         if self.reference not in ("quick", "full"):
             raise errors.UsageError(f"reference must be 'quick' or 'full', not {self.reference!r}")
         if self.band is not None and self.band not in BANDS:
@@ -197,23 +198,17 @@ class DrawPlan:
     @classmethod
     def make(cls, seed: int, kmnist: bool, config: ScoreConfig) -> DrawPlan:
         """The draws of run ``seed`` (KMNIST as hold-out only if ``kmnist``)."""
-        base = seed * 10_000
-        mnist = tuple(base + _MNIST_SEED0 + i for i in range(config.mnist_draws))
-        holdout_seeds = tuple(base + _HOLDOUT_SEED0 + i for i in range(config.holdout_draws))
-        holdout = "kmnist" if kmnist else "fashion"
-        calls = [("mnist", s) for s in mnist] + [(holdout, s) for s in holdout_seeds]
-        # the same secret order nvmeter.workloads.evaluate draws for this seed
-        order = tuple(calls[i] for i in np.random.default_rng([seed, 0x0D]).permutation(len(calls)))
+        plan = task.Plan.make(seed, kmnist, config.mnist_draws, config.holdout_draws, config.warmup_calls)
         return cls(
             seed=seed,
-            holdout=holdout,
+            holdout=plan.holdout,
             kmnist_available=kmnist,
-            warmup_dataset="fashion",
-            warmup_seeds=tuple(base + _WARMUP_SEED0 + i for i in range(config.warmup_calls)),
-            mnist_seeds=mnist,
-            holdout_seeds=holdout_seeds,
-            window_seeds=tuple(base + _WINDOW_SEED0 + i for i in range(config.window_draws)),
-            order=order,
+            warmup_dataset=plan.warmup_dataset,
+            warmup_seeds=plan.warmup_seeds,
+            mnist_seeds=plan.mnist_seeds,
+            holdout_seeds=plan.holdout_seeds,
+            window_seeds=task.run_seeds(seed, _WINDOW_SEED0, config.window_draws),
+            order=plan.order,
         )
 
     @property
@@ -315,8 +310,7 @@ class Target:
 
     @classmethod
     def _registered(cls, spec) -> Target:
-        module = f"nvmeter.workloads.{spec.family or spec.name}"
-        origin = importlib.util.find_spec(module).origin
+        origin = importlib.util.find_spec(spec.module).origin
         return cls(
             name=spec.name,
             registered=True,

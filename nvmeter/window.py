@@ -162,9 +162,7 @@ class Measurement:
     @property
     def idle_w(self) -> float:
         """The idle power subtracted, W (the sample buffer's own figure for ``samples``)."""
-        if self.method == "samples" and math.isfinite(self.idle.samples_power_w):
-            return self.idle.samples_power_w
-        return self.idle.power_w
+        return self.idle.samples_w if self.method == "samples" else self.idle.power_w
 
     @property
     def power_w(self) -> float:
@@ -207,10 +205,7 @@ class Measurement:
         work_w = self.above_idle_j / self.work_s if self.work_s > 0 else 0.0
         if not work_w > 0:
             return False
-        samples_idle_w = self.idle.samples_power_w
-        if not math.isfinite(samples_idle_w):
-            samples_idle_w = self.idle.power_w
-        return not self.lead_w - samples_idle_w >= 0.5 * work_w
+        return not self.lead_w - self.idle.samples_w >= 0.5 * work_w
 
     @property
     def state_err_j(self) -> float:
@@ -599,7 +594,8 @@ def measure(
     spans = [before]
     while True:
         result = _run_window(fn, board, window_s, window_idle, sync, null, target_rel_err)
-        if before is not None and (result.reliable or window_s * 2 > max_window_s):
+        idled = before is not None and (result.reliable or window_s * 2 > max_window_s)
+        if idled:
             # the idle after the work can widen the bound: judge the window with both spans
             spans.append(measure_quiescent(board))
             window_idle = IdleBaseline.from_spans(spans, "quiescent")
@@ -607,7 +603,7 @@ def measure(
             result = _with_control(replace(result, idle=window_idle), null)
         if result.reliable or window_s * 2 > max_window_s or result.problems:
             return result
-        if len(spans) > 1 and spans[-1] is not None:
+        if idled:
             _warm_up(fn, board, warmup_s, sync_fn)  # the idle span cooled the board
         window_s *= 2
 
@@ -619,13 +615,14 @@ def _calls_for(fn, board: Board, seconds: float, on_call=lambda: None) -> None:
         UsageError: ``fn`` does not advance the clock (a simulated board's virtual clock
             moves only when the call spends time on it), so the loop would never end.
     """
-    end = board.clock.now() + seconds
+    now = board.clock.now()
+    end = now + seconds
     stuck = 0
     while True:
-        before = board.clock.now()
+        before = now
         fn()
         on_call()
-        now = board.clock.now()
+        now = board.clock.now()  # one clock read a call, as a plain timed loop
         stuck = stuck + 1 if now == before else 0
         if stuck >= _STUCK_CALLS:
             raise errors.UsageError(

@@ -343,7 +343,7 @@ def test_the_cli_defaults_are_the_library_defaults():
 
 def test_the_draw_plan_is_the_evaluations_for_the_same_seed():
     from nvmeter.scorerun import DrawPlan
-    from nvmeter.workloads.evaluate import Plan
+    from nvmeter.workloads.task import Plan
 
     ours = DrawPlan.make(3, False, ScoreConfig())
     theirs = Plan.make(3, False, 11, 4)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from nvmeter.workloads import evaluate, methods
+from nvmeter.workloads import evaluate, methods, task
 
 
 def nearest_neighbour(train_x, train_y, test_x):
@@ -74,12 +74,12 @@ def test_no_gpu_is_a_usage_error(tmp_path, capsys):
 
 
 def test_plan_is_seeded_and_complete():
-    a = evaluate.Plan.make(3, False, 11, 4)
-    assert a == evaluate.Plan.make(3, False, 11, 4)
+    a = task.Plan.make(3, False, 11, 4)
+    assert a == task.Plan.make(3, False, 11, 4)
     assert len(a.order) == 15 and len(set(a.order)) == 15
     assert not set(a.warmup_seeds) & set(a.holdout_seeds)
-    assert a.order != evaluate.Plan.make(4, False, 11, 4).order
-    assert evaluate.Plan.make(3, True, 11, 4).holdout == "kmnist"
+    assert a.order != task.Plan.make(4, False, 11, 4).order
+    assert task.Plan.make(3, True, 11, 4).holdout == "kmnist"
 
 
 def test_steps_come_from_the_method_or_its_module():

@@ -39,10 +39,6 @@ KIND = "workloads"
 SCHEMA_VERSION = records.CURRENT[KIND]
 # Zeroing 256 MiB evicts the H200's 60 MiB (and the A100's 40 MiB) L2 (WORKLOADS.md).
 _FLUSH_BYTES = 256 * 2**20
-# Two warm-ups: the first builds the trainer and captures the graph, the second is steady.
-_WARMUP_CALLS = 2
-# Seeds are derived from the run seed so one number reproduces a whole run.
-_MNIST_SEED0, _HOLDOUT_SEED0, _WARMUP_SEED0 = 1_000, 2_000, 3_000
 
 
 class Log:
@@ -62,31 +58,6 @@ class Log:
     def close(self) -> None:
         """Close the log file."""
         self._f.close()
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """Which draws a run uses (all derived from ``seed``)."""
-
-    seed: int
-    holdout: str
-    warmup_dataset: str
-    mnist_seeds: tuple[int, ...]
-    holdout_seeds: tuple[int, ...]
-    warmup_seeds: tuple[int, ...]
-    order: tuple[tuple[str, int], ...]
-
-    @classmethod
-    def make(cls, seed: int, kmnist: bool, mnist_draws: int, holdout_draws: int) -> Plan:
-        """The draws of run ``seed``; the hold-out is KMNIST only if ``kmnist`` (it is cached)."""
-        mnist_seeds = tuple(seed * 10_000 + _MNIST_SEED0 + i for i in range(mnist_draws))
-        holdout_seeds = tuple(seed * 10_000 + _HOLDOUT_SEED0 + i for i in range(holdout_draws))
-        warmup_seeds = tuple(seed * 10_000 + _WARMUP_SEED0 + i for i in range(_WARMUP_CALLS))
-        holdout = "kmnist" if kmnist else "fashion"
-        calls = [("mnist", s) for s in mnist_seeds] + [(holdout, s) for s in holdout_seeds]
-        order = [calls[i] for i in np.random.default_rng([seed, 0x0D]).permutation(len(calls))]
-        # warm-ups use the foreign set that is not the hold-out; without KMNIST, Fashion draws of other seeds
-        return cls(seed, holdout, "fashion", mnist_seeds, holdout_seeds, warmup_seeds, tuple(order))
 
 
 def _board(device: torch.device) -> dict:
@@ -194,7 +165,7 @@ def _steps(method) -> int | None:
     return recipe.steps if recipe is not None else getattr(module, "STEPS", None)
 
 
-def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: Plan, draws: dict, log: Log) -> dict:
+def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: task.Plan, draws: dict, log: Log) -> dict:
     """Warm up, time and judge one method; never raises for the method's own failures."""
     out = {
         "title": spec.title,
@@ -300,7 +271,7 @@ def table(record: dict) -> str:
     return "\n".join(lines)
 
 
-def _record(started, board: dict, args, plan: Plan, kmnist: bool, results: dict) -> dict:
+def _record(started, board: dict, args, plan: task.Plan, kmnist: bool, results: dict) -> dict:
     """The run's record so far: provenance, the plan, how it timed, and each method's result."""
     return {
         "kind": KIND,
@@ -325,7 +296,7 @@ def _record(started, board: dict, args, plan: Plan, kmnist: bool, results: dict)
             "how": "CUDA events around the method alone; before each call the inputs are copied into the "
             "same persistent tensors, checked, a 256 MiB buffer is zeroed (L2 flush) and the device synced",
             "flush_mib": _FLUSH_BYTES / 2**20,
-            "warmup_calls": _WARMUP_CALLS,
+            "warmup_calls": task.WARMUP_CALLS,
         },
         "methods": results,
     }
@@ -409,7 +380,7 @@ def _run(args) -> int:
             f"KMNIST not available ({exc}); hold-out is Fashion-MNIST, "
             "warm-ups use Fashion-MNIST draws of other seeds"
         )
-    plan = Plan.make(args.seed, kmnist, args.mnist_draws, args.holdout_draws)
+    plan = task.Plan.make(args.seed, kmnist, args.mnist_draws, args.holdout_draws)
     keys = set(plan.order) | {(plan.warmup_dataset, s) for s in plan.warmup_seeds}
     draws = {(d, s): task.draw(d, s, split_seed=args.seed, root=root) for d, s in sorted(keys)}
     log(f"{len(draws)} draws ready (run seed {args.seed}); hold-out {plan.holdout}")

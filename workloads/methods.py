@@ -32,11 +32,15 @@ class MethodSpec:
     a100_mnist: float
     family: str | None = None
 
+    @property
+    def module(self) -> str:
+        """The module that defines it: ``nvmeter.workloads.FAMILY`` or ``nvmeter.workloads.NAME``."""
+        return f"nvmeter.workloads.{self.family or self.name}"
+
     def load(self) -> Method:
-        """Import the method: ``nvmeter.workloads.NAME.method``, or ``FAMILY.METHODS[NAME]``."""
-        if self.family:
-            return importlib.import_module(f"nvmeter.workloads.{self.family}").METHODS[self.name]
-        return importlib.import_module(f"nvmeter.workloads.{self.name}").method
+        """Import the method: ``NAME.method``, or ``FAMILY.METHODS[NAME]``."""
+        module = importlib.import_module(self.module)
+        return module.METHODS[self.name] if self.family else module.method
 
 
 METHODS = {

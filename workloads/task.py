@@ -192,3 +192,50 @@ def draw(dataset: str, seed: int, *, split_seed: int | None = None, root: Path |
         basis=basis,
         rotation=rotation,
     )
+
+
+# Seeds of a run's draws: run seed x 10,000 plus these, so one number reproduces a whole run
+# (run seed 1 releases the draws of results/workloads-h200.json).
+MNIST_SEED0, HOLDOUT_SEED0, WARMUP_SEED0 = 1_000, 2_000, 3_000
+# Two warm-ups: the first builds the trainer and captures the graph, the second is steady.
+WARMUP_CALLS = 2
+
+
+def run_seeds(seed: int, seed0: int, n: int) -> tuple[int, ...]:
+    """``n`` draw seeds of run ``seed`` from the block starting at ``seed0``."""
+    return tuple(seed * 10_000 + seed0 + i for i in range(n))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Which draws a run uses (all derived from ``seed``).
+
+    Attributes:
+        seed: The run seed (also the split seed of its draws).
+        holdout: ``kmnist`` where cached, else ``fashion`` (WORKLOADS.md).
+        warmup_dataset: Warm-ups use the foreign set that is not the hold-out (Fashion-MNIST
+            draws of other seeds where KMNIST is missing).
+        mnist_seeds, holdout_seeds, warmup_seeds: Draw seeds.
+        order: The timed calls' secret order, (dataset, seed) pairs.
+    """
+
+    seed: int
+    holdout: str
+    warmup_dataset: str
+    mnist_seeds: tuple[int, ...]
+    holdout_seeds: tuple[int, ...]
+    warmup_seeds: tuple[int, ...]
+    order: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def make(
+        cls, seed: int, kmnist: bool, mnist_draws: int, holdout_draws: int, warmup_calls: int = WARMUP_CALLS
+    ) -> Plan:
+        """The draws of run ``seed``; the hold-out is KMNIST only if ``kmnist`` (it is cached)."""
+        mnist_seeds = run_seeds(seed, MNIST_SEED0, mnist_draws)
+        holdout_seeds = run_seeds(seed, HOLDOUT_SEED0, holdout_draws)
+        holdout = "kmnist" if kmnist else "fashion"
+        calls = [("mnist", s) for s in mnist_seeds] + [(holdout, s) for s in holdout_seeds]
+        order = tuple(calls[i] for i in np.random.default_rng([seed, 0x0D]).permutation(len(calls)))
+        warmup_seeds = run_seeds(seed, WARMUP_SEED0, warmup_calls)
+        return cls(seed, holdout, "fashion", mnist_seeds, holdout_seeds, warmup_seeds, order)
