@@ -16,8 +16,8 @@ import subprocess
 from pathlib import Path
 
 from nvmeter import records
-from nvmeter.scorerun import RunRecord
-from nvmeter.summary import first_difference
+from nvmeter.score.record import RunRecord
+from nvmeter.score.summarize import first_difference
 
 
 def rederive(path: Path, why: str, commit: str) -> str | None:

@@ -50,7 +50,7 @@ def _setup():
 
 
 def _plain_read(board):
-    from nvmeter.series import CounterSeries
+    from nvmeter.meter.series import CounterSeries
 
     t0 = board.clock.now()
     v = board.energy_mj()
@@ -75,7 +75,7 @@ def _work(matmuls, *, seconds=None, count=None, on_call=None) -> int:
 
 def _nvmeter_trial(board, idle, matmuls, sync, *, rng, **work):
     """One window read three ways; returns the aligned Measurement's dict plus the work's edges."""
-    from nvmeter.window import EnergyWindow
+    from nvmeter.meter.window import EnergyWindow
 
     with EnergyWindow(board, idle=idle, sync=sync, method="aligned") as w:
         board.clock.sleep(rng.uniform(0, 0.1))  # the plain start lands at a random counter phase
@@ -127,9 +127,9 @@ def _trial(kind, board, idle, matmuls, sync, monitor, rng, warmup_s=0.0, **work)
 
 
 def run(out: Path, ref_s: float, trials: int, singles: int, warmup_s: float, cold_windows_s) -> None:
-    from nvmeter.idle import IdleBaseline, measure_quiescent
-    from nvmeter.nvml import NvmlBoard
-    from nvmeter.window import EnergyWindow
+    from nvmeter.boards.nvml import NvmlBoard
+    from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+    from nvmeter.meter.window import EnergyWindow
 
     matmuls, sync = _setup()
     board = NvmlBoard(0)
@@ -211,7 +211,7 @@ def run(out: Path, ref_s: float, trials: int, singles: int, warmup_s: float, col
     save()
 
     # overhead: the same 2 s block metered and unmetered, energy read by the sample buffer afterwards
-    from nvmeter.series import integrate_samples_j
+    from nvmeter.meter.series import integrate_samples_j
 
     for _ in range(4):
         for metered in (False, True):
@@ -240,7 +240,7 @@ def run(out: Path, ref_s: float, trials: int, singles: int, warmup_s: float, col
 
 def analyze(path: Path, plot: Path | None) -> dict:
     """Per method and window: median and max |error| of per-call energy vs the reference."""
-    from nvmeter.window import Measurement
+    from nvmeter.meter.measurement import Measurement
 
     rec = json.loads(path.read_text())
     refs = [Measurement.from_dict(r["raw"]) for r in rec["references"]]
@@ -327,7 +327,7 @@ def analyze(path: Path, plot: Path | None) -> dict:
 
 
 def fit(path: Path) -> dict:
-    """The board-state terms of nvmeter/window.py, fitted on one run's aligned trials.
+    """The board-state terms of nvmeter/meter/errormodel.py, fitted on one run's aligned trials.
 
     ``state_rel``: the largest |error| beyond the reading bound among 2 s and 4 s windows
     (where a cold start has faded), as a share of their energy above idle.
@@ -335,7 +335,10 @@ def fit(path: Path) -> dict:
     bound and ``state_rel``, as a share of the energy above idle of their first
     ``COLD_RAMP_S`` (the work's mean power above idle times min(work, ramp)).
     """
-    from nvmeter.window import COLD_RAMP_S, Measurement
+    from nvmeter.meter.errormodel import model
+    from nvmeter.meter.measurement import Measurement
+
+    COLD_RAMP_S = model(1).cold_ramp_s
 
     rec = json.loads(path.read_text())
     ref_mj = float(np.mean([Measurement.from_dict(r["raw"]).per_call_mj for r in rec["references"]]))
@@ -364,8 +367,8 @@ def _three(m, plain_start, plain_end) -> dict:
 
 
 def _recorded_three(t: dict) -> dict:
-    from nvmeter.series import CounterSeries
-    from nvmeter.window import Measurement
+    from nvmeter.meter.measurement import Measurement
+    from nvmeter.meter.series import CounterSeries
 
     return _three(
         Measurement.from_dict(t["raw"]),
@@ -417,7 +420,7 @@ def main() -> None:
     r.add_argument("--singles", type=int, default=20)
     r.add_argument("--warmup-s", type=float, default=0.5, help="calls before each window trial, s")
     r.add_argument("--cold", type=float, nargs="*", default=[], help="window lengths also tried cold, s")
-    f = sub.add_parser("fit", help="the board-state constants of nvmeter/window.py, from a run")
+    f = sub.add_parser("fit", help="the board-state constants of nvmeter/meter/errormodel.py, from a run")
     f.add_argument("file", type=Path)
     a = sub.add_parser("analyze")
     a.add_argument("file", type=Path)

@@ -1,42 +1,52 @@
 """nvmeter: what one call of GPU code really costs in energy, from NVML, with an honest error bar.
 
-Public API:
-    Board, BoardIdentity, PowerSample: the telemetry protocol (:mod:`nvmeter.board`).
-    NvmlBoard: a real GPU (:mod:`nvmeter.nvml`, the only module importing pynvml).
-    SimulatedBoard, SimConfig, Fault: the simulated board (:mod:`nvmeter.simboard`).
-    Rig: a board and its context-holding worker (:mod:`nvmeter.rig`).
-    run_probes, load_report, ProbeReport: board characterisation (:mod:`nvmeter.probe`).
-    EnergyWindow, measure, Measurement: per-call energy above idle (:mod:`nvmeter.window`).
-    IdleBaseline: where the idle power came from (:mod:`nvmeter.idle`).
-    ScoreConfig, RunRecord: ``nvmeter score``'s settings and run records (:mod:`nvmeter.scorerun`;
-        the procedure is :mod:`nvmeter.score`, the tables :mod:`nvmeter.summary`).
-    errors: the exception hierarchy.
+The public API, in one place (``from nvmeter import EnergyWindow, measure, open_board``):
 
-Heavy modules load on first use, so ``python -m nvmeter.worker`` starts fast.
+Boards (:mod:`nvmeter.boards`):
+    open_board: the one factory of boards (a GPU by CUDA index or UUID, or the simulated one).
+    Board, BoardIdentity, PowerSample: the telemetry protocol.
+    BoardProfile: the board's telemetry figures the meter uses.
+    NvmlBoard, SimulatedBoard, SimConfig, Fault: the two implementations.
+Meter (:mod:`nvmeter.meter`):
+    EnergyWindow, measure, measure_many, Measurement: per-call energy above idle, with a bound.
+    IdleBaseline: where the idle power came from.
+    ErrorModel: the bound's versioned state constants.
+Probes (:mod:`nvmeter.probes`):
+    Rig: a board and its context-holding worker (:mod:`nvmeter.worker.rig`).
+    run_probes, load_report, ProbeReport: the board's characterisation.
+Scorer (:mod:`nvmeter.score`):
+    ScoreConfig, Target, RunRecord: ``nvmeter score``'s settings, method and run records.
+
+Modules load on first use, so ``python -m nvmeter.worker.child`` starts fast.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
-    "Board": "nvmeter.board",
-    "BoardIdentity": "nvmeter.board",
-    "PowerSample": "nvmeter.board",
-    "NvmlBoard": "nvmeter.nvml",
-    "SimulatedBoard": "nvmeter.simboard",
-    "SimConfig": "nvmeter.simboard",
-    "Fault": "nvmeter.simboard",
-    "Rig": "nvmeter.rig",
-    "run_probes": "nvmeter.probe",
-    "load_report": "nvmeter.probe",
-    "ProbeReport": "nvmeter.probe",
-    "EnergyWindow": "nvmeter.window",
-    "measure": "nvmeter.window",
-    "Measurement": "nvmeter.window",
-    "IdleBaseline": "nvmeter.idle",
-    "ScoreConfig": "nvmeter.scorerun",
-    "RunRecord": "nvmeter.scorerun",
+    "open_board": "nvmeter.boards.factory",
+    "Board": "nvmeter.boards.protocol",
+    "BoardIdentity": "nvmeter.boards.protocol",
+    "PowerSample": "nvmeter.boards.protocol",
+    "BoardProfile": "nvmeter.boards.profile",
+    "NvmlBoard": "nvmeter.boards.nvml",
+    "SimulatedBoard": "nvmeter.boards.simulated",
+    "SimConfig": "nvmeter.boards.simulated",
+    "Fault": "nvmeter.boards.simulated",
+    "EnergyWindow": "nvmeter.meter.window",
+    "measure": "nvmeter.meter.adaptive",
+    "measure_many": "nvmeter.meter.adaptive",
+    "Measurement": "nvmeter.meter.measurement",
+    "IdleBaseline": "nvmeter.meter.baseline",
+    "ErrorModel": "nvmeter.meter.errormodel",
+    "Rig": "nvmeter.worker.rig",
+    "run_probes": "nvmeter.probes.report",
+    "load_report": "nvmeter.probes.report",
+    "ProbeReport": "nvmeter.probes.report",
+    "ScoreConfig": "nvmeter.score.config",
+    "Target": "nvmeter.score.target",
+    "RunRecord": "nvmeter.score.record",
 }
 
 __all__ = [*_LAZY, "__version__"]
@@ -48,3 +58,7 @@ def __getattr__(name: str):
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'nvmeter' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

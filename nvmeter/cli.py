@@ -75,7 +75,7 @@ def _device(spec: str | None) -> int | str | None:
 
 
 def _open_rig(device: str | None, simulate: bool):
-    from nvmeter.rig import Rig
+    from nvmeter.worker.rig import Rig
 
     return Rig.open(_device(device), simulate=simulate)
 
@@ -152,7 +152,7 @@ def probe(
 ) -> None:
     """Characterise the board's energy telemetry and write a probe record (default ~2 min)."""
     from nvmeter import probes, records
-    from nvmeter.probe import run_probes
+    from nvmeter.probes.report import run_probes
 
     records.check_writable(out_path)
     unknown = sorted(set(only or ()) - set(probes.BY_NAME))
@@ -177,7 +177,7 @@ def show(
     probe_file: Annotated[Path, typer.Argument(help="A probe record written by nvmeter probe.")],
 ) -> None:
     """Print a probe record's summary, every figure recomputed from its raw series."""
-    from nvmeter.probe import load_report
+    from nvmeter.probes.report import load_report
 
     report = load_report(probe_file)
     board = report.board
@@ -202,14 +202,14 @@ def check(
     Exit 0: inside the band, or no band known for this board (figures reported).
     Exit 1: outside the band, not exact FP32, or a span without counter steps.
     """
-    from nvmeter.bands import BANDS
-    from nvmeter.check import Verdict
-    from nvmeter.check import check as judge
+    from nvmeter.probes.bands import BANDS
+    from nvmeter.probes.check import Verdict
+    from nvmeter.probes.check import check as judge
 
     if band is not None and band not in BANDS:
         raise errors.UsageError(f"unknown band {band!r}; known: {', '.join(BANDS)}")
     if probe_file is not None:
-        from nvmeter.probe import load_report
+        from nvmeter.probes.report import load_report
 
         report = load_report(probe_file)
         if "reference" not in report.probes:
@@ -356,10 +356,11 @@ def score(
     run failed the judge or its energy was voided by a check; 2: bad input (also a method
     returning bad output); 4: the method raised or its worker died or hung (that run is recorded).
     """
-    from nvmeter import score as scoring
-    from nvmeter.scorerun import ScoreConfig, Target
-    from nvmeter.summary import summarize as group
-    from nvmeter.summary import to_markdown
+    from nvmeter.score import procedure as scoring
+    from nvmeter.score.config import ScoreConfig
+    from nvmeter.score.summarize import summarize as group
+    from nvmeter.score.summarize import to_markdown
+    from nvmeter.score.target import Target
     from nvmeter.workloads import judge
 
     target = Target.parse(method)
@@ -451,7 +452,7 @@ def summarize(
     import json
 
     from nvmeter import records
-    from nvmeter import summary as summ
+    from nvmeter.score import summarize as summ
 
     if fmt not in ("md", "json"):
         raise errors.UsageError(f"--format must be md or json, not {fmt!r}")

@@ -10,7 +10,7 @@ Schema history:
     score 1: first version (one run of ``nvmeter score``: target, board, config, draw
         plan, timed calls, the energy readings (reference trial, three frozen idle spans
         with utilisation and pids, control and method windows as Measurement dicts with
-        the worker's call blocks), error, and the derived figures; nvmeter.scorerun).
+        the worker's call blocks), error, and the derived figures; nvmeter.score.record).
 """
 
 from __future__ import annotations

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nvmeter.board import PowerSample
-from nvmeter.rig import Rig
-from nvmeter.series import integrate_samples_j, samples_from_dict, samples_to_dict, summary
-from nvmeter.span import AlignedSpan, measure_span
-from nvmeter.worker import MatmulRun
+from nvmeter.boards.protocol import PowerSample
+from nvmeter.meter.series import integrate_samples_j, samples_from_dict, samples_to_dict, summary
+from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.worker.protocol import MatmulRun
+from nvmeter.worker.rig import Rig
 
 NAME = "bursts"
 TITLE = "isolated bursts"

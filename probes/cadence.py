@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvmeter.rig import Rig
-from nvmeter.series import CounterSeries, poll_counter, summary
+from nvmeter.meter.series import CounterSeries, poll_counter, summary
+from nvmeter.worker.rig import Rig
 
 NAME = "cadence"
 TITLE = "counter cadence"

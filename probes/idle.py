@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvmeter.rig import Rig
-from nvmeter.span import AlignedSpan, measure_span
+from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.worker.rig import Rig
 
 NAME = "idle"
 TITLE = "idle power"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvmeter.rig import Rig
-from nvmeter.series import CounterSeries, poll_counter
-from nvmeter.span import AlignedSpan, measure_span
+from nvmeter.meter.series import CounterSeries, poll_counter
+from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.worker.rig import Rig
 
 NAME = "polling"
 TITLE = "tight-polling artefact"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvmeter.rig import Rig
-from nvmeter.series import summary
+from nvmeter.meter.series import summary
+from nvmeter.worker.rig import Rig
 
 NAME = "read_cost"
 TITLE = "read cost of each signal"

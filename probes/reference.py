@@ -3,16 +3,16 @@
 With constant operands 2^-6 every product entry is exactly 1 (4096 x 2^-12), which
 checks that the products really ran in FP32; random operands draw more power. The
 A100 band for constant operands is 6-11 J/TFLOP at 15-23 TFLOP/s (shared/FACTS.md);
-:mod:`nvmeter.bands` holds the bands and where they come from.
+:mod:`nvmeter.probes.bands` holds the bands and where they come from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvmeter.rig import Rig
-from nvmeter.span import AlignedSpan, measure_span
-from nvmeter.worker import MatmulRun
+from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.worker.protocol import MatmulRun
+from nvmeter.worker.rig import Rig
 
 NAME = "reference"
 TITLE = "J/TFLOP reference"

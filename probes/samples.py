@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nvmeter.board import PowerSample
-from nvmeter.rig import Rig
-from nvmeter.series import samples_from_dict, samples_to_dict, summary
-from nvmeter.span import AlignedSpan, measure_span
+from nvmeter.boards.protocol import PowerSample
+from nvmeter.meter.series import samples_from_dict, samples_to_dict, summary
+from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.worker.rig import Rig
 
 NAME = "samples"
 TITLE = "power-sample buffer"

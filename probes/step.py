@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nvmeter.rig import Rig
-from nvmeter.series import CounterSeries
-from nvmeter.worker import MatmulRun
+from nvmeter.meter.series import CounterSeries
+from nvmeter.worker.protocol import MatmulRun
+from nvmeter.worker.rig import Rig
 
 NAME = "step"
 TITLE = "step response"

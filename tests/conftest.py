@@ -12,9 +12,9 @@ import os
 import pytest
 import torch
 
-from nvmeter.rig import Rig
-from nvmeter.simboard import SimConfig, SimulatedBoard
-from nvmeter.worker import SimWorker
+from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+from nvmeter.worker.rig import Rig
+from nvmeter.worker.simulated import SimWorker
 
 # Without a GPU the Triton kernels run in Triton's interpreter, which must be chosen
 # before the kernels are defined (at import of nvmeter.workloads.ladder_kernels).

@@ -60,7 +60,7 @@ def hangs(train_x, train_y, test_x):
 
 def garbage(train_x, train_y, test_x):
     """Write a line that is not JSON into the worker's reply channel, then return normally."""
-    protocol = sys.modules["__main__"]._PROTOCOL  # the worker runs as python -m nvmeter.worker
+    protocol = sys.modules["__main__"]._PROTOCOL  # the worker runs as python -m nvmeter.worker.child
     protocol.write("this is not json\n")
     protocol.flush()
     return torch.zeros(test_x.shape[0], dtype=torch.int64)

@@ -100,7 +100,7 @@ def test_unknown_band_is_refused(probe_file):
 
 def _has_nvidia_gpu() -> bool:
     try:
-        from nvmeter.nvml import visible_uuids
+        from nvmeter.boards.nvml import visible_uuids
 
         return bool(visible_uuids())
     except Exception:
@@ -171,6 +171,6 @@ def test_ctrl_c_anywhere_in_the_console_script_is_one_line(monkeypatch, capsys):
 
 def test_the_window_api_is_at_the_top_level():
     import nvmeter
-    from nvmeter import window
+    from nvmeter.meter import adaptive, window
 
-    assert nvmeter.measure is window.measure and nvmeter.EnergyWindow is window.EnergyWindow
+    assert nvmeter.measure is adaptive.measure and nvmeter.EnergyWindow is window.EnergyWindow

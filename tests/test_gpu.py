@@ -16,7 +16,7 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def board():
-    from nvmeter.nvml import NvmlBoard
+    from nvmeter.boards.nvml import NvmlBoard
 
     return NvmlBoard(0)
 
@@ -31,7 +31,7 @@ def test_identity_is_complete(board):
 
 
 def test_counter_steps_about_every_100_ms(board):
-    from nvmeter.series import poll_counter
+    from nvmeter.meter.series import poll_counter
 
     series = poll_counter(board, board.clock, 1.5)
     assert series.is_monotonic()
@@ -54,7 +54,7 @@ def test_sample_buffer_is_on_our_clock(board):
 
 
 def test_cuda_index_and_uuid_name_the_same_board(board, monkeypatch):
-    from nvmeter.nvml import resolve_uuid
+    from nvmeter.boards.nvml import resolve_uuid
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", board.uuid)
     assert resolve_uuid(0) == board.uuid
@@ -66,7 +66,7 @@ def test_cuda_index_and_uuid_name_the_same_board(board, monkeypatch):
 
 
 def test_worker_context_is_on_the_board_and_freezes(board):
-    from nvmeter.rig import Rig
+    from nvmeter.worker.rig import Rig
 
     with Rig.open(board.uuid) as rig:
         worker = rig.context()  # raises if CUDA's device is not this board
@@ -84,7 +84,7 @@ def test_worker_context_is_on_the_board_and_freezes(board):
 def test_frozen_gpu_worker_dies_with_a_killed_parent(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(
-        "import time\nfrom nvmeter.rig import Rig\n"
+        "import time\nfrom nvmeter.worker.rig import Rig\n"
         "rig = Rig.open(0)\nw = rig.context()\nw.freeze()\nprint(w.pid, flush=True)\ntime.sleep(60)\n"
     )
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
@@ -143,7 +143,7 @@ def test_check_runs_the_reference_and_does_not_fail_on_this_board():
 def test_energy_window_on_the_gpu_agrees_with_its_samples_and_a_longer_window(board):
     import torch
 
-    from nvmeter.window import EnergyWindow
+    from nvmeter.meter.window import EnergyWindow
 
     torch.backends.cuda.matmul.allow_tf32 = False
     a = torch.randn(4096, 4096, device="cuda")
@@ -168,7 +168,7 @@ def test_energy_window_on_the_gpu_agrees_with_its_samples_and_a_longer_window(bo
 
 
 def test_energy_window_lets_an_exception_through_on_the_gpu(board):
-    from nvmeter.window import EnergyWindow
+    from nvmeter.meter.window import EnergyWindow
 
     window = EnergyWindow(board, idle=121.0)
     with pytest.raises(ZeroDivisionError), window:
@@ -177,8 +177,8 @@ def test_energy_window_lets_an_exception_through_on_the_gpu(board):
 
 
 def test_frozen_idle_is_measured_and_the_worker_resumed(board):
-    from nvmeter.idle import measure_frozen
-    from nvmeter.rig import Rig
+    from nvmeter.meter.baseline import measure_frozen
+    from nvmeter.worker.rig import Rig
 
     with Rig.open(board.uuid) as rig:
         worker = rig.context()
@@ -191,7 +191,7 @@ def test_frozen_idle_is_measured_and_the_worker_resumed(board):
 def test_measure_on_the_gpu_warms_up_and_reaches_its_target(board):
     import torch
 
-    from nvmeter.window import measure
+    from nvmeter.meter.adaptive import measure
 
     a = torch.randn(4096, 4096, device="cuda")
     out = torch.empty_like(a)
@@ -214,8 +214,8 @@ def test_measure_on_the_gpu_warms_up_and_reaches_its_target(board):
 def test_two_boards_at_once_see_only_their_own_work():
     import torch
 
-    from nvmeter.nvml import NvmlBoard
-    from nvmeter.window import measure_many
+    from nvmeter.boards.nvml import NvmlBoard
+    from nvmeter.meter.adaptive import measure_many
 
     boards = [NvmlBoard(0), NvmlBoard(1)]
     a = torch.randn(4096, 4096, device="cuda:0")

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from nvmeter import records, window
-from nvmeter.bands import BANDS
-from nvmeter.check import Verdict, check
-from nvmeter.probe import load_report, run_probes
-from nvmeter.rig import Rig
+from nvmeter import records
+from nvmeter.meter import errormodel
+from nvmeter.probes.bands import BANDS
+from nvmeter.probes.check import Verdict, check
+from nvmeter.probes.report import load_report, run_probes
+from nvmeter.worker.rig import Rig
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -107,12 +108,13 @@ def test_the_window_s_board_state_constants_come_from_the_h200_run():
     fitted = _bench().fit(RESULTS / "window-accuracy-h200.json")
     assert fitted["long_trials"] >= 20 and fitted["cold_trials"] >= 30
     # the constants round the fit up, by less than a third
-    assert fitted["state_rel"] <= window.STATE_REL < 1.33 * fitted["state_rel"]
-    assert fitted["cold_rel"] <= window.COLD_REL < 1.33 * fitted["cold_rel"]
+    m1 = errormodel.model(1)
+    assert fitted["state_rel"] <= m1.state_rel < 1.33 * fitted["state_rel"]
+    assert fitted["cold_rel"] <= m1.cold_rel < 1.33 * fitted["cold_rel"]
 
 
 def test_the_h200_score_records_recompute_to_their_stored_figures():
-    from nvmeter.summary import load_records
+    from nvmeter.score.summarize import load_records
 
     folders = sorted((RESULTS / "score-h200").iterdir())
     loaded = load_records(folders)

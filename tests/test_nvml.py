@@ -5,7 +5,8 @@ import types
 
 import pytest
 
-from nvmeter import errors, nvml
+from nvmeter import errors
+from nvmeter.boards import nvml
 
 UUIDS = ["GPU-aaaa-0000", "GPU-bbbb-1111", "GPU-cccc-2222"]
 

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from nvmeter import records
-from nvmeter.probe import ProbeReport, load_report, run_probes
-from nvmeter.rig import Rig
-from nvmeter.simboard import SimConfig
+from nvmeter.boards.simulated import SimConfig
+from nvmeter.probes.report import ProbeReport, load_report, run_probes
+from nvmeter.worker.rig import Rig
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,11 @@ from processes import gone
 from score_helpers import FAST, FAST_CLI, METHODS, cli
 
 from nvmeter import errors, records
-from nvmeter import score as scoring
-from nvmeter.methodproc import SIM_METHOD_W, SIM_NULL_W
-from nvmeter.scorerun import RunRecord, ScoreConfig, Target
+from nvmeter.score import procedure as scoring
+from nvmeter.score.config import ScoreConfig
+from nvmeter.score.method_client import SIM_METHOD_W, SIM_NULL_W
+from nvmeter.score.record import RunRecord
+from nvmeter.score.target import Target
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,11 @@ def workers_of(parent_pid: int) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter(["cmdline", "status"]):
         cmd = p.info["cmdline"] or []
-        if "nvmeter.worker" in cmd and f"{parent_pid}" in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+        if (
+            "nvmeter.worker.child" in cmd
+            and f"{parent_pid}" in cmd
+            and p.info["status"] != psutil.STATUS_ZOMBIE
+        ):
             found.append(p)
     return found
 
@@ -304,7 +310,7 @@ def test_the_worker_refuses_bad_output_and_unloadable_methods(data, monkeypatch)
 
     import score_methods
 
-    from nvmeter import methodhost
+    from nvmeter.score import method_host as methodhost
 
     engine = types.SimpleNamespace(backend="cpu", uuid=None)
     monkeypatch.setattr(methodhost, "_HOST", methodhost._Host())
@@ -342,7 +348,7 @@ def test_the_cli_defaults_are_the_library_defaults():
 
 
 def test_the_draw_plan_is_the_evaluations_for_the_same_seed():
-    from nvmeter.scorerun import DrawPlan
+    from nvmeter.score.config import DrawPlan
     from nvmeter.workloads.task import Plan
 
     ours = DrawPlan.make(3, False, ScoreConfig())
@@ -449,7 +455,7 @@ def test_a_board_that_does_not_say_leaves_a_note_not_a_failure(scored):
 
 
 def test_idle_processes_tolerate_another_pid_namespace():
-    from nvmeter.scorerun import IdleReading
+    from nvmeter.score.readings import IdleReading
 
     assert IdleReading(None, 1.0, 0.0, (10,), 10).others == ()
     assert IdleReading(None, 1.0, 0.0, (10, 11), 10).others == (11,)

@@ -11,7 +11,7 @@ import pytest
 from score_helpers import cli
 
 from nvmeter import records
-from nvmeter.scorerun import RunRecord
+from nvmeter.score.record import RunRecord
 
 pytestmark = pytest.mark.gpu
 

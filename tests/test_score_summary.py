@@ -6,8 +6,9 @@ import shutil
 import pytest
 from score_helpers import cli
 
-from nvmeter import records, summary
-from nvmeter.scorerun import RunRecord
+from nvmeter import records
+from nvmeter.score import summarize as summary
+from nvmeter.score.record import RunRecord
 
 
 def one_line(err: str) -> str:

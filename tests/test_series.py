@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from nvmeter.board import PowerSample
-from nvmeter.series import CounterSeries, integrate_samples_j, merge_samples
-from nvmeter.span import measure_span
+from nvmeter.boards.protocol import PowerSample
+from nvmeter.meter.series import CounterSeries, integrate_samples_j, merge_samples
+from nvmeter.meter.span import measure_span
 
 
 def _series(updates_s, power_w, read_s=0.003, t_end=1.0):

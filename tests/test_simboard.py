@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from nvmeter import errors
-from nvmeter.series import integrate_samples_j, poll_counter
-from nvmeter.simboard import Fault, SimConfig, SimulatedBoard
-from nvmeter.span import measure_span
+from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
+from nvmeter.meter.series import integrate_samples_j, poll_counter
+from nvmeter.meter.span import measure_span
 
 
 def test_counter_steps_at_its_period_and_never_goes_back(sim_board):
@@ -41,7 +41,7 @@ def test_counter_energy_matches_the_truth_over_a_long_window(sim_board):
 def test_partial_sensor_window_misses_short_bursts():
     # With a 25 ms sensor window per 100 ms (SC24), a 10 ms burst is counted four
     # times over or not at all; with full coverage the counter conserves its energy.
-    from nvmeter.span import aligned_edge
+    from nvmeter.meter.span import aligned_edge
 
     def counter_error_j(window_s: float, seed: int) -> float:
         board = SimulatedBoard(SimConfig(sensor_window_s=window_s, noise_w=0.0, seed=seed))

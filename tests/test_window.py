@@ -5,12 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from nvmeter import errors, records, window
-from nvmeter.idle import IdleBaseline
-from nvmeter.probe import run_probes
-from nvmeter.rig import Rig
-from nvmeter.simboard import Fault, SimConfig, SimulatedBoard
-from nvmeter.window import EnergyWindow, measure, measure_many
+from nvmeter import errors, records
+from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
+from nvmeter.meter.adaptive import measure, measure_many
+from nvmeter.meter.baseline import IdleBaseline
+from nvmeter.meter.errormodel import model
+from nvmeter.meter.window import EnergyWindow
+from nvmeter.probes.report import run_probes
+from nvmeter.worker.rig import Rig
 
 LOAD_W = 550.0
 
@@ -258,9 +260,10 @@ def test_a_window_from_idle_is_cold_and_its_bound_says_so(board):
     c, w = cold.result, warm.result
     assert c.cold and not w.cold
     assert c.lead_w < board.config.idle_context_w + 10 < w.lead_w
-    ramp = window.COLD_REL * c.above_idle_j * window.COLD_RAMP_S / c.work_s
-    assert c.state_err_j == pytest.approx(window.STATE_REL * c.above_idle_j + ramp)
-    assert w.state_err_j == pytest.approx(window.STATE_REL * w.above_idle_j)
+    m1 = model(1)
+    ramp = m1.cold_rel * c.above_idle_j * m1.cold_ramp_s / c.work_s
+    assert c.state_err_j == pytest.approx(m1.state_rel * c.above_idle_j + ramp)
+    assert w.state_err_j == pytest.approx(m1.state_rel * w.above_idle_j)
     assert c.err_j == pytest.approx(c.reading_err_j + c.state_err_j)
     derived = c.to_dict()["derived"]
     assert derived["cold"] is True and derived["state_err_j"] == pytest.approx(c.state_err_j)

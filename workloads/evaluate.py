@@ -64,7 +64,7 @@ def _board(device: torch.device) -> dict:
     props = torch.cuda.get_device_properties(device)
     out = {"name": props.name, "cuda_index": device.index, "memory_mib": props.total_memory / 2**20}
     try:
-        from nvmeter.nvml import NvmlBoard
+        from nvmeter.boards.nvml import NvmlBoard
 
         out.update(dataclasses.asdict(NvmlBoard(device.index).identity()))
     except Exception as exc:  # identity is worth having, not worth failing the run over

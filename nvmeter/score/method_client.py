@@ -1,4 +1,4 @@
-"""The scorer's side of the worker that runs a method (:mod:`nvmeter.methodhost` is the other).
+"""The scorer's side of the worker that runs a method (:mod:`nvmeter.score.method_host` is the other).
 
 :class:`MethodWorker` starts a fresh worker process (one per run: nothing is shared
 between runs but what the records show), which holds the CUDA context, imports the
@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nvmeter.scorerun import CALL_TIMEOUT_S, Target
-from nvmeter.simboard import SimulatedBoard
-from nvmeter.worker import Reply, SimWorker, WorkerProcess
+from nvmeter.boards.simulated import SimulatedBoard
+from nvmeter.score.config import CALL_TIMEOUT_S
+from nvmeter.score.target import Target
+from nvmeter.worker.process import Reply, WorkerProcess
+from nvmeter.worker.simulated import SimWorker
 
-# Starting torch and a CUDA context takes ~5-10 s on a cold machine (nvmeter.worker).
+# Starting torch and a CUDA context takes ~5-10 s on a cold machine (nvmeter.worker.process).
 _START_TIMEOUT_S = 120.0
 # Building one draw takes ~0.03 s on the H200's host and ~0.4 s on a slow 2-core machine;
 # loading a dataset's pool ~2-4 s.
@@ -46,7 +48,7 @@ class MethodWorker:
     def __init__(
         self, backend: str = "cuda", device_uuid: str | None = None, call_timeout_s: float = CALL_TIMEOUT_S
     ) -> None:
-        self._proc = WorkerProcess(backend, device_uuid, handlers="nvmeter.methodhost")
+        self._proc = WorkerProcess(backend, device_uuid, handlers="nvmeter.score.method_host")
         self.backend = backend
         self.pid = self._proc.pid
         self.call_timeout_s = call_timeout_s

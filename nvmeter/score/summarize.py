@@ -1,6 +1,6 @@
 """``nvmeter summarize``: the published tables, recomputed from the raw records.
 
-Every record is rebuilt from its raw readings (:meth:`nvmeter.scorerun.RunRecord.from_dict`)
+Every record is rebuilt from its raw readings (:meth:`nvmeter.score.record.RunRecord.from_dict`)
 and every figure recomputed by this nvmeter; a stored figure that disagrees with its
 recomputation is an error (the record was altered, or written by code whose figures
 differ: re-run, or summarize with the nvmeter that wrote it). The tables then take
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvmeter import errors
-from nvmeter.score import folder_runs
-from nvmeter.scorerun import RunRecord
+from nvmeter.score.procedure import folder_runs
+from nvmeter.score.record import RunRecord
 
 # Stored and recomputed figures agree to this relative tolerance: JSON keeps every float
 # exactly (shortest repr), so only the order of floating-point operations could differ.
@@ -114,7 +114,7 @@ def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
 
     """
     from nvmeter import records
-    from nvmeter.scorerun import KIND
+    from nvmeter.score.record import KIND
 
     found: list[tuple[Path, dict]] = []
     for path in map(Path, paths):

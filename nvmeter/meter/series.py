@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-from nvmeter.board import Board, PowerSample
+from nvmeter.boards.protocol import Board, PowerSample
 from nvmeter.clock import Clock
 
 

@@ -1,22 +1,10 @@
-"""The GPU worker: a child process that owns the CUDA context and runs the load.
+"""The parent side of a worker process: start it, talk to it, freeze, resume, time out, reap.
 
-The measuring process owns NVML, timing and the records; the worker owns the
-context, so the parent can freeze it (SIGSTOP of its process group), resume it,
-time it out and reap it. The worker dies with its parent (``PR_SET_PDEATHSIG``),
-so a SIGKILLed probe never leaves a frozen context behind.
-
-Two workers share one interface (:class:`Worker`):
-
-* :class:`WorkerProcess`, a real child process speaking JSON lines over a pipe;
-  backend ``"cuda"`` (torch on the board) or ``"cpu"`` (numpy, for tests).
-* :class:`SimWorker`, which drives a :class:`~nvmeter.simboard.SimulatedBoard`
-  on its virtual clock.
-
-A child can serve more than the matrix products: ``handlers="some.module"`` makes it
-import that module and answer the ops in its ``HANDLERS`` dict (``nvmeter score``
-loads and calls the user's method this way, :mod:`nvmeter.methodhost`). The child
-writes the protocol to a private copy of its stdout and points file descriptor 1 at
-stderr, so whatever the loaded code prints can never corrupt a reply.
+The measuring process owns NVML, timing and the records; the worker owns the CUDA
+context, so the parent can freeze it (SIGSTOP of its process group), resume it, time it
+out and reap it. The child (:mod:`nvmeter.worker.child`) dies with its parent, so a
+SIGKILLed probe never leaves a frozen context behind. Requests and replies are JSON lines;
+backend ``"cuda"`` (torch on the board) or ``"cpu"`` (numpy, for tests).
 """
 
 from __future__ import annotations
@@ -30,14 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
-from typing import Protocol
 
 import psutil
 
 from nvmeter import errors
-from nvmeter.clock import VirtualClock
-from nvmeter.simboard import SimulatedBoard
+from nvmeter.worker.protocol import MatmulRun
 
 # Replies to quick commands (context, calibration) should come within this; a CUDA
 # context and torch import take ~5-10 s on a cold machine.
@@ -46,82 +31,6 @@ _START_TIMEOUT_S = 120.0
 _JOB_MARGIN_S = 60.0
 # Time to wait after SIGSTOP/SIGCONT for the kernel to report the new state.
 _SIGNAL_WAIT_S = 5.0
-
-
-@dataclass(frozen=True)
-class MatmulRun:
-    """What the worker did for one job.
-
-    Attributes:
-        t0_s, t1_s: Start and end on the shared monotonic clock (device synchronised), s.
-        matmuls: Number of n x n x n matrix products.
-        n: Matrix size.
-        flops: Floating-point operations, 2 n^3 per product.
-        max_abs_err: For constant operands 2^-6, max |C - n 2^-12| of the last product
-            (0 = exact; at n = 4096 every entry is exactly 1).
-
-    """
-
-    t0_s: float
-    t1_s: float
-    matmuls: int
-    n: int
-    flops: float
-    max_abs_err: float | None = None
-
-    @property
-    def duration_s(self) -> float:
-        """Wall time of the job, s."""
-        return self.t1_s - self.t0_s
-
-    @property
-    def tflops(self) -> float:
-        """Achieved rate, TFLOP/s."""
-        return self.flops / self.duration_s / 1e12 if self.duration_s > 0 else 0.0
-
-
-class Job(Protocol):
-    """A submitted worker job."""
-
-    def done(self) -> bool:
-        """True once the result is in (never blocks)."""
-        ...
-
-    def result(self) -> MatmulRun:
-        """Wait for and return the result. Raises WorkerError."""
-        ...
-
-
-class Worker(Protocol):
-    """What probes, windows and the scorer ask of the process holding the context."""
-
-    backend: str
-
-    def open_context(self) -> str | None:
-        """Create the device context; return the device UUID it runs on (None on CPU)."""
-        ...
-
-    def seconds_per_matmul(self, n: int) -> float:
-        """Measured time of one n x n product, s."""
-        ...
-
-    def matmul(
-        self, n: int, operands: str, *, seconds: float = 0.0, count: int = 0, check: bool = False
-    ) -> Job:
-        """Start products back to back for ``seconds`` (or exactly ``count`` of them)."""
-        ...
-
-    def freeze(self) -> None:
-        """SIGSTOP the worker's process group (or the simulated equivalent)."""
-        ...
-
-    def resume(self) -> None:
-        """SIGCONT it; a no-op when not frozen."""
-        ...
-
-    def close(self) -> None:
-        """Resume, stop and reap the worker. Safe to call twice."""
-        ...
 
 
 # --------------------------------------------------------------------------
@@ -200,7 +109,15 @@ class WorkerProcess:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         # A session of its own: Ctrl-C at the terminal reaches only the parent, which
         # resumes and reaps the worker; SIGSTOP can target the worker's group alone.
-        argv = [sys.executable, "-m", "nvmeter.worker", "--backend", backend, "--parent", str(os.getpid())]
+        argv = [
+            sys.executable,
+            "-m",
+            "nvmeter.worker.child",
+            "--backend",
+            backend,
+            "--parent",
+            str(os.getpid()),
+        ]
         if handlers:
             argv += ["--handlers", handlers]
         self._proc = subprocess.Popen(
@@ -414,260 +331,3 @@ class WorkerProcess:
             if time.monotonic() >= end:
                 return None
             time.sleep(0.005)
-
-
-# --------------------------------------------------------------------------
-# The simulated worker
-# --------------------------------------------------------------------------
-class _SimJob:
-    def __init__(self, clock: VirtualClock, run: MatmulRun) -> None:
-        self._clock = clock
-        self._run = run
-
-    def done(self) -> bool:
-        return self._clock.now() >= self._run.t1_s
-
-    def result(self) -> MatmulRun:
-        self._clock.advance_to(self._run.t1_s)
-        return self._run
-
-
-class SimWorker:
-    """A worker acting on a simulated board's virtual time. Implements :class:`Worker`."""
-
-    backend = "sim"
-
-    def __init__(self, board: SimulatedBoard) -> None:
-        self.board = board
-        self.frozen = False
-        self._busy_until_s = board.clock.now()
-
-    def __enter__(self) -> SimWorker:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def open_context(self) -> str | None:
-        """Open the simulated context (costs 0.5 s of virtual time)."""
-        self.board.clock.sleep(0.5)
-        self.board.set_context(True)
-        return self.board.identity().uuid
-
-    def seconds_per_matmul(self, n: int) -> float:
-        """From the model's TFLOP/s for constant operands."""
-        return 2 * n**3 / (self.board.config.tflops_per_matmul_s["constant"] * 1e12)
-
-    def matmul(
-        self, n: int, operands: str, *, seconds: float = 0.0, count: int = 0, check: bool = False
-    ) -> _SimJob:
-        """Schedule the load on the board and return its job."""
-        config = self.board.config
-        rate = config.tflops_per_matmul_s[operands] * 1e12
-        per = 2 * n**3 / rate
-        count = count or max(1, round(seconds / per))
-        t0 = max(self.board.clock.now(), self._busy_until_s) + 50e-6  # launch latency
-        t1 = t0 + count * per
-        self.board.set_load(config.load_above_idle_w[operands], at_s=t0)
-        self.board.set_load(0.0, at_s=t1)
-        self._busy_until_s = t1
-        err = 0.0 if check and operands == "constant" else None
-        return _SimJob(self.board.clock, MatmulRun(t0, t1, count, n, 2.0 * n**3 * count, err))
-
-    def freeze(self) -> None:
-        """Mark the context's process stopped."""
-        self.frozen = True
-        self.board.set_frozen(True)
-
-    def resume(self) -> None:
-        """Mark it running again."""
-        if self.frozen:
-            self.frozen = False
-            self.board.set_frozen(False)
-
-    def close(self) -> None:
-        """Close the simulated context."""
-        self.resume()
-        self.board.set_context(False)
-
-
-# --------------------------------------------------------------------------
-# Child side
-# --------------------------------------------------------------------------
-# The child's reply channel (a private copy of its stdout), set by main().
-_PROTOCOL = None
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    """Ask the kernel to SIGKILL us when the parent dies (Linux); SIGKILL also ends a stopped process."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-class _Engine:
-    """Matrix products on torch/CUDA or numpy/CPU, inside the child."""
-
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
-        self.uuid: str | None = None
-        self._operands: dict = {}
-
-    def context(self) -> str | None:
-        if self.backend == "cuda":
-            import torch
-
-            torch.backends.cuda.matmul.allow_tf32 = False  # the reference is true FP32
-            torch.backends.cudnn.allow_tf32 = False
-            torch.zeros(1, device="cuda:0")
-            torch.cuda.synchronize()
-            self.uuid = f"GPU-{torch.cuda.get_device_properties(0).uuid}"
-        return self.uuid
-
-    def _pair(self, n: int, operands: str):
-        key = (n, operands)
-        if key not in self._operands:
-            if self.backend == "cuda":
-                import torch
-
-                if operands == "constant":
-                    a = torch.full((n, n), 2.0**-6, device="cuda:0")
-                    pair = (a, a.clone(), torch.empty_like(a))
-                else:
-                    g = torch.Generator(device="cuda:0").manual_seed(n)
-                    a = torch.randn(n, n, device="cuda:0", generator=g)
-                    pair = (a, torch.randn(n, n, device="cuda:0", generator=g), torch.empty_like(a))
-            else:
-                import numpy as np
-
-                a = (
-                    np.full((n, n), 2.0**-6, np.float32)
-                    if operands == "constant"
-                    else (np.random.default_rng(n).standard_normal((n, n), dtype=np.float32))
-                )
-                pair = (a, a.copy(), np.empty_like(a))
-            self._operands = {key: pair}  # keep one pair only: memory stays bounded
-        return self._operands[key]
-
-    def _sync(self) -> None:
-        if self.backend == "cuda":
-            import torch
-
-            torch.cuda.synchronize()
-
-    def _product(self, a, b, out) -> None:
-        if self.backend == "cuda":
-            import torch
-
-            torch.matmul(a, b, out=out)
-        else:
-            import numpy as np
-
-            np.matmul(a, b, out=out)
-
-    def matmul(self, n: int, operands: str, seconds: float, count: int, check: bool) -> dict:
-        a, b, out = self._pair(n, operands)
-        self._product(a, b, out)  # first product outside the timed job (lazy init)
-        self._sync()
-        t0 = time.perf_counter()
-        done = 0
-        chunk = max(1, min(count or 8, 8))
-        while (count and done < count) or (not count and time.perf_counter() - t0 < seconds):
-            for _ in range(min(chunk, count - done) if count else chunk):
-                self._product(a, b, out)
-                done += 1
-            self._sync()
-        t1 = time.perf_counter()
-        err = None
-        if check and operands == "constant":
-            err = float(abs(out - n * 2.0**-12).max())
-        return {
-            "t0_s": t0,
-            "t1_s": t1,
-            "matmuls": done,
-            "n": n,
-            "flops": 2.0 * n**3 * done,
-            "max_abs_err": err,
-        }
-
-    def calibrate(self, n: int) -> float:
-        a, b, out = self._pair(n, "random")
-        times = []
-        for _ in range(7):
-            self._sync()
-            t0 = time.perf_counter()
-            for _ in range(4):
-                self._product(a, b, out)
-            self._sync()
-            times.append((time.perf_counter() - t0) / 4)
-        return sorted(times)[len(times) // 2]
-
-
-def _serve(backend: str, handlers: dict | None = None, out=None, inp=None) -> None:
-    engine = _Engine(backend)
-    handlers = handlers or {}
-    out = out or sys.stdout
-    for line in inp or sys.stdin:
-        request = json.loads(line)
-        op, rid = request.get("op"), request.get("id")
-        try:
-            if op == "exit":
-                return
-            if op in handlers:
-                reply = handlers[op](request, engine)
-            elif op == "ping":
-                reply = {"pid": os.getpid()}
-            elif op == "context":
-                reply = {"uuid": engine.context()}
-            elif op == "calibrate":
-                reply = {"seconds": engine.calibrate(int(request["n"]))}
-            elif op == "matmul":
-                args = {k: request[k] for k in ("n", "operands", "seconds", "count", "check")}
-                reply = {"run": engine.matmul(**args)}
-            else:
-                reply = {"error": f"unknown op {op!r}"}
-        except errors.NvmeterError as exc:  # its message is already one line for a user
-            reply = {"error": str(exc), "exit_code": exc.exit_code}
-        except Exception as exc:  # report, don't die: the parent decides
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        out.write(json.dumps({"id": rid, **reply}) + "\n")
-        out.flush()
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the child: ``python -m nvmeter.worker --backend B --parent PID``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="nvmeter.worker")
-    parser.add_argument("--backend", choices=["cuda", "cpu"], default="cuda")
-    parser.add_argument("--parent", type=int, required=True)
-    parser.add_argument("--handlers", default=None, help="module whose HANDLERS dict adds ops")
-    args = parser.parse_args(argv)
-    _die_with_parent(args.parent)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
-    # the protocol gets a private copy of stdout; fd 1 (print, C libraries) goes to stderr
-    global _PROTOCOL
-    _PROTOCOL = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    # the requests come on a private copy of stdin; fd 0 reads nothing, so a method that reads
-    # its stdin gets end-of-file instead of the protocol
-    requests = os.fdopen(os.dup(0), "r")
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    sys.stdin = open(os.devnull)  # noqa: SIM115 (the child's stdin for its whole life)
-    handlers = None
-    if args.handlers:
-        import importlib
-
-        handlers = importlib.import_module(args.handlers).HANDLERS
-    _serve(args.backend, handlers, _PROTOCOL, requests)
-
-
-if __name__ == "__main__":
-    main()

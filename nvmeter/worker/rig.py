@@ -9,8 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from nvmeter import errors
-from nvmeter.board import Board
-from nvmeter.worker import SimWorker, Worker, WorkerProcess
+from nvmeter.boards.factory import open_board
+from nvmeter.boards.protocol import Board
+from nvmeter.worker.process import WorkerProcess
+from nvmeter.worker.protocol import Worker
+from nvmeter.worker.simulated import SimWorker
 
 
 class Rig:
@@ -45,26 +48,13 @@ class Rig:
         """A rig on a real GPU (``device``: CUDA index or UUID) or on the simulated board.
 
         Raises:
-            NvmlUnavailable, NoGpu, DeviceNotFound, NotSupported: as :class:`NvmlBoard`.
+            NvmlUnavailable, NoGpu, DeviceNotFound, NotSupported: as :func:`open_board`.
 
         """
+        board = open_board(device, simulate=simulate, config=config)
         if simulate:
-            from nvmeter.simboard import SimulatedBoard
-
-            board = SimulatedBoard(config)
-            uuid = board.identity().uuid
-            known = device in (None, 0) or (
-                isinstance(device, str) and len(device) > 4 and uuid.startswith(device)
-            )
-            if not known:
-                raise errors.DeviceNotFound(
-                    f"the simulated board is CUDA index 0 ({uuid}); no device {device!r}"
-                )
             return cls(board, lambda: SimWorker(board))
-        from nvmeter.nvml import NvmlBoard
-
-        board = NvmlBoard(device)
-        uuid = board.uuid
+        uuid = board.identity().uuid
         return cls(board, lambda: WorkerProcess("cuda", uuid))
 
     @property

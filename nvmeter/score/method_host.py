@@ -1,7 +1,7 @@
 """The worker side of ``nvmeter score``: load the method, build draws from seeds, call it.
 
-This module runs inside the worker process (:mod:`nvmeter.worker` started with
-``handlers="nvmeter.methodhost"``), which holds the CUDA context. The scorer (the parent)
+This module runs inside the worker process (:mod:`nvmeter.worker.process` started with
+``handlers="nvmeter.score.method_host"``), which holds the CUDA context. The scorer (the parent)
 owns NVML, the energy windows' clock, the judge and the records. It sends seeds, never
 arrays: the child builds each draw with :func:`nvmeter.workloads.task.draw`, which is
 deterministic in its seeds, and writes the method's labels to a ``.npy`` file that the

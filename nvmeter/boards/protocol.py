@@ -1,7 +1,7 @@
 """The `Board` protocol: every query nvmeter makes of a GPU's telemetry.
 
-Two implementations exist: :class:`nvmeter.nvml.NvmlBoard` (a real GPU, the only
-code that imports ``pynvml``) and :class:`nvmeter.simboard.SimulatedBoard` (a model
+Two implementations exist: :class:`nvmeter.boards.nvml.NvmlBoard` (a real GPU, the only
+code that imports ``pynvml``) and :class:`nvmeter.boards.simulated.SimulatedBoard` (a model
 of one on a virtual clock, for tests and ``--simulate``). Probes, windows and the
 scorer see only this protocol.
 """

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from nvmeter import errors
-from nvmeter.board import Board
-from nvmeter.span import AlignedSpan, measure_span
-from nvmeter.worker import Worker
+from nvmeter import errors, records
+from nvmeter.boards.protocol import Board
+from nvmeter.meter.span import AlignedSpan, measure_span
 
 # A quiescent idle span before and after a window; 1 s holds ~10 counter periods,
 # enough for a baseline known to ~0.3% (edges ~3 ms of ~1 s).
@@ -79,12 +79,19 @@ class IdleBaseline:
         Raises:
             RecordError: another board, another schema, or no idle probe in the file.
         """
-        from nvmeter.probe import load_report
-
-        report = load_report(path, board=board.identity())
-        if "idle" not in report.probes:
-            raise errors.RecordError(f"{path} has no idle probe")
-        span = report.probes["idle"].spans[level]
+        # read the raw span straight from the file: the meter does not depend on the probes
+        data = records.read_json(path, "probe")
+        try:
+            uuid = data["board"]["uuid"]
+            raw = data["probes"]["idle"]["raw"]["spans"][level]
+        except (KeyError, TypeError) as exc:
+            raise errors.RecordError(f"{path} has no idle probe at level {level!r}") from exc
+        if uuid != board.identity().uuid:
+            raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.identity().uuid}")
+        try:
+            span = AlignedSpan.from_dict(raw)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise errors.RecordError(f"{path}: the idle probe's {level} span is malformed ({exc})") from exc
         return cls(
             span.power_w,
             span.power_w * span.edge_uncertainty_s / span.duration_s + span.polling_bias_w,
@@ -99,8 +106,20 @@ def measure_quiescent(board: Board, duration_s: float = IDLE_SPAN_S) -> AlignedS
     return measure_span(board, board.clock, duration_s)
 
 
+class Freezable(Protocol):
+    """What freezing needs of a worker: stop and resume its process group."""
+
+    def freeze(self) -> None:
+        """SIGSTOP it."""
+        ...
+
+    def resume(self) -> None:
+        """SIGCONT it."""
+        ...
+
+
 def measure_frozen(
-    board: Board, worker: Worker, duration_s: float = IDLE_SPAN_S, settle_s: float = FREEZE_SETTLE_S
+    board: Board, worker: Freezable, duration_s: float = IDLE_SPAN_S, settle_s: float = FREEZE_SETTLE_S
 ) -> AlignedSpan:
     """An idle span with the worker's process group frozen; always resumed."""
     worker.freeze()

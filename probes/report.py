@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nvmeter import __version__, errors, probes, records
-from nvmeter.board import BoardIdentity
-from nvmeter.rig import Rig
+from nvmeter.boards.protocol import BoardIdentity
+from nvmeter.worker.rig import Rig
 
 
 def _utc_now() -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from nvmeter.bands import BANDS, Band, band_for
-from nvmeter.board import BoardIdentity
+from nvmeter.boards.protocol import BoardIdentity
+from nvmeter.probes.bands import BANDS, Band, band_for
 from nvmeter.probes.reference import Trial
 
 
@@ -56,7 +56,7 @@ def check(board: BoardIdentity, trial: Trial, band_name: str | None = None) -> C
     Args:
         board: The board the trial ran on.
         trial: Constant-operand trial from :mod:`nvmeter.probes.reference`.
-        band_name: Force this band (a key of :data:`nvmeter.bands.BANDS`).
+        band_name: Force this band (a key of :data:`nvmeter.probes.bands.BANDS`).
 
     Raises:
         KeyError: ``band_name`` is not a known band.

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from nvmeter import errors
-from nvmeter.board import BoardIdentity, PowerSample, Utilization
+from nvmeter.boards.protocol import BoardIdentity, PowerSample, Utilization
 from nvmeter.clock import Clock, RealClock
 
 T = TypeVar("T")
@@ -190,7 +190,7 @@ def resolve_uuid(device: int | str | None) -> str:
 
 
 class NvmlBoard:
-    """A real GPU through NVML. Implements :class:`nvmeter.board.Board`.
+    """A real GPU through NVML. Implements :class:`nvmeter.boards.protocol.Board`.
 
     Args:
         device: CUDA index (``CUDA_VISIBLE_DEVICES`` respected), ``GPU-…`` UUID or

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from nvmeter import errors
-from nvmeter.board import BoardIdentity, PowerSample, Utilization
+from nvmeter.boards.protocol import BoardIdentity, PowerSample, Utilization
 from nvmeter.clock import VirtualClock
 
 _GRID_S = 0.0005  # simulation step: fine against the ~20 ms bursts the probes resolve
@@ -151,7 +151,7 @@ class _Trace:
 
 
 class SimulatedBoard:
-    """A model of an NVML board. Implements :class:`nvmeter.board.Board`.
+    """A model of an NVML board. Implements :class:`nvmeter.boards.protocol.Board`.
 
     Args:
         config: The model's parameters (default: an H200 as measured).

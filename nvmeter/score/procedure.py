@@ -1,7 +1,7 @@
 """``nvmeter score``: time, judge and meter a method, run after run, one record per run.
 
 One run (:func:`run_once`) starts a fresh worker process that holds the CUDA context and
-loads the method (:mod:`nvmeter.methodproc`, :mod:`nvmeter.methodhost`); this process,
+loads the method (:mod:`nvmeter.score.method_client`, :mod:`nvmeter.score.method_host`); this process,
 the scorer, owns NVML, the energy windows, the judge and the records. In order:
 
 1. open the context, load the method; the worker and the scorer each build the run's
@@ -13,12 +13,12 @@ the scorer, owns NVML, the energy windows, the judge and the records. In order:
    off, same worker); an idle span with the worker frozen; a control window of null
    calls (the harness's round trip); another frozen idle span; the method window of
    back-to-back calls on fresh draws; a last frozen idle span. The windows are
-   :class:`~nvmeter.window.EnergyWindow` s whose edges this process places on counter
+   :class:`~nvmeter.meter.window.EnergyWindow` s whose edges this process places on counter
    steps while the worker runs the calls (sync ``"none"``: this process has no CUDA).
 
 mJ per call = the method window's energy above the idle either side, per call, less
 the control window's per call; the bound adds both windows' bounds
-(:class:`nvmeter.scorerun.Energy`). The checks in :func:`nvmeter.scorerun.energy_checks`
+(:class:`nvmeter.score.record.Energy`). The checks in :func:`nvmeter.score.record.energy_checks`
 can void the energy figure, never the time.
 
 A run that fails (the method raises or returns bad output, the worker dies, hangs or
@@ -42,23 +42,17 @@ from pathlib import Path
 import numpy as np
 
 from nvmeter import errors, records
-from nvmeter.board import Board
-from nvmeter.idle import IdleBaseline
-from nvmeter.methodproc import MethodWorker, SimMethodWorker
-from nvmeter.rig import Rig
-from nvmeter.scorerun import (
-    KIND,
-    Block,
-    DrawPlan,
-    Energy,
-    IdleReading,
-    RunRecord,
-    ScoreConfig,
-    Target,
-    TimedCall,
-)
-from nvmeter.span import measure_span
-from nvmeter.window import EnergyWindow, Measurement
+from nvmeter.boards.protocol import Board
+from nvmeter.meter.baseline import IdleBaseline
+from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.span import measure_span
+from nvmeter.meter.window import EnergyWindow
+from nvmeter.score.config import DrawPlan, ScoreConfig
+from nvmeter.score.method_client import MethodWorker, SimMethodWorker
+from nvmeter.score.readings import Block, Energy, IdleReading, TimedCall
+from nvmeter.score.record import KIND, RunRecord
+from nvmeter.score.target import Target
+from nvmeter.worker.rig import Rig
 from nvmeter.workloads import judge, task
 
 SCHEMA_VERSION = records.CURRENT[KIND]
@@ -142,7 +136,7 @@ def open_board(
     """The board and a factory of fresh workers for it.
 
     On the simulated board the worker is a real CPU process coupled to the board's
-    virtual clock (:class:`~nvmeter.methodproc.SimMethodWorker`).
+    virtual clock (:class:`~nvmeter.score.method_client.SimMethodWorker`).
 
     Raises:
         TelemetryError: no driver, no GPU, no such device.
@@ -464,7 +458,7 @@ def score(
         out_dir: Folder of the records and ``score.log``; new runs are numbered after
             those already there, which must be of the same method.
         runs: How many runs.
-        config: How to measure (default: :class:`~nvmeter.scorerun.ScoreConfig`'s).
+        config: How to measure (default: :class:`~nvmeter.score.record.ScoreConfig`'s).
         data_root: Data cache root (default ``$NVMETER_DATA_DIR`` or the user cache).
         seed: The first run's seed (default: its run number); each next run adds 1.
         on_phase: Called with (run, text) as a run goes.

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvmeter.board import Board, PowerSample
+from nvmeter.boards.protocol import Board, PowerSample
 from nvmeter.clock import Clock
-from nvmeter.series import (
+from nvmeter.meter.series import (
     CounterSeries,
     integrate_samples_j,
     merge_samples,

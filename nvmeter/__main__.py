@@ -1,0 +1,5 @@
+"""``python -m nvmeter``: the same as the ``nvmeter`` console script."""
+
+from nvmeter._entry import main
+
+main()

@@ -1,0 +1,137 @@
+"""`Target`: the method a run scores (a registered name or ``file.py:function``), checked before any work."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from nvmeter import errors
+
+
+@dataclass(frozen=True)
+class Target:
+    """The method to score: a registered one (``graph_mlp``) or ``FILE.py:FUNCTION``.
+
+    Attributes:
+        name: ``graph_mlp``, or ``file.py:function`` (the file's name, not its folder).
+        registered: True for a method of :data:`nvmeter.workloads.methods.METHODS`.
+        file: Absolute path of its source (the module's file for a registered method).
+        function: The function's name (``method`` for registered modules; the Ladder's
+            registry key for its variants).
+        sha256: Of the source file, when the run started.
+        difficulty: The registered method's own level (None for a file).
+
+    """
+
+    name: str
+    registered: bool
+    file: str
+    function: str
+    sha256: str
+    difficulty: int | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> Target:
+        """Resolve ``spec`` without importing it (the worker imports it).
+
+        Raises:
+            UsageError: no such registered method, file, or top-level function in it;
+                a file that is not Python or does not parse.
+
+        """
+        from nvmeter.workloads import methods
+
+        spec = spec.strip()
+        if ":" not in spec:
+            if spec in methods.METHODS:
+                return cls._registered(methods.METHODS[spec])
+            hint = (
+                "FILE.py:FUNCTION"
+                if spec.endswith(".py")
+                else f"FILE.py:FUNCTION or one of: {', '.join(methods.METHODS)}"
+            )
+            raise errors.UsageError(f"unknown method {spec!r}; give {hint}")
+        file, function = spec.rsplit(":", 1)
+        path = Path(file).expanduser()
+        if not function.isidentifier():
+            raise errors.UsageError(f"{spec!r}: {function!r} is not a Python function name")
+        if not path.is_file():
+            raise errors.UsageError(f"{path}: no such file" if not path.exists() else f"{path} is not a file")
+        if path.suffix != ".py":
+            raise errors.UsageError(f"{path} is not a .py file")
+        try:
+            source = path.read_bytes()
+            tree = ast.parse(source, filename=str(path))
+        except OSError as exc:
+            raise errors.UsageError(f"cannot read {path}: {exc.strerror}") from exc
+        except (SyntaxError, ValueError) as exc:
+            where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+            raise errors.UsageError(f"{path} is not valid Python{where}: {getattr(exc, 'msg', exc)}") from exc
+        names = _top_level_names(tree)
+        if function not in names:
+            known = sorted(n for n in names if not n.startswith("_"))[:8]
+            found = f" (it defines: {', '.join(known)})" if known else ""
+            raise errors.UsageError(f"{path} has no top-level function {function!r}{found}")
+        return cls(
+            name=f"{path.name}:{function}",
+            registered=False,
+            file=str(path.resolve()),
+            function=function,
+            sha256=hashlib.sha256(source).hexdigest(),
+        )
+
+    @classmethod
+    def _registered(cls, spec) -> Target:
+        origin = importlib.util.find_spec(spec.module).origin
+        return cls(
+            name=spec.name,
+            registered=True,
+            file=origin,
+            function=spec.name if spec.family else "method",
+            sha256=hashlib.sha256(Path(origin).read_bytes()).hexdigest(),
+            difficulty=spec.difficulty,
+        )
+
+    def load_request(self) -> dict:
+        """The worker's ``load`` request for this target."""
+        if self.registered:
+            return {"method": self.name, "name": self.name}
+        return {"file": self.file, "function": self.function, "name": self.name}
+
+    def same_method(self, other: Target) -> bool:
+        """Same name, source file and source bytes."""
+        return (self.name, self.file, self.function, self.sha256) == (
+            other.name,
+            other.file,
+            other.function,
+            other.sha256,
+        )
+
+    def to_dict(self) -> dict:
+        """JSON form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Target:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """Names a module binds at its top level (defs, classes, assignments, imports)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.If, ast.Try)):  # conditional definitions: look one level in
+            names |= _top_level_names(ast.Module(body=list(ast.iter_child_nodes(node)), type_ignores=[]))
+    return names

@@ -1,0 +1,87 @@
+"""What the measuring side asks of the process that holds the CUDA context.
+
+:class:`Worker` is the interface; :class:`MatmulRun` is what a matrix-product job reports.
+Two implementations: :class:`nvmeter.worker.process.WorkerProcess` (a real child process)
+and :class:`nvmeter.worker.simulated.SimWorker` (the simulated board's twin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class MatmulRun:
+    """What the worker did for one job.
+
+    Attributes:
+        t0_s, t1_s: Start and end on the shared monotonic clock (device synchronised), s.
+        matmuls: Number of n x n x n matrix products.
+        n: Matrix size.
+        flops: Floating-point operations, 2 n^3 per product.
+        max_abs_err: For constant operands 2^-6, max |C - n 2^-12| of the last product
+            (0 = exact; at n = 4096 every entry is exactly 1).
+
+    """
+
+    t0_s: float
+    t1_s: float
+    matmuls: int
+    n: int
+    flops: float
+    max_abs_err: float | None = None
+
+    @property
+    def duration_s(self) -> float:
+        """Wall time of the job, s."""
+        return self.t1_s - self.t0_s
+
+    @property
+    def tflops(self) -> float:
+        """Achieved rate, TFLOP/s."""
+        return self.flops / self.duration_s / 1e12 if self.duration_s > 0 else 0.0
+
+
+class Job(Protocol):
+    """A submitted worker job."""
+
+    def done(self) -> bool:
+        """True once the result is in (never blocks)."""
+        ...
+
+    def result(self) -> MatmulRun:
+        """Wait for and return the result. Raises WorkerError."""
+        ...
+
+
+class Worker(Protocol):
+    """What probes, windows and the scorer ask of the process holding the context."""
+
+    backend: str
+
+    def open_context(self) -> str | None:
+        """Create the device context; return the device UUID it runs on (None on CPU)."""
+        ...
+
+    def seconds_per_matmul(self, n: int) -> float:
+        """Measured time of one n x n product, s."""
+        ...
+
+    def matmul(
+        self, n: int, operands: str, *, seconds: float = 0.0, count: int = 0, check: bool = False
+    ) -> Job:
+        """Start products back to back for ``seconds`` (or exactly ``count`` of them)."""
+        ...
+
+    def freeze(self) -> None:
+        """SIGSTOP the worker's process group (or the simulated equivalent)."""
+        ...
+
+    def resume(self) -> None:
+        """SIGCONT it; a no-op when not frozen."""
+        ...
+
+    def close(self) -> None:
+        """Resume, stop and reap the worker. Safe to call twice."""
+        ...
