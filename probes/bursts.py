@@ -5,7 +5,7 @@ gap, read three ways: the counter at the burst's edges, the counter with a 0.25 
 tail, and the power-sample buffer integrated over the burst. The truth is the
 per-burst energy from a long window of the same products back to back. On the H200
 18 of 20 ~22 ms bursts read no counter step at all, while the sample buffer gave
-0.86-1.05 of their energy (shared/FACTS.md).
+0.86-1.05 of their energy (docs/facts.md).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ LOAD_N = 4096
 TARGETS_S = (0.020, 0.075)
 TAIL_S = 0.25
 # The sample buffer is integrated from this long before the burst to TAIL_S after:
-# the smoothing spreads a burst over a few tens of ms (FACTS.md).
+# the smoothing spreads a burst over a few tens of ms (docs/facts.md).
 SAMPLE_LEAD_S = 0.1
 GAP_S = (0.35, 0.7)  # random idle gap before each burst
 METHODS = ("edges", "tail", "samples")

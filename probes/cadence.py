@@ -1,7 +1,7 @@
 """Counter cadence: how often the energy counter steps, and by how much.
 
 Polled back to back at idle with a context, under load, and with no context. The
-gap between steps bounds how sharply a plain edge can be placed (shared/FACTS.md:
+gap between steps bounds how sharply a plain edge can be placed (docs/facts.md:
 ~100 ms on the H200, 95-106 ms on an A100).
 """
 
@@ -17,7 +17,7 @@ TITLE = "counter cadence"
 IN_QUICK = True
 
 PHASES = ("context", "load", "no_context")
-# 4096^2 FP32 products, random operands: the probes' standard load (FACTS.md reference).
+# 4096^2 FP32 products, random operands: the probes' standard load (docs/facts.md reference).
 LOAD_N = 4096
 
 

@@ -1,7 +1,7 @@
 """Idle power: no CUDA context; a context open; the context's process frozen.
 
 A CUDA context alone raises idle draw by tens of watts (H200 +41 W, A100 +7 to +26 W,
-H100 +50 W: shared/FACTS.md), so "above idle" means nothing until one says which
+H100 +50 W: docs/facts.md), so "above idle" means nothing until one says which
 idle. The frozen level is what the scorer subtracts: the worker that holds the
 context is stopped with SIGSTOP, so no host thread can touch the GPU.
 """
@@ -21,7 +21,7 @@ LEVELS = ("no_context", "context", "frozen")
 
 
 def _durations(quick: bool) -> tuple[float, float]:
-    """(settle, span) seconds; FACTS.md froze for a 3 s settle."""
+    """(settle, span) seconds; docs/facts.md froze for a 3 s settle."""
     return (0.3, 1.0) if quick else (3.0, 5.0)
 
 

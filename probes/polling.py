@@ -1,7 +1,7 @@
 """Tight-polling artefact: the power the counter implies while it is read back to back.
 
 On the H200 the counter advanced at 85.2 W while polled ~250 times a second against
-81.3 W read sparsely (shared/FACTS.md); an A100 showed ~90 W against 60-67 W. The
+81.3 W read sparsely (docs/facts.md); an A100 showed ~90 W against 60-67 W. The
 sparse figure uses edges aligned to counter steps and only the sample buffer in
 between, so it polls for well under a tenth of its span.
 """

@@ -1,7 +1,7 @@
 """Read cost of each signal: energy counter, instant power, average power, sample buffer.
 
 The counter costs ~3 ms a read on the H200 and the power fields ~2 us
-(shared/FACTS.md): the edge of a window is only as sharp as one counter read.
+(docs/facts.md): the edge of a window is only as sharp as one counter read.
 """
 
 from __future__ import annotations

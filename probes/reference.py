@@ -2,7 +2,7 @@
 
 With constant operands 2^-6 every product entry is exactly 1 (4096 x 2^-12), which
 checks that the products really ran in FP32; random operands draw more power. The
-A100 band for constant operands is 6-11 J/TFLOP at 15-23 TFLOP/s (shared/FACTS.md);
+A100 band for constant operands is 6-11 J/TFLOP at 15-23 TFLOP/s (docs/facts.md);
 :mod:`nvmeter.probes.bands` holds the bands and where they come from.
 """
 

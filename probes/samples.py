@@ -1,7 +1,7 @@
 """The driver's power-sample buffer: spacing, history, and agreement with the counter.
 
 ``nvmlDeviceGetSamples(NVML_TOTAL_POWER_SAMPLES)`` keeps ~119 samples ~20 ms apart
-on the H200 (shared/FACTS.md): finer than the counter's 100 ms, but only ~2.4 s of
+on the H200 (docs/facts.md): finer than the counter's 100 ms, but only ~2.4 s of
 history, so a window longer than that must read it more than once.
 """
 

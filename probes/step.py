@@ -2,7 +2,7 @@
 
 How fast each signal follows a change in load tells how much of a short call the
 counter or the instant field can see. On the H200 the first counter step after the
-load starts already held most of it (shared/FACTS.md).
+load starts already held most of it (docs/facts.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Method 5: the eager ensemble of 16 MLPs (difficulty 2).
 
-Recipe (../shared/WORKLOADS.md): 16 nets of 60-1024-1024-10, 400 steps, EMA 0.99, the
+Recipe (docs/task.md): 16 nets of 60-1024-1024-10, 400 steps, EMA 0.99, the
 16 nets batched through ``baddbmm`` and stepped eagerly (no graph), TF32 matmuls, fused
 AdamW lr 4e-3 (the other eager recipes' rate), softmax summed over the nets.
 A100: 927.3 ms a call, 96.78% on MNIST.

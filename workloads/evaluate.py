@@ -37,7 +37,7 @@ from nvmeter.workloads.judge import RUN_HOLDOUT_DRAWS, RUN_MNIST_DRAWS
 # The record's kind; its schema history lives with the others in nvmeter.records.
 KIND = "workloads"
 SCHEMA_VERSION = records.CURRENT[KIND]
-# Zeroing 256 MiB evicts the H200's 60 MiB (and the A100's 40 MiB) L2 (WORKLOADS.md).
+# Zeroing 256 MiB evicts the H200's 60 MiB (and the A100's 40 MiB) L2 (docs/task.md).
 _FLUSH_BYTES = 256 * 2**20
 
 

@@ -1,6 +1,6 @@
 """Method 4: the CUDA-graph ensemble of 4 MLPs (difficulty 2).
 
-Recipe (../shared/WORKLOADS.md): the CUDA-graph MLP's step with 4 nets of 60-256-256-10
+Recipe (docs/task.md): the CUDA-graph MLP's step with 4 nets of 60-256-256-10
 batched through ``baddbmm``, 800 steps, EMA 0.995, softmax summed over the nets. Peak lr
 as for the CUDA-graph MLP (ours). A100: 252.1 ms a call, 96.87% on MNIST.
 """

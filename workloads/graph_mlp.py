@@ -1,6 +1,6 @@
 """Method 3: the CUDA-graph MLP (difficulty 1).
 
-Recipe (../shared/WORKLOADS.md): 60-256-256-10, 200 steps of 512 random rows, EMA 0.98;
+Recipe (docs/task.md): 60-256-256-10, 200 steps of 512 random rows, EMA 0.98;
 the whole training step is captured in one CUDA graph and replayed, weights reset in place
 each call (:mod:`nvmeter.workloads.training`). The peak lr and schedule are ours (the
 page does not give them): AdamW lr 1e-2 after a 10% warm-up, then cosine, chosen on CPU

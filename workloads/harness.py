@@ -1,6 +1,6 @@
 """The method harness: check what goes into a method and what comes out.
 
-A method is ``method(train_x, train_y, test_x) -> labels`` (../shared/WORKLOADS.md):
+A method is ``method(train_x, train_y, test_x) -> labels`` (docs/task.md):
 train_x (n, 60) float32, train_y (n,) int64 in 0..9, test_x (m, 60) float32, all on one
 device; it returns (m,) integer labels on that device. The harness turns every way of
 getting this wrong into one line (:class:`UsageError`, or :class:`MethodFailed` when the

@@ -1,6 +1,6 @@
 """Difficulty bands and the judge: does a method's run pass its level?
 
-Rules (../shared/WORKLOADS.md, "Difficulty"): over the MNIST draws the total of correct
+Rules (docs/task.md, "Difficulty"): over the MNIST draws the total of correct
 labels must reach ``ceil(total x (1 - band))``; each MNIST draw must also reach its floor,
 ``band + 1.5`` points of error at most; over the hold-out draws at least 15% must be
 correct (6,000 of 40,000 in a full run). A full run has 11 MNIST draws and 4 hold-out
@@ -20,13 +20,13 @@ import numpy as np
 from nvmeter import errors
 
 _BP = 10_000  # basis points in 1
-# Max MNIST error per level, bp (WORKLOADS.md table).
+# Max MNIST error per level, bp (docs/task.md table).
 BANDS_BP = {1: 540, 2: 340, 3: 270, 4: 230, 5: 190}
-# The per-draw floor allows 1.5 points more error than the band (WORKLOADS.md).
+# The per-draw floor allows 1.5 points more error than the band (docs/task.md).
 _FLOOR_MARGIN_BP = 150
-# Hold-out: at least 15% correct, well above chance (10%) (WORKLOADS.md).
+# Hold-out: at least 15% correct, well above chance (10%) (docs/task.md).
 HOLDOUT_MIN_BP = 1_500
-# A full run: 11 MNIST draws and 4 hold-out draws (WORKLOADS.md).
+# A full run: 11 MNIST draws and 4 hold-out draws (docs/task.md).
 RUN_MNIST_DRAWS = 11
 RUN_HOLDOUT_DRAWS = 4
 

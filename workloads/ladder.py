@@ -1,6 +1,6 @@
 """The Ladder network method: semi-supervised MNIST training, one CUDA graph per step.
 
-The recipe (shared/WORKLOADS.md, after Pezeshki et al., ICML 2016, AMLP[2,2] combinator):
+The recipe (docs/task.md, after Pezeshki et al., ICML 2016, AMLP[2,2] combinator):
 encoder 60-1000-500-250-250-250-10, Gaussian noise 0.3 at the input and after every batch
 norm, inputs scaled by 0.6; loss = cross-entropy on 1,000 labelled rows + 2000 x the mean
 squared error between the decoder's reconstruction and the clean input of 1,000 unlabelled
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from nvmeter.workloads import ladder_ops, loss_sampler
 
-# Architecture and recipe of the benchmark's Ladder (shared/WORKLOADS.md).
+# Architecture and recipe of the benchmark's Ladder (docs/task.md).
 SIZES = (60, 1000, 500, 250, 250, 250, 10)
 NOISE_STD = 0.3
 INPUT_SCALE = 0.6
@@ -40,7 +40,7 @@ BATCH_LABELLED = 1000
 BATCH_UNLABELLED = 1000
 LR = 0.008
 DECAY_START_FRACTION = 100 / 150
-# Steps and sampler mix per difficulty (shared/WORKLOADS.md, "Ladder, sampled" rows).
+# Steps and sampler mix per difficulty (docs/task.md, "Ladder, sampled" rows).
 STEPS_D3, MIX_D3 = 900, 0.9
 STEPS_D4, MIX_D4 = 1800, 0.5
 # Steps run before capture, on a side stream: they compile the Triton kernels, pick the

@@ -18,7 +18,7 @@ import torch
 # Added to the batch variance before the square root. Large enough that a unit whose
 # pre-activation is constant over a batch (a dead ReLU below) does not blow up.
 BN_EPS = 1e-5
-# Slope of the combinator's leaky ReLU for negative inputs (shared/WORKLOADS.md).
+# Slope of the combinator's leaky ReLU for negative inputs (docs/task.md).
 LEAK = 0.1
 # Per-unit parameters of the combinator, rows of the (17, n) tensor:
 # 0-5 first layer weights w1[j, k] at 3 j + k (j hidden unit, k input u, z, u*z);

@@ -7,7 +7,7 @@ Each step draws its labelled rows with replacement, with probability
 where ``score_i`` is row i's latest cross-entropy (1 before the row is first seen) and
 ``mix_t`` follows a schedule: 0 for the first 10% of the steps (scores are still stale),
 ``mix`` until 60%, then linearly down to 0 at 90% so the last steps see the true
-distribution again. Recipe of the mnist-a100 benchmark's Ladder (shared/WORKLOADS.md).
+distribution again. Recipe of the mnist-a100 benchmark's Ladder (docs/task.md).
 
 Everything here is tensor code with no host synchronisation, so a step that calls
 :func:`draw_rows` and :func:`record_losses` can be captured in a CUDA graph.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-# Fractions of the run where the mix schedule changes (shared/WORKLOADS.md).
+# Fractions of the run where the mix schedule changes (docs/task.md).
 MIX_START_FRACTION = 0.1
 MIX_HOLD_END_FRACTION = 0.6
 MIX_END_FRACTION = 0.9

@@ -1,4 +1,4 @@
-"""The MLP and Ladder methods, their difficulty and their A100 figures (../shared/WORKLOADS.md)."""
+"""The MLP and Ladder methods, their difficulty and their A100 figures (docs/task.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class MethodSpec:
         name: Module name under ``nvmeter.workloads``.
         title: What it is, in a few words.
         difficulty: The level it must pass (1..5).
-        a100_ms: Per-call time on an A100-80GB, ms (WORKLOADS.md, median of 3 runs).
+        a100_ms: Per-call time on an A100-80GB, ms (docs/task.md, median of 3 runs).
         a100_mnist: MNIST accuracy on the A100 runs, fraction.
 
     """

@@ -1,6 +1,6 @@
 """Method 2: an eager MLP with TF32 matmuls, 100 steps (difficulty 1).
 
-Recipe (../shared/WORKLOADS.md): 60-1024-1024-10, ReLU, dropout 0.1, 100 steps of 512 rows
+Recipe (docs/task.md): 60-1024-1024-10, ReLU, dropout 0.1, 100 steps of 512 rows
 shuffled per epoch, fused AdamW lr 0.004 weight decay 1e-2, 10% warm-up then cosine, input
 noise 0.3, label smoothing 0.1, EMA 0.96 of the weights with bias correction.
 A100: 191.3 ms a call, 94.98% on MNIST.

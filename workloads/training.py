@@ -2,7 +2,7 @@
 
 The trainer trains E nets at once, eagerly or as one replayed CUDA graph per step.
 
-The trainer is the CUDA-graph recipe of ../shared/WORKLOADS.md: one whole training step
+The trainer is the CUDA-graph recipe of docs/task.md: one whole training step
 (random batch indices, gather, input noise, the learning rate read from a schedule tensor,
 forward with dropout, soft-target cross-entropy, backward, fused capturable AdamW, EMA of
 the weights, the step counter) is captured once into a CUDA graph and replayed ``steps``

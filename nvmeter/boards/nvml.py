@@ -3,7 +3,7 @@
 Everything NVML can do wrong becomes an :mod:`nvmeter.errors` exception here, raised
 ``from`` the original, with a one-line cause. CUDA device indices are mapped to
 NVML handles by UUID through ``CUDA_VISIBLE_DEVICES``, since NVML enumerates in PCI
-order and ignores that variable (shared/FACTS.md; NVML API reference).
+order and ignores that variable (docs/facts.md; NVML API reference).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class SimConfig:
     """Parameters of the simulated board.
 
     Defaults model the H200 GPU-2e139fc3 as results/probe-h200.json measured it
-    ("H200 probe" below); shared/FACTS.md where the probe does not measure it.
+    ("H200 probe" below); docs/facts.md where the probe does not measure it.
 
     Attributes:
         counter_period_s: Counter update period (H200 probe: median 100.0 ms).

@@ -20,7 +20,7 @@ from nvmeter.meter.span import AlignedSpan, measure_span
 # A quiescent idle span before and after a window; 1 s holds ~10 counter periods,
 # enough for a baseline known to ~0.3% (edges ~3 ms of ~1 s).
 IDLE_SPAN_S = 1.0
-# Settle after freezing a process before measuring: shared/FACTS.md and the A100
+# Settle after freezing a process before measuring: docs/facts.md and the A100
 # scorer used 3 s.
 FREEZE_SETTLE_S = 3.0
 

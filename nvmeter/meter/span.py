@@ -1,6 +1,6 @@
 """Energy over a span with its edges placed on counter updates.
 
-The counter steps every ~100 ms and a read costs ~3 ms (shared/FACTS.md), so a
+The counter steps every ~100 ms and a read costs ~3 ms (docs/facts.md), so a
 span read at arbitrary edges misplaces up to a period at each end. Here each edge
 polls until the counter steps and takes the step as the edge: the energy between
 two steps is exact to the counter's own accuracy, and the time between them is
@@ -23,13 +23,13 @@ from nvmeter.meter.series import (
 )
 
 # Longest wait for a counter step at an edge: the longest gap seen on the H200 was
-# 116 ms (shared/FACTS.md); 0.35 s also covers a late update and a slow read.
+# 116 ms (docs/facts.md); 0.35 s also covers a late update and a slow read.
 EDGE_TIMEOUT_S = 0.35
 # Extra board power while the counter is polled back to back: +2.8 W on the H200
 # (results/probe-h200.json, polling); the public A100 probe showed ~23-30 W
-# (~90 W polled vs 60-67 W, shared/FACTS.md).
+# (~90 W polled vs 60-67 W, docs/facts.md).
 POLLING_ARTEFACT_W = 2.8
-# Sample-buffer read spacing inside a span; the buffer holds ~2.4 s (FACTS.md).
+# Sample-buffer read spacing inside a span; the buffer holds ~2.4 s (docs/facts.md).
 SAMPLE_EVERY_S = 1.0
 
 

@@ -48,7 +48,7 @@ CALL_TIMEOUT_S = 300.0
 # so the draws are built before the window; a call never sees the same draw as the one
 # before it.
 WINDOW_DRAWS = 4
-# The task (WORKLOADS.md): 11 MNIST and 4 hold-out timed calls; 2 warm-ups (the first
+# The task (docs/task.md): 11 MNIST and 4 hold-out timed calls; 2 warm-ups (the first
 # builds the trainer and captures graphs), as in nvmeter.workloads.evaluate.
 MNIST_DRAWS = judge.RUN_MNIST_DRAWS
 HOLDOUT_DRAWS = judge.RUN_HOLDOUT_DRAWS
@@ -150,7 +150,7 @@ class DrawPlan:
 
     Attributes:
         seed: The run seed (also the split seed of its draws).
-        holdout: ``kmnist`` where cached, else ``fashion`` (WORKLOADS.md).
+        holdout: ``kmnist`` where cached, else ``fashion`` (docs/task.md).
         kmnist_available: Whether KMNIST was in the cache.
         warmup_dataset: Warm-ups use the foreign set that is not the hold-out (Fashion-MNIST
             draws of other seeds where KMNIST is missing).
