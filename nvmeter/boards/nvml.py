@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from nvmeter import errors
-from nvmeter.boards.protocol import BoardIdentity, PowerSample, Utilization
+from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample, Utilization
 from nvmeter.clock import Clock, RealClock
 
 T = TypeVar("T")
@@ -299,3 +299,29 @@ class NvmlBoard:
     def _compute_processes(self) -> list:
         nv = _pynvml()
         return _call("the compute processes", nv.nvmlDeviceGetComputeRunningProcesses, self._handle)
+
+    def state(self) -> BoardState:
+        """SM and memory clocks (MHz), GPU temperature (°C), clock-event reasons (bitmask).
+
+        Each is one cheap NVML query (microseconds, no counter read); a query the board
+        does not support reads nan (or -1 for the reasons) rather than failing the window.
+        """
+        nv, h = _pynvml(), self._handle
+        t_s = self.clock.now()
+        # the bindings renamed "throttle" to "clocks event" reasons (nvidia-ml-py 12.535+)
+        reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        reasons_fn = reasons_fn or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        return BoardState(
+            t_s,
+            self._optional("the SM clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
+            self._optional("the memory clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
+            self._optional("the temperature", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
+            int(self._optional("the clock-event reasons", reasons_fn, h, default=-1)),
+        )
+
+    @staticmethod
+    def _optional(what: str, fn, *args, default: float = float("nan")) -> float:
+        try:
+            return float(_call(what, fn, *args))
+        except errors.NotSupported:
+            return default

@@ -77,6 +77,71 @@ class Utilization:
     memory_pct: float
 
 
+# NVML's clock-event reasons (nvml.h, nvmlClocksEventReason*): bit -> name.
+CLOCK_EVENT_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal",
+    0x40: "hw_thermal",
+    0x80: "hw_power_brake",
+    0x100: "display_clocks",
+}
+# The reasons that mean the board is holding its clocks down for power or heat.
+LIMITING_REASONS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+
+
+@dataclass(frozen=True)
+class BoardState:
+    """The board's operating state at one moment: clocks, temperature, why clocks are held.
+
+    Attributes:
+        t_s: When it was read, s on the board's clock.
+        sm_clock_mhz: Streaming-multiprocessor clock, MHz (nan where the board hides it).
+        memory_clock_mhz: Memory clock, MHz (nan where hidden).
+        temperature_c: GPU temperature, °C (nan where hidden).
+        clock_event_reasons: NVML's clock-event reason bitmask (``CLOCK_EVENT_REASONS``;
+            -1 where the board does not report it).
+
+    """
+
+    t_s: float
+    sm_clock_mhz: float
+    memory_clock_mhz: float
+    temperature_c: float
+    clock_event_reasons: int
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """Names of the reasons set (empty when none or unknown)."""
+        if self.clock_event_reasons < 0:
+            return ()
+        return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if self.clock_event_reasons & bit)
+
+    @property
+    def limited(self) -> bool:
+        """True when power or heat holds the clocks down (power cap, thermal, slowdown, brake)."""
+        return self.clock_event_reasons > 0 and bool(self.clock_event_reasons & LIMITING_REASONS)
+
+    def to_dict(self) -> dict:
+        """Plain dict for JSON."""
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BoardState:
+        """Inverse of :meth:`to_dict` (JSON null -> nan)."""
+        nan = float("nan")
+        return cls(
+            float(data["t_s"]),
+            nan if data["sm_clock_mhz"] is None else float(data["sm_clock_mhz"]),
+            nan if data["memory_clock_mhz"] is None else float(data["memory_clock_mhz"]),
+            nan if data["temperature_c"] is None else float(data["temperature_c"]),
+            int(data["clock_event_reasons"]),
+        )
+
+
 @runtime_checkable
 class Board(Protocol):
     """A GPU's telemetry, as nvmeter uses it.
@@ -114,6 +179,10 @@ class Board(Protocol):
 
     def compute_process_count(self) -> int:
         """Number of processes holding a compute context on this board."""
+        ...
+
+    def state(self) -> BoardState:
+        """Clocks (MHz), temperature (°C) and clock-event reasons now; cheap reads only."""
         ...
 
     def compute_pids(self) -> tuple[int, ...]:

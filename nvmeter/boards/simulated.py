@@ -18,14 +18,16 @@ A 150 s probe runs in well under a second of host time.
 
 from __future__ import annotations
 
+import bisect
 import enum
+import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from nvmeter import errors
-from nvmeter.boards.protocol import BoardIdentity, PowerSample, Utilization
+from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample, Utilization
 from nvmeter.clock import VirtualClock
 
 _GRID_S = 0.0005  # simulation step: fine against the ~20 ms bursts the probes resolve
@@ -66,6 +68,20 @@ class SimConfig:
         load_above_idle_w: 4096^2 FP32 matmul power above context idle by operands
             (H200 probe: 295 and 553 W).
         power_limit_w: Board power limit (H200 probe: 700 W).
+        overshoot_rel: Right after a pause, the limiter lets power run this share above the
+            limit, decaying with ``overshoot_tau_s`` (H200 lead, docs/facts.md: per-call energy
+            ~3% above steady in the first ~0.5 s after any pause). 0 by default.
+        overshoot_tau_s: Decay time of the overshoot, s.
+        pause_s: A load pause at least this long restarts the overshoot and the drift
+            (docs/facts.md: a 100 ms pause is enough on the H200).
+        drift_rel_per_s: Load power above idle rises by this share per second of continuous
+            load (leakage as the board warms), up to ``drift_max_rel``. 0 by default.
+        drift_max_rel: The drift's ceiling, share of the load.
+        sm_idle_mhz, sm_boost_mhz, memory_mhz: Clocks read idle and under load (KINDS.md of
+            this workplace, H200: SM 345 MHz idle, 1,980 MHz after products; memory 3,201 MHz).
+        ambient_c, c_per_w, thermal_tau_s: First-order temperature model: ambient plus
+            ``c_per_w`` per W, relaxing with ``thermal_tau_s`` (H200 lead: 56 -> 60 °C over 20 s
+            at ~690 W).
         seed: RNG seed.
     """
 
@@ -91,6 +107,17 @@ class SimConfig:
     tflops_per_matmul_s: dict = field(default_factory=lambda: {"constant": 51.1, "random": 51.1})
     load_above_idle_w: dict = field(default_factory=lambda: {"constant": 295.0, "random": 553.0})
     power_limit_w: float = 700.0
+    overshoot_rel: float = 0.0
+    overshoot_tau_s: float = 0.25
+    pause_s: float = 0.05
+    drift_rel_per_s: float = 0.0
+    drift_max_rel: float = 0.05
+    sm_idle_mhz: float = 345.0
+    sm_boost_mhz: float = 1980.0
+    memory_mhz: float = 3201.0
+    ambient_c: float = 28.0
+    c_per_w: float = 0.045
+    thermal_tau_s: float = 30.0
     seed: int = 0
 
     def with_(self, **changes) -> SimConfig:
@@ -174,9 +201,15 @@ class SimulatedBoard:
         self._frozen = False
         self._load_w = 0.0
         self._extra_w = 0.0
-        self._pending: list[tuple[float, float]] = []  # (effective time, target W)
+        self._pending: list[tuple[float, float, float]] = []  # (effective time, idle W, load W)
         self._scheduled: list[tuple[float, float]] = []  # (time, load W) set ahead
         self._target_w = self.config.idle_no_context_w
+        # the level in effect (after the step delay), and when the load last came on / went off
+        self._level_idle_w, self._level_load_w = self._target_w, 0.0
+        self._load_on_s, self._load_off_s = now, -math.inf
+        self._temperature_c, self._temperature_at_s = self._steady_c(self._target_w), now
+        self._counter_log: list[tuple[float, float]] = []  # (update time, counter mJ)
+        self._fault_log: list[tuple[float, Fault]] = []
         # history before 'now' so the sample buffer starts full, as on a real board
         self._trace = _Trace(now - 3.0, self._target_w)
         self._counter_mj = 1_000_000_000.0
@@ -216,12 +249,59 @@ class SimulatedBoard:
 
     def inject(self, fault: Fault, at_s: float | None = None) -> None:
         """Make ``fault`` appear at virtual time ``at_s`` (default: now)."""
-        self._faults.append((self.clock.now() if at_s is None else at_s, fault))
+        at_s = self.clock.now() if at_s is None else at_s
+        self._faults.append((at_s, fault))
+        self._fault_log.append((at_s, fault))
 
     def true_energy_j(self, a_s: float, b_s: float) -> float:
         """The model's exact energy between two virtual times, J (test oracle)."""
         self._advance(max(a_s, b_s))
         return self._trace.energy_j(b_s) - self._trace.energy_j(a_s)
+
+    def replay_counter_reads(self, t0_s: float, timeout_s: float) -> tuple[tuple, tuple, tuple]:
+        """The counter reads a second thread polling back to back from ``t0_s`` would have made.
+
+        A virtual clock moves only with its caller, so a simulated board cannot be polled
+        from a thread while the caller works; the meter asks for the reads afterwards
+        instead. Reads stop at the first changed value or after ``timeout_s``; the clock is
+        moved past the last read, as if the caller had waited for the poller.
+
+        Returns:
+            (read starts, read ends, values mJ), each a tuple.
+
+        Raises:
+            GpuLost, NotSupported: a fault injected before the read.
+        """
+        t_s, t0s, t1s, values = t0_s, [], [], []
+        while True:
+            self._advance(max(t_s, self.clock.now()) + 2 * self.config.counter_period_s)
+            values.append(self._replayed_mj(t_s))
+            cost = self._read_cost_s()
+            t0s.append(t_s)
+            t1s.append(t_s + cost)
+            t_s += cost
+            if values[-1] != values[0] or t_s >= t0_s + timeout_s:
+                break
+        self.clock.advance_to(t_s)
+        return tuple(t0s), tuple(t1s), tuple(values)
+
+    def _replayed_mj(self, t_s: float) -> int:
+        """The counter as a read at ``t_s`` sees it, with the faults injected by then."""
+        i = bisect.bisect_right(self._counter_log, (t_s, math.inf)) - 1
+        value = self._counter_log[i][1] if i >= 0 else self._counter_mj
+        offset = 0.0
+        for at_s, fault in self._fault_log:
+            if at_s > t_s:
+                continue
+            if fault is Fault.GPU_LOST:
+                raise errors.GpuLost("the GPU was lost while reading the energy counter (simulated)")
+            if fault is Fault.NOT_SUPPORTED:
+                raise errors.NotSupported("the energy counter is not supported on this board (simulated)")
+            if fault is Fault.COUNTER_BACKWARDS:
+                offset -= 5000.0
+            if fault is Fault.COUNTER_RESET:
+                offset = -value
+        return int(value + offset)
 
     def _idle_w(self) -> float:
         c = self.config
@@ -232,22 +312,49 @@ class SimulatedBoard:
     def _retarget(self, at_s: float | None = None) -> None:
         at_s = self.clock.now() if at_s is None else at_s
         self._advance(at_s)
-        target = min(self._idle_w() + self._load_w, self.config.power_limit_w)
-        self._pending.append((at_s + self.config.step_delay_s, target))
+        self._pending.append((at_s + self.config.step_delay_s, self._idle_w(), self._load_w))
         self._pending.sort()
+
+    def _set_level(self, at_s: float, idle_w: float, load_w: float) -> None:
+        """The load change reaches the board: a pause long enough restarts overshoot and drift."""
+        if load_w > 0 >= self._level_load_w and at_s - self._load_off_s >= self.config.pause_s:
+            self._load_on_s = at_s
+        if load_w <= 0 < self._level_load_w:
+            self._load_off_s = at_s
+        self._level_idle_w, self._level_load_w = idle_w, load_w
+        self._target_w = self._level_w(at_s)
+
+    def _level_w(self, t_s: float) -> float:
+        """Target power at ``t_s``: idle plus the drifting load, under the overshooting limit."""
+        c = self.config
+        load_w, on_s = self._level_load_w, t_s - self._load_on_s
+        if load_w <= 0:
+            return min(self._level_idle_w, c.power_limit_w)
+        load_w *= 1 + min(c.drift_max_rel, c.drift_rel_per_s * on_s)
+        cap_w = c.power_limit_w * (1 + c.overshoot_rel * math.exp(-on_s / c.overshoot_tau_s))
+        return min(self._level_idle_w + load_w, cap_w)
+
+    def _extend(self, t_s: float) -> None:
+        """Grow the trace to ``t_s``; a drifting or overshooting level in 5 ms steps."""
+        c = self.config
+        dynamic = self._level_load_w > 0 and (c.drift_rel_per_s or c.overshoot_rel)
+        while dynamic and self._trace.end_s + _GRID_S < t_s:
+            t_next = min(t_s, self._trace.end_s + 0.005)
+            self._target_w = self._level_w(t_next)
+            self._trace.extend(t_next, self._target_w + self._extra_w, c.tau_s)
+        self._trace.extend(t_s, self._target_w + self._extra_w, c.tau_s)
 
     # -- the model ---------------------------------------------------------
     def _advance(self, t_s: float) -> None:
         """Bring trace, counter and sample buffer up to ``t_s``."""
-        c = self.config
         while self._scheduled and self._scheduled[0][0] <= t_s:
             at_s, self._load_w = self._scheduled.pop(0)
             self._retarget(at_s)
         while self._pending and self._pending[0][0] <= t_s:
-            at_s, target = self._pending.pop(0)
-            self._trace.extend(at_s, self._target_w + self._extra_w, c.tau_s)
-            self._target_w = target
-        self._trace.extend(t_s, self._target_w + self._extra_w, c.tau_s)
+            at_s, idle_w, load_w = self._pending.pop(0)
+            self._extend(at_s)
+            self._set_level(at_s, idle_w, load_w)
+        self._extend(t_s)
         while self._next_update_s <= self._trace.end_s:
             self._update_counter(self._next_update_s)
         while self._next_sample_s <= self._trace.end_s:
@@ -267,6 +374,7 @@ class SimulatedBoard:
         self._instant_w = sensed_w
         self._average_w = self._trace.mean_w(u_s - 1.0, u_s)
         self._last_update_s = u_s
+        self._counter_log.append((u_s, self._counter_mj))
         gap = c.counter_period_s + self._rng.normal(0.0, c.counter_jitter_s)
         self._next_update_s = u_s + max(gap, 0.5 * c.counter_period_s)
 
@@ -360,3 +468,31 @@ class SimulatedBoard:
     def compute_pids(self) -> tuple[int, ...]:
         """The context's holder (the pid given to :meth:`set_context`) and :attr:`other_pids`."""
         return ((self._context_pid,) if self._context else ()) + tuple(self.other_pids)
+
+    def state(self) -> BoardState:
+        """Clocks, temperature and reasons from the model (power cap when the limit binds)."""
+        self._advance(self.clock.now())
+        c, now = self.config, self.clock.now()
+        busy = self._level_load_w > 0 and not self._frozen
+        demand_w = self._level_idle_w + self._level_load_w
+        capped = busy and demand_w > self._target_w + 1e-9
+        # power goes roughly as the cube of the clock at the cap (voltage follows frequency)
+        sm_mhz = c.sm_boost_mhz * (self._target_w / demand_w) ** (1 / 3) if capped else c.sm_boost_mhz
+        reasons = 0x4 if capped else (0 if busy else 0x1)
+        return BoardState(
+            now, sm_mhz if busy else c.sm_idle_mhz, c.memory_mhz, self._temperature(now), reasons
+        )
+
+    def _steady_c(self, power_w: float) -> float:
+        return self.config.ambient_c + self.config.c_per_w * power_w
+
+    def _temperature(self, now_s: float) -> float:
+        """First-order thermal response to the mean power since the last reading, °C."""
+        dt_s = now_s - self._temperature_at_s
+        if dt_s > 0:
+            steady = self._steady_c(self._trace.mean_w(self._temperature_at_s, now_s))
+            self._temperature_c += (steady - self._temperature_c) * (
+                1 - math.exp(-dt_s / self.config.thermal_tau_s)
+            )
+            self._temperature_at_s = now_s
+        return round(self._temperature_c)
