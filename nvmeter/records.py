@@ -7,6 +7,7 @@ Schema history:
     probe 1: first version (probe report: board identity, every probe's raw series
         and derived figures).
     workloads 1: first version (nvmeter.workloads.evaluate: timed calls per method).
+    profile 1: first version (a board's BoardProfile with its identity; nvmeter.boards.profile).
     score 1: first version (one run of ``nvmeter score``: target, board, config, draw
         plan, timed calls, the energy readings (reference trial, three frozen idle spans
         with utilisation and pids, control and method windows as Measurement dicts with
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from nvmeter import errors
 
-SCHEMA_VERSIONS = {"probe": (1,), "workloads": (1,), "score": (1,)}
+SCHEMA_VERSIONS = {"probe": (1,), "workloads": (1,), "score": (1,), "profile": (1,)}
 CURRENT = {kind: versions[-1] for kind, versions in SCHEMA_VERSIONS.items()}
 
 
@@ -120,3 +121,18 @@ def read_json(path: Path, kind: str) -> dict:
             f"({', '.join(map(str, SCHEMA_VERSIONS[kind]))})"
         )
     return data
+
+
+def read_any(path: Path, kinds: tuple[str, ...]) -> dict:
+    """Read a record of any of ``kinds`` (the first that matches), checking its schema version.
+
+    Raises:
+        RecordError: as :func:`read_json`, for the last kind tried.
+    """
+    for kind in kinds[:-1]:
+        try:
+            return read_json(path, kind)
+        except errors.RecordError as exc:
+            if "not an nvmeter" not in str(exc):
+                raise
+    return read_json(path, kinds[-1])

@@ -32,7 +32,8 @@ def run_block(board, seconds, calls=10, **kwargs):
         board.set_load(LOAD_W)
         board.clock.sleep(seconds)
         board.set_load(0.0)
-        w.call(calls)
+        if calls:
+            w.call(calls)
     # truth: the model's energy above its own idle over the work and its tail
     t1 = t0 + seconds + 0.2
     truth_j = board.true_energy_j(t0, t1) - board.config.idle_context_w * (t1 - t0)
@@ -258,12 +259,12 @@ def test_a_window_from_idle_is_cold_and_its_bound_says_so(board):
     with EnergyWindow(board, idle=idle, sync="none") as warm:
         warm.call(_block(board, 0.5))
     c, w = cold.result, warm.result
-    assert c.cold and not w.cold
+    assert c.cold and c.transient and not w.cold and not w.transient
     assert c.lead_w < board.config.idle_context_w + 10 < w.lead_w
-    m1 = model(1)
-    ramp = m1.cold_rel * c.above_idle_j * m1.cold_ramp_s / c.work_s
-    assert c.state_err_j == pytest.approx(m1.state_rel * c.above_idle_j + ramp)
-    assert w.state_err_j == pytest.approx(m1.state_rel * w.above_idle_j)
+    m = model(c.model_version)
+    ramp = m.transient_rel * c.above_idle_j * min(1.0, m.transient_s / c.work_s)
+    assert c.state_err_j == pytest.approx(m.state_rel * c.above_idle_j + ramp)
+    assert w.state_err_j == pytest.approx(m.state_rel * w.above_idle_j)
     assert c.err_j == pytest.approx(c.reading_err_j + c.state_err_j)
     derived = c.to_dict()["derived"]
     assert derived["cold"] is True and derived["state_err_j"] == pytest.approx(c.state_err_j)

@@ -8,9 +8,12 @@ from the one our defaults were measured on gets its own figures once it is probe
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 
-from nvmeter import errors
+from nvmeter import errors, records
+from nvmeter.boards.protocol import BoardIdentity
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,117 @@ H200_V1 = BoardProfile(
 )
 
 
-def default_profile(board_name: str) -> BoardProfile:
-    """The profile for a board that has not been probed, by its NVML name.
+# Family defaults: wider than any board of the family that we measured, so an unprobed board's
+# bound errs wide. Hopper (H200, H100): our H200s read a counter period of 100.0 ms (longest gap
+# 116 ms), a polling artefact of +2.8 W, samples 20.0 ms apart (9.6-28.2 ms) agreeing with the
+# counter to 0.07% (results/probe-h200.json, docs/facts.md). Ampere (A100): the public probe in
+# docs/facts.md (counter 100.5 ms, 95-106 ms; ~23-30 W polled vs sparse). Any other board: wider still.
+HOPPER = BoardProfile(
+    source="defaults:Hopper (wider than results/probe-h200.json)",
+    counter_period_s=0.12,
+    edge_timeout_s=0.35,
+    polling_artefact_w=5.0,
+    tail_s=0.06,
+    sample_spacing_s=0.03,
+    sample_lead_s=0.02,
+    samples_vs_counter=0.002,
+    sample_every_s=1.0,
+)
+AMPERE = HOPPER.with_(
+    source="defaults:Ampere (wider than the public A100 probe, docs/facts.md)",
+    polling_artefact_w=35.0,
+    samples_vs_counter=0.005,
+)
+GENERIC = HOPPER.with_(
+    source="defaults:any NVIDIA board (no board of its family measured)",
+    counter_period_s=0.15,
+    edge_timeout_s=0.5,
+    polling_artefact_w=40.0,
+    tail_s=0.1,
+    sample_spacing_s=0.05,
+    samples_vs_counter=0.01,
+)
+_FAMILIES = (("H200", HOPPER), ("H100", HOPPER), ("GH200", HOPPER), ("A100", AMPERE))
+KIND = "profile"
+SCHEMA_VERSION = 1
 
-    Only the H200 has been measured so far, so every board gets its figures; the source
-    says so. (The error-model work widens these per family.)
+
+def default_profile(board_name: str) -> BoardProfile:
+    """The defaults of the board's family, by its NVML name (any other board: ``GENERIC``)."""
+    return next((p for key, p in _FAMILIES if key in board_name), GENERIC)
+
+
+def cache_dir() -> Path:
+    """Where ``nvmeter probe`` keeps each board's profile: ``NVMETER_CACHE_DIR``, else the user cache."""
+    if os.environ.get("NVMETER_CACHE_DIR"):
+        return Path(os.environ["NVMETER_CACHE_DIR"])
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("nvmeter")) / "profiles"
+    except ImportError:  # the H200 image has no platformdirs: the XDG default
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        return Path(base) / "nvmeter" / "profiles"
+
+
+def _cache_path(uuid: str) -> Path:
+    return cache_dir() / f"{uuid}.json"
+
+
+def profile_record(profile: BoardProfile, board: BoardIdentity) -> dict:
+    """The JSON record of a board's profile (kind ``profile``)."""
+    return {
+        "kind": KIND,
+        "schema_version": SCHEMA_VERSION,
+        "board": board.to_dict(),
+        "profile": profile.to_dict(),
+    }
+
+
+def store_profile(profile: BoardProfile, board: BoardIdentity) -> Path:
+    """Keep ``profile`` in the user cache for ``board`` (atomic write); returns the path.
+
+    Raises:
+        UsageError: the cache folder cannot be written.
     """
-    del board_name
-    return H200_V1
+    path = _cache_path(board.uuid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    records.write_json(path, profile_record(profile, board))
+    return path
+
+
+def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile:
+    """A profile from a profile file or from the ``profile`` block of a probe file.
+
+    Raises:
+        RecordError: unreadable, of another kind or board, or without a profile.
+    """
+    data = records.read_any(Path(path), (KIND, "probe"))
+    block = data.get("profile")
+    if not isinstance(block, dict):
+        raise errors.RecordError(f"{path} holds no board profile (probe files from nvmeter 0.2 on do)")
+    uuid = (data.get("board") or {}).get("uuid")
+    if board is not None and uuid != board.uuid:
+        raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.uuid}")
+    profile = BoardProfile.from_dict(block)
+    return profile.with_(source=str(path)) if profile.source.startswith("probe") else profile
+
+
+def resolve_profile(spec, board: BoardIdentity) -> BoardProfile:
+    """The profile a window uses: given, from a file, cached for this board, or the family's defaults.
+
+    Raises:
+        UsageError: ``spec`` is not a profile or a path. RecordError: as :func:`load_profile`.
+    """
+    if isinstance(spec, BoardProfile):
+        return spec
+    if isinstance(spec, (str, Path)):
+        return load_profile(Path(spec), board)
+    if spec is not None:
+        raise errors.UsageError(
+            f"profile must be a BoardProfile, a probe or profile file, or None, not {spec!r}"
+        )
+    cached = _cache_path(board.uuid)
+    if not board.simulated and cached.is_file():
+        return load_profile(cached, board)
+    return default_profile(board.name)

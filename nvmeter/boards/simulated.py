@@ -274,7 +274,9 @@ class SimulatedBoard:
         """
         t_s, t0s, t1s, values = t0_s, [], [], []
         while True:
-            self._advance(max(t_s, self.clock.now()) + 2 * self.config.counter_period_s)
+            # never model ahead of the clock: the caller may still change the load
+            self.clock.advance_to(t_s)
+            self._advance(self.clock.now())
             values.append(self._replayed_mj(t_s))
             cost = self._read_cost_s()
             t0s.append(t_s)

@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from nvmeter import errors
 from nvmeter.boards.factory import open_board
+from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
+from nvmeter.meter import errormodel, spread
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.sync import Sync, resolve
 from nvmeter.meter.window import EnergyWindow
 
-# measure()'s unmetered calls before its windows: past the clocks' ~0.3 s ramp after idle,
-# with margin (results/window-accuracy-h200.json).
-WARMUP_S = 0.5
+# measure()'s unmetered calls before its window: past the clocks' ~0.3 s ramp after idle
+# (results/window-accuracy-h200.json) and a power-capped H200's ~0.5 s overshoot after a
+# pause (docs/facts.md), with margin.
+WARMUP_S = 1.0
+# settle="temperature": the temperature must hold within this band, °C, for this long, s
+# (the H200 read 56 -> 60 °C over 20 s at its power limit, docs/facts.md) ...
+SETTLE_BAND_C = 1.0
+SETTLE_HOLD_S = 5.0
+# ... and waiting stops here, s; also the longest cool-down accepted.
+SETTLE_MAX_S = 300.0
+# The stopping rule's allowance for where an edge's step lies, s (the Measurement's bound uses
+# each step's own bracket).
+EDGE_ALLOWANCE_S = 0.005
 # Calls in a row that leave the board's clock where it was before measure() gives up.
 _STUCK_CALLS = 10_000
 
@@ -28,94 +43,194 @@ def measure(
     target_rel_err: float = 0.01,
     max_window_s: float = 30.0,
     warmup_s: float = WARMUP_S,
+    min_windows: int = 3,
     device: int | str | Board | None = 0,
     idle: str | Path | float | IdleBaseline = "measure",
     sync: str | Sync | None = None,
     control: bool | Callable[[], object] = False,
+    profile: BoardProfile | str | Path | None = None,
+    settle: float | str | None = None,
 ) -> Measurement:
-    """Run ``fn`` back to back until the window's bound reaches ``target_rel_err``.
+    """Run ``fn`` back to back, in one uninterrupted run, until the bound reaches ``target_rel_err``.
 
-    Order: idle (``"measure"``: one quiescent span now and one at the end, so no window
-    starts cold because of it), the control window, ``warmup_s`` of unmetered calls,
-    then windows from ``min_window_s``, doubling (up to ``max_window_s``) while the
-    bound is wider than ``target_rel_err`` of the per-call energy.
+    Order: idle (``"measure"``: one quiescent span now and one at the end), the control
+    window, the optional ``settle``, ``warmup_s`` of unmetered calls, then one window of
+    calls marked every ``min_window_s`` into sub-windows whose edges a poller finds inside
+    the work (nothing idles the board). The window ends once it holds ``min_windows``
+    sub-windows and the bound, with the sub-windows' Student-t spread as its state part,
+    is within ``target_rel_err`` of the per-call energy, or at ``max_window_s``.
 
     Args:
         fn: The call to meter (no arguments).
-        min_window_s: First window length, s.
-        target_rel_err: Accepted relative bound on the per-call energy; it cannot go
-            below the error model's ``state_rel`` (0.4% in model 1), the board's own
-            window-to-window variation.
-        max_window_s: Longest window tried, s.
+        min_window_s: Length of a sub-window, s.
+        target_rel_err: Accepted relative bound on the per-call energy.
+        max_window_s: Longest run, s.
         warmup_s: Unmetered calls for this long first, s (at least one call): the clocks
-            ramp for ~0.3 s after idle (results/window-accuracy-h200.json).
+            ramp for ~0.3 s after idle and a power-capped H200 overshoots for ~0.5 s after a
+            pause (results/window-accuracy-h200.json, docs/facts.md).
+        min_windows: Fewest sub-windows (at least 3: a spread needs them).
         device: As for :class:`EnergyWindow`.
         idle: As for :class:`EnergyWindow`.
         sync: As for :class:`EnergyWindow`.
         control: Also meter a null call (``True``: ``lambda: None``; or the null call
             to use) and subtract its per-call cost.
+        profile: As for :class:`EnergyWindow`.
+        settle: Before the warm-up, ``None`` (nothing), seconds of idle cool-down, or
+            ``"temperature"``: call ``fn`` until the board's temperature has held within
+            ``SETTLE_BAND_C`` for ``SETTLE_HOLD_S`` (at most ``SETTLE_MAX_S``).
 
     Returns:
-        The last window's :class:`Measurement` (marked not reliable if the target was
-        not reached by ``max_window_s``).
+        The :class:`Measurement` of the run (marked not reliable if the target was not
+        reached by ``max_window_s``); its ``subwindow_mj`` and ``drift`` describe the spread.
 
     Raises:
-        UsageError: non-positive durations or error target.
+        UsageError: non-positive durations, a bad target, ``min_windows`` < 3, a bad ``settle``.
     """
-    if not (min_window_s > 0 and max_window_s >= min_window_s and target_rel_err > 0 and warmup_s >= 0):
-        raise errors.UsageError(
-            "measure needs min_window_s > 0, max_window_s >= min_window_s, target_rel_err > 0 "
-            "and warmup_s >= 0"
-        )
+    _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_windows, settle)
     board = open_board(device)
+    prof = resolve_profile(profile, board.identity())
     sync_fn, _ = resolve(sync)
     before = measure_quiescent(board) if idle == "measure" else None
     window_idle = IdleBaseline.from_spans([before], "quiescent") if before else idle
     null = None
     if control:
         null_fn = control if callable(control) else (lambda: None)
-        null = _run_window(null_fn, board, min_window_s, window_idle, sync, None, None)
+        null = _run_window(null_fn, board, min_window_s, window_idle, sync, prof)
+    _settle(fn, board, settle, sync_fn)
     _warm_up(fn, board, warmup_s, sync_fn)
-    window_s = min_window_s
-    spans = [before]
-    while True:
-        result = _run_window(fn, board, window_s, window_idle, sync, null, target_rel_err)
-        idled = before is not None and (result.reliable or window_s * 2 > max_window_s)
-        if idled:
-            # the idle after the work can widen the bound: judge the window with both spans
-            spans.append(measure_quiescent(board))
-            window_idle = IdleBaseline.from_spans(spans, "quiescent")
-            null = null and replace(null, idle=window_idle)
-            result = _with_control(replace(result, idle=window_idle), null)
-        if result.reliable or window_s * 2 > max_window_s or result.problems:
-            return result
-        if idled:
-            _warm_up(fn, board, warmup_s, sync_fn)  # the idle span cooled the board
-        window_s *= 2
+    result = _run(fn, board, window_idle, sync, prof, min_window_s, min_windows, target_rel_err, max_window_s)
+    if before is not None:
+        # the idle after the work can widen the bound: judge the window with both spans
+        window_idle = IdleBaseline.from_spans([before, measure_quiescent(board)], "quiescent")
+        null = null and replace(null, idle=window_idle)
+        result = replace(result, idle=window_idle)
+    return _with_control(result, null)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_windows, settle) -> None:
+    if not all(map(_is_number, (min_window_s, target_rel_err, max_window_s, warmup_s))) or not (
+        min_window_s > 0 and max_window_s >= min_window_s and target_rel_err > 0 and warmup_s >= 0
+    ):
+        raise errors.UsageError(
+            "measure needs finite min_window_s > 0, max_window_s >= min_window_s, target_rel_err > 0 "
+            "and warmup_s >= 0"
+        )
+    if isinstance(min_windows, bool) or not isinstance(min_windows, int) or min_windows < 3:
+        raise errors.UsageError(f"min_windows must be a whole number >= 3, not {min_windows!r}")
+    cool_down = _is_number(settle) and 0 <= settle <= SETTLE_MAX_S
+    if settle is not None and settle != "temperature" and not cool_down:
+        raise errors.UsageError(
+            f"settle must be None, 'temperature' or seconds of cool-down in [0, {SETTLE_MAX_S:g}], "
+            f"not {settle!r}"
+        )
+
+
+def _settle(fn, board: Board, settle, sync_fn) -> None:
+    """Cool down for ``settle`` seconds, or run ``fn`` until the temperature holds still."""
+    if settle is None:
+        return
+    if settle != "temperature":
+        board.clock.sleep(float(settle))
+        return
+    start = board.clock.now()
+    readings: list[tuple[float, float]] = []
+    while board.clock.now() - start < SETTLE_MAX_S:
+        _calls_for(fn, board, 0.5)
+        sync_fn()
+        state = board.state()
+        readings.append((state.t_s, state.temperature_c))
+        recent = [c for t, c in readings if t >= state.t_s - SETTLE_HOLD_S]
+        held = readings[0][0] <= state.t_s - SETTLE_HOLD_S
+        if not math.isfinite(state.temperature_c) or (held and max(recent) - min(recent) <= SETTLE_BAND_C):
+            return
+
+
+def _run(fn, board, idle, sync, prof, min_window_s, min_windows, target, max_window_s) -> Measurement:
+    """One window of calls, marked every ``min_window_s``, ended when its spread allows."""
+    with EnergyWindow(board, idle=idle, sync=sync, max_rel_err=target, profile=prof) as w:
+        start = board.clock.now()
+        marks = 0
+
+        def on_call() -> bool:
+            nonlocal marks
+            w.call()
+            elapsed = board.clock.now() - start
+            if elapsed < (marks + 1) * min_window_s:
+                return False
+            w.mark()
+            marks += 1
+            return elapsed >= max_window_s or (marks > min_windows and _spread_within(w, target))
+
+        _calls_until(fn, board, on_call)
+    return w.result
+
+
+def _spread_within(w: EnergyWindow, target: float) -> bool:
+    """True when the sub-windows found so far, with the idle's error and the model's floor, fit ``target``.
+
+    A look at the finished polls only; the Measurement's own bound decides reliability.
+    """
+    steps = w.inner_steps()
+    if len(steps) < 4:
+        return False
+    idle = w._idle_before
+    idle_w, idle_err_w = (idle.power_w, idle.err_w) if isinstance(idle, IdleBaseline) else (idle.power_w, 0.0)
+    above, edge_vars = [], []
+    for (t_a, e_a, hw_a), (t_b, e_b, hw_b) in itertools.pairwise(steps):
+        power_w = (e_b - e_a) / 1e3 / (t_b - t_a)
+        above.append(power_w - idle_w)
+        edge_vars.append((power_w / (t_b - t_a)) ** 2 * (hw_a**2 + hw_b**2) / 3)
+    mean = statistics.fmean(above)
+    model = errormodel.model(errormodel.CURRENT)
+    halfwidth = spread.halfwidth_mj(above, edge_vars, model)
+    if not mean > 0 or halfwidth is None:
+        return False
+    # the start edge: its bracket at the work's power; the end edge at idle (~5 ms each:
+    # an H200 counter read takes ~3 ms, results/probe-h200.json)
+    span_s = steps[-1][0] - steps[0][0]
+    edges_rel = EDGE_ALLOWANCE_S * (mean + 2 * idle_w) / (mean * span_s)
+    # the idle span after the work often reads higher than the one before (a warm board):
+    # allow twice the error known so far, and a quarter of the target to spare
+    rel = halfwidth / mean + model.state_floor_rel + 2 * idle_err_w / mean + edges_rel
+    return rel <= 0.75 * target
 
 
 def _calls_for(fn, board: Board, seconds: float, on_call=lambda: None) -> None:
-    """Call ``fn`` back to back (at least once) until ``seconds`` of the board's clock have passed.
+    """Call ``fn`` back to back (at least once) until ``seconds`` of the board's clock have passed."""
+    end = board.clock.now() + seconds
+
+    def done() -> bool:
+        on_call()
+        return board.clock.now() >= end
+
+    _calls_until(fn, board, done)
+
+
+def _calls_until(fn, board: Board, done: Callable[[], bool]) -> None:
+    """Call ``fn`` back to back (at least once) until ``done()``, called after each call, says so.
 
     Raises:
         UsageError: ``fn`` does not advance the clock (a simulated board's virtual clock
             moves only when the call spends time on it), so the loop would never end.
     """
     now = board.clock.now()
-    end = now + seconds
     stuck = 0
     while True:
         before = now
         fn()
-        on_call()
-        now = board.clock.now()  # one clock read a call, as a plain timed loop
+        finished = done()
+        now = board.clock.now()
         stuck = stuck + 1 if now == before else 0
         if stuck >= _STUCK_CALLS:
             raise errors.UsageError(
                 f"{_STUCK_CALLS:,} calls did not advance the board's clock: on a simulated board the "
                 "call (and a control's null call) must spend virtual time, e.g. board.clock.sleep(s)"
             )
-        if now >= end:
+        if finished:
             return
 
 
@@ -130,10 +245,10 @@ def _with_control(result: Measurement, null: Measurement | None) -> Measurement:
     return replace(result, control_mj=null.per_call_mj, control_err_mj=null.per_call_mj_err)
 
 
-def _run_window(fn, board, window_s, idle, sync, null, max_rel_err) -> Measurement:
-    with EnergyWindow(board, idle=idle, sync=sync, max_rel_err=max_rel_err) as w:
+def _run_window(fn, board, window_s, idle, sync, prof) -> Measurement:
+    with EnergyWindow(board, idle=idle, sync=sync, profile=prof) as w:
         _calls_for(fn, board, window_s, w.call)
-    return _with_control(w.result, null)
+    return w.result
 
 
 def measure_many(boards: Sequence[Board], block: Callable[[], int], **kwargs) -> list[Measurement]:

@@ -8,15 +8,27 @@ that derives its figures, so recomputing an old record uses the model it was mad
 
 History:
     1: nvmeter 0.1. ``state_rel`` 0.4% of the energy above idle (window-to-window
-       variation), plus for a window whose lead-in drew under half the work's power
-       ``cold_rel`` 2.5% of the energy above idle of its first ``cold_ramp_s`` 0.3 s.
-       Fitted by ``python bench/window_accuracy.py fit results/window-accuracy-h200.json``
-       (run 1, H200, FP32 matmuls) and checked on run 2 (another H200).
+       variation), plus for a *cold* window (its lead-in drew under half the work's power
+       above idle) ``transient_rel`` 2.5% of the energy above idle of its first
+       ``transient_s`` 0.3 s (the clocks' ramp after idle). Fitted by
+       ``python bench/window_accuracy.py fit results/window-accuracy-h200.json`` (run 1,
+       H200, FP32 matmuls) and checked on run 2 (another H200).
+    2: nvmeter 0.2. Edges inside the work. A window is *transient* when it is cold or
+       starts after a pause (``gap_s`` over ``pause_gap_s``): its bound adds
+       ``transient_rel`` of the energy above idle of the first ``transient_s`` (the clock
+       ramp after idle reads low, the power limiter's overshoot after a pause reads high).
+       A window whose board reported a limiting clock-event reason (power cap, thermal)
+       adds ``limited_rel``. A Measurement made of at least ``min_subwindows``
+       consecutive sub-windows (``measure()``) takes its state part from their own
+       spread, a Student-t interval at ``confidence``, plus ``state_floor_rel``, instead of
+       ``state_rel``. Constants: ``bench/window_accuracy.py fit`` on one H200's fit kinds,
+       checked on another H200's other kinds (docs/window.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import dataclass
 
 from nvmeter import errors
 
@@ -27,31 +39,50 @@ class ErrorModel:
 
     Attributes:
         version: The model's version (the history above).
-        state_rel: Window-to-window variation of the same calls, share of the energy above idle.
-        cold_rel: Extra share, for a cold window, of the energy above idle of its first
-            ``cold_ramp_s``.
-        cold_ramp_s: How long the clocks ramp after idle, s.
+        state_rel: Window-to-window variation of the same calls, share of the energy above
+            idle, for a window without sub-windows.
+        transient_rel: For a transient window, share of the energy above idle of its first
+            ``transient_s``.
+        transient_s: How long a start from idle or from a pause takes to settle, s.
         lead_s: The lead-in: sample history just before the window's first read, s.
-        cold_lead_share: A window is cold when its lead-in drew under this share of the
-            work's power above idle.
+        cold_lead_share: Cold when the lead-in drew under this share of the work's power above idle.
+        pause_gap_s: Paused when no sample above half the work's power came for this long
+            before entry, s (infinite: model 1 does not look).
+        limited_rel: Extra share when the board reported a limiting clock-event reason.
+        state_floor_rel: Floor of the sub-windows' Student-t interval, share of the energy above idle.
+        confidence: Two-sided confidence of the Student-t interval.
+        min_subwindows: Sub-windows needed before their spread replaces ``state_rel``.
 
     """
 
     version: int
     state_rel: float
-    cold_rel: float
-    cold_ramp_s: float
+    transient_rel: float
+    transient_s: float
     lead_s: float
     cold_lead_share: float
-
-    def to_dict(self) -> dict:
-        """Plain dict for JSON."""
-        return asdict(self)
+    pause_gap_s: float = math.inf
+    limited_rel: float = 0.0
+    state_floor_rel: float = 0.0
+    confidence: float = 0.95
+    min_subwindows: int = 3
 
 
 MODELS: dict[int, ErrorModel] = {
     1: ErrorModel(
-        version=1, state_rel=0.004, cold_rel=0.025, cold_ramp_s=0.3, lead_s=0.3, cold_lead_share=0.5
+        version=1, state_rel=0.004, transient_rel=0.025, transient_s=0.3, lead_s=0.3, cold_lead_share=0.5
+    ),
+    # 2: provisional constants, replaced by the fit on one H200's fit kinds (docs/window.md)
+    2: ErrorModel(
+        version=2,
+        state_rel=0.006,
+        transient_rel=0.06,
+        transient_s=0.5,
+        lead_s=0.3,
+        cold_lead_share=0.5,
+        pause_gap_s=0.05,
+        limited_rel=0.01,
+        state_floor_rel=0.002,
     ),
 }
 CURRENT = max(MODELS)

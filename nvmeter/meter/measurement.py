@@ -1,8 +1,17 @@
 """`Measurement`: one window's raw readings, with every figure derived on demand.
 
-The bound's telemetry figures come from the Measurement's
-:class:`~nvmeter.boards.profile.BoardProfile`, its state constants from the
-:mod:`~nvmeter.meter.errormodel` version it names.
+The energy of an aligned window is the counter's between two of its steps, plus, where the
+start step came inside the work (edges since error model 2), the sample buffer's integral
+from the work's start to that step. The bound's telemetry figures come from the
+Measurement's :class:`~nvmeter.boards.profile.BoardProfile`, its state constants from the
+:mod:`~nvmeter.meter.errormodel` version it names; a Measurement made of consecutive
+sub-windows (``measure()``) takes its state term from their own spread.
+
+JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes):
+    1: nvmeter 0.1 (no ``schema_version`` key): the readings, idle, control, problems, tail.
+       Read as board profile ``H200_V1`` and error model 1.
+    2: nvmeter 0.2: adds ``schema_version``, ``profile``, ``model_version``, ``inner`` (the
+       sub-window edges) and ``states`` (the board's state at the edges).
 """
 
 from __future__ import annotations
@@ -12,12 +21,19 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 
+from nvmeter import errors
 from nvmeter.boards.profile import H200_V1, BoardProfile
-from nvmeter.boards.protocol import BoardIdentity, PowerSample
-from nvmeter.meter import errormodel
+from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample
+from nvmeter.meter import errormodel, spread
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_from_dict, samples_to_dict
 from nvmeter.meter.span import AlignedSpan
+
+SCHEMA_VERSION = 2
+# An SM clock that moved more than this between the window's edges is reported: boost bins
+# on the H200 are ~15 MHz, and a power-capped board slid 1,545 -> 1,470 MHz (-5%) over 20 s
+# (docs/facts.md), so 2% is a real change of state, not jitter.
+CLOCK_MOVE_REL = 0.02
 
 
 @dataclass(frozen=True)
@@ -41,6 +57,8 @@ class Measurement:
         tail_s: The wait after the work that the window (and the samples' integral) covers, s.
         profile: The board's telemetry figures the bound uses (:mod:`nvmeter.boards.profile`).
         model_version: The error model that derives the bound (:mod:`nvmeter.meter.errormodel`).
+        inner: Counter reads at the sub-window edges found inside the work (``measure()``).
+        states: The board's state (clocks, temperature, clock-event reasons) at the edges.
     """
 
     device: BoardIdentity
@@ -59,6 +77,13 @@ class Measurement:
     tail_s: float = H200_V1.tail_s
     profile: BoardProfile = H200_V1
     model_version: int = errormodel.CURRENT
+    inner: tuple[CounterSeries, ...] = ()
+    states: tuple[BoardState, ...] = ()
+
+    @property
+    def model(self) -> errormodel.ErrorModel:
+        """The error model this Measurement's bound is derived with."""
+        return errormodel.model(self.model_version)
 
     # -- edges -------------------------------------------------------------
     @property
@@ -90,25 +115,55 @@ class Measurement:
         return AlignedSpan(self.start, self.end, self.samples)
 
     @property
+    def in_work(self) -> bool:
+        """True when the start step came after the work began (edges inside the work)."""
+        return self.method == "aligned" and self._span.aligned and self._span.t_a_s > self.work_t0_s
+
+    @property
+    def window_t0_s(self) -> float:
+        """Where the energy starts: the work's start for in-work edges, else the start edge, s."""
+        if self.method == "samples":
+            return self.work_t0_s - self.profile.sample_lead_s
+        return self.work_t0_s if self.in_work else self._edges[0]
+
+    @property
     def window_s(self) -> float:
         """Length of the window the energy covers, s."""
         if self.method == "samples":
-            return self.work_t1_s + self.tail_s - (self.work_t0_s - self.profile.sample_lead_s)
-        t_a, t_b, *_ = self._edges
-        return t_b - t_a
+            return self.work_t1_s + self.tail_s - self.window_t0_s
+        return self._edges[1] - self.window_t0_s
+
+    @property
+    def head_j(self) -> float:
+        """The sample buffer's energy from the work's start to an in-work start step, J (0: none).
+
+        The sample interval that holds the work's start is split with the power of the sample
+        before it (the lead-in's), not pro rata: from idle, the share before the start drew
+        idle power. Within a run of calls both are the same.
+        """
+        if not self.in_work:
+            return 0.0
+        t0, t_a = self.work_t0_s, self._edges[0]
+        before = [s for s in self.samples if s.t_s <= t0]
+        after = [s for s in self.samples if s.t_s > t0]
+        if not before or not after or self.samples[-1].t_s < t_a:
+            return math.nan
+        prev, first = before[-1], after[0]
+        first_j = first.power_w * (first.t_s - prev.t_s) - prev.power_w * (t0 - prev.t_s)
+        if t_a <= first.t_s:
+            return first_j * (t_a - t0) / (first.t_s - t0)
+        return first_j + integrate_samples_j(self.samples, first.t_s, t_a)
 
     @property
     def energy_j(self) -> float:
         """Gross energy over the window, J (nan if the counter went backwards)."""
         if self.method == "samples":
             try:
-                return integrate_samples_j(
-                    self.samples, self.work_t0_s - self.profile.sample_lead_s, self.work_t1_s + self.tail_s
-                )
+                return integrate_samples_j(self.samples, self.window_t0_s, self.work_t1_s + self.tail_s)
             except ValueError:
                 return math.nan
         _, _, e_a, e_b, _, _ = self._edges
-        return (e_b - e_a) / 1e3 if e_b >= e_a else math.nan
+        return (e_b - e_a) / 1e3 + self.head_j if e_b >= e_a else math.nan
 
     @property
     def idle_w(self) -> float:
@@ -131,51 +186,113 @@ class Measurement:
         return self.above_idle_j * 1e3 / self.calls - self.control_mj if self.calls else math.nan
 
     @property
-    def err_j(self) -> float:
-        """Bound on ``above_idle_j`` as the calls' cost, J: reading plus board state."""
-        return self.reading_err_j + self.state_err_j
-
-    @property
     def work_s(self) -> float:
         """The work's own duration (entry returned to exit's sync returned), s."""
         return self.work_t1_s - self.work_t0_s
 
+    # -- the board's state -------------------------------------------------------
+    @property
+    def work_w(self) -> float:
+        """The work's mean power above idle, W (0 when unknown)."""
+        work_w = self.above_idle_j / self.work_s if self.work_s > 0 else 0.0
+        return work_w if math.isfinite(work_w) else 0.0
+
     @property
     def lead_w(self) -> float:
-        """Mean sampled power over the ``self.model.lead_s`` before the window's first read, W (nan: none)."""
-        t = self.start.t0_s[0] if len(self.start) else self.work_t0_s
+        """Mean sampled power over the model's ``lead_s`` before the window's first read, W (nan: none)."""
+        t = self.work_t0_s if self.in_work or not len(self.start) else self.start.t0_s[0]
         lead = [s.power_w for s in self.samples if t - self.model.lead_s <= s.t_s < t]
         return statistics.fmean(lead) if lead else math.nan
 
     @property
     def cold(self) -> bool:
-        """True when the window started from idle: its lead-in drew under half the work's power.
+        """True when the window started from idle (a lead-in under the model's share of the work's power).
 
         Unknown lead-ins (no samples) count as cold: the bound then errs wide.
         """
-        work_w = self.above_idle_j / self.work_s if self.work_s > 0 else 0.0
-        if not work_w > 0:
+        if not self.work_w > 0:
             return False
-        return not self.lead_w - self.idle.samples_w >= self.model.cold_lead_share * work_w
+        return not self.lead_w - self.idle.samples_w >= self.model.cold_lead_share * self.work_w
 
     @property
-    def model(self) -> errormodel.ErrorModel:
-        """The error model this Measurement's bound is derived with."""
-        return errormodel.model(self.model_version)
+    def gap_s(self) -> float:
+        """How long before the work's start the board last drew half the work's power above idle, s.
+
+        From the sample buffer (~20 ms resolution); the whole history before the start
+        when no sample that high is in it; nan when there is no sample before the start.
+        """
+        before = [s for s in self.samples if s.t_s < self.work_t0_s]
+        if not before:
+            return math.nan
+        busy = [s.t_s for s in before if s.power_w - self.idle.samples_w >= 0.5 * self.work_w]
+        return self.work_t0_s - (busy[-1] if busy else before[0].t_s)
+
+    @property
+    def transient(self) -> bool:
+        """True when the window started cold or after a pause (its calls may cost more or less)."""
+        if self.model_version < 2:
+            return self.cold
+        return self.cold or self.gap_s > self.model.pause_gap_s
+
+    @property
+    def limited(self) -> bool:
+        """True when the board reported a limiting clock-event reason (power cap, thermal) at an edge."""
+        return any(s.limited for s in self.states)
+
+    @property
+    def state_changes(self) -> tuple[str, ...]:
+        """What changed in the board's state between the first and last edge (notes, not faults)."""
+        if len(self.states) < 2:
+            return ()
+        first, last = self.states[0], self.states[-1]
+        notes = []
+        if first.limited != last.limited or (first.limited and first.reasons != last.reasons):
+            notes.append(
+                f"clock-event reasons changed: {'+'.join(first.reasons) or 'none'} -> "
+                f"{'+'.join(last.reasons) or 'none'}"
+            )
+        if first.sm_clock_mhz > 0 and abs(last.sm_clock_mhz / first.sm_clock_mhz - 1) > CLOCK_MOVE_REL:
+            notes.append(f"SM clock moved {first.sm_clock_mhz:.0f} -> {last.sm_clock_mhz:.0f} MHz")
+        if abs(last.temperature_c - first.temperature_c) >= 2:
+            notes.append(f"temperature moved {first.temperature_c:.0f} -> {last.temperature_c:.0f} °C")
+        return tuple(notes)
+
+    # -- sub-windows ---------------------------------------------------------------
+    @property
+    def subwindow_mj(self) -> tuple[float, ...]:
+        """Per-call energy above idle (less the control) of each sub-window between in-work steps, mJ."""
+        return spread.subwindow_mj(self)
+
+    @property
+    def drift(self) -> spread.Drift | None:
+        """A linear trend of the sub-windows' per-call energy over time (None under four sub-windows)."""
+        return spread.drift(self)
+
+    # -- the bound ---------------------------------------------------------------
+    @property
+    def err_j(self) -> float:
+        """Bound on ``above_idle_j`` as the calls' cost, J: reading plus board state."""
+        return self.reading_err_j + self.state_err_j
 
     @property
     def state_err_j(self) -> float:
         """Bound on how far this window's calls may cost from the same calls in steady state, J.
 
-        The model's ``state_rel`` of the energy above idle, plus for a cold window its
-        ``cold_rel`` of the energy above idle of the first ``cold_ramp_s`` (the clocks' ramp).
+        The sub-windows' Student-t interval (their spread beyond what their edges explain)
+        plus the model's floor where there are enough of them, else the model's
+        ``state_rel``, plus ``limited_rel`` on a limited board; and for a transient window
+        ``transient_rel`` of the energy above idle of its first ``transient_s``.
         """
-        above = abs(self.above_idle_j)
+        above, m = abs(self.above_idle_j), self.model
         if not math.isfinite(above):
             return math.nan
-        term = self.model.state_rel * above
-        if self.cold and self.work_s > 0:
-            term += self.model.cold_rel * above * min(1.0, self.model.cold_ramp_s / self.work_s)
+        halfwidth_mj = spread.state_halfwidth_mj(self)
+        if halfwidth_mj is not None:
+            term = halfwidth_mj * self.calls / 1e3 + m.state_floor_rel * above
+        else:
+            term = m.state_rel * above + (m.limited_rel * above if self.limited else 0.0)
+        if self.transient and self.work_s > 0:
+            term += m.transient_rel * above * min(1.0, m.transient_s / self.work_s)
         return term
 
     @property
@@ -184,13 +301,35 @@ class Measurement:
         idle_term = self.idle.err_w * self.window_s
         if self.method == "samples":
             return idle_term + self._sampling_err_j() + self.profile.samples_vs_counter * abs(self.energy_j)
-        _, _, _, _, hw_a, hw_b = self._edges
-        # edges: the energy between steps is exact; the time is known to hw each side,
-        # and it is idle time (plain edges: the work's power for up to a period)
-        edge_power = self.idle_w if self.method == "aligned" and not self.problems else self.power_w
-        # the end edge's polling draws a little power inside the window (the meter's cost)
-        polling = self.profile.polling_artefact_w * self._span.polled_s if len(self.end) else 0.0
-        return idle_term + edge_power * (hw_a + hw_b) + polling + 2e-3
+        _, t_b, _, _, hw_a, hw_b = self._edges
+        # edges: the energy between steps is exact; the time is known to hw each side. An
+        # edge polled at idle misplaces idle power; one inside the work, the work's power
+        # (plain edges: the work's power for up to a period)
+        edge_w = self.idle_w if self.method == "aligned" and not self.problems else self.power_w
+        start_w = self._power_near(self._edges[0]) if self.in_work else edge_w
+        # the end edge's polling (and an in-work start edge's) draws a little power inside the window
+        polled_s = self._span.polled_s if len(self.end) else 0.0
+        if self.in_work:
+            polled_s += max(0.0, min(self.start.t1_s[-1], t_b) - self.work_t0_s)
+        polling = self.profile.polling_artefact_w * polled_s
+        return idle_term + start_w * hw_a + edge_w * hw_b + polling + self._head_err_j() + 2e-3
+
+    def _power_near(self, t_s: float) -> float:
+        """The highest sampled power within a sample spacing of ``t_s``, W."""
+        near = [s.power_w for s in self.samples if abs(s.t_s - t_s) <= 1.5 * self.profile.sample_spacing_s]
+        return max(near) if near else self.power_w
+
+    def _head_err_j(self) -> float:
+        """The head's integral: the samples' calibration, and where the power changes at the work's start."""
+        if not self.in_work:
+            return 0.0
+        spacing = self.profile.sample_spacing_s
+        near = [s.power_w for s in self.samples if abs(s.t_s - self.work_t0_s) <= 1.5 * spacing]
+        jump_w = (max(near) - min(near)) if near else self.power_w
+        # where the power changes inside the sample interval that holds the start: the work
+        # begins at the entry's return, known to the samples' time mapping, not to a spacing;
+        # a quarter spacing is the allowance (checked by bench/window_accuracy.py on cold windows)
+        return self.profile.samples_vs_counter * abs(self.head_j) + 0.25 * spacing * jump_w
 
     def _sampling_err_j(self) -> float:
         """Samples ~20 ms apart place a rise or fall only to within half a spacing.
@@ -226,11 +365,21 @@ class Measurement:
             return "; ".join(self.problems)
         if not self.calls:
             return "no calls were declared (w.call() or calls=)"
+        if self.model_version >= 2 and not self.work_s > 0:
+            return (
+                "no time passed on the board's clock inside the window (on a simulated board the "
+                "work must spend virtual time, e.g. board.clock.sleep(s))"
+            )
         if not math.isfinite(self.energy_j):
             return (
                 "the sample buffer does not cover the window"
-                if self.method == "samples"
-                else ("the energy counter went backwards inside the window")
+                if self.method == "samples" or not math.isfinite(self.head_j)
+                else "the energy counter went backwards inside the window"
+            )
+        if self.model_version >= 2 and self.above_idle_j < -self.err_j:
+            return (
+                f"energy above idle {self.above_idle_j:.3f} J is below minus its bound: the idle "
+                f"baseline ({self.idle_w:.1f} W, {self.idle.source}) is above what the window drew"
             )
         rel = abs(self.per_call_mj_err / self.per_call_mj) if self.per_call_mj else math.inf
         if self.max_rel_err is not None and rel > self.max_rel_err:
@@ -247,12 +396,51 @@ class Measurement:
             f"{self.per_call_mj:,.1f} ± {self.per_call_mj_err:,.1f} mJ/call above idle "
             f"({self.calls} calls, {self.window_s:.2f} s, {self.device.short}"
         )
-        text += f", {self.method})" if self.method != "aligned" else ")"
+        if self.method != "aligned":
+            text += f", {self.method}"
+        if self.transient:
+            text += f", transient: gap {self.gap_s:.2f} s" if self.gap_s > 0 else ", transient: cold"
+        if self.limited:
+            text += ", " + "+".join(r for s in self.states[:1] for r in s.reasons)
+        text += ")"
+        notes = [*self.state_changes]
+        drift = self.drift
+        if drift is not None and drift.significant:
+            notes.append(repr(drift))
+        if notes:
+            text += " [" + "; ".join(notes) + "]"
         return text if self.reliable else f"{text} NOT RELIABLE: {self.reason}"
 
+    def derived(self) -> dict:
+        """The derived figures, for JSON (model 1's set for records made with it)."""
+        figures = {
+            "window_s": self.window_s,
+            "energy_j": self.energy_j,
+            "above_idle_j": self.above_idle_j,
+            "per_call_mj": self.per_call_mj,
+            "per_call_mj_err": self.per_call_mj_err,
+            "reading_err_j": self.reading_err_j,
+            "state_err_j": self.state_err_j,
+            "cold": self.cold,
+            "reliable": self.reliable,
+            "reason": self.reason,
+        }
+        if self.model_version >= 2:
+            drift = self.drift
+            figures |= {
+                "transient": self.transient,
+                "gap_s": self.gap_s,
+                "limited": self.limited,
+                "state_changes": list(self.state_changes),
+                "subwindow_mj": list(self.subwindow_mj),
+                "drift": None if drift is None else drift.to_dict(),
+            }
+        return figures
+
     def to_dict(self) -> dict:
-        """JSON form: raw readings and the derived figures."""
+        """JSON form (``schema_version`` 2): raw readings and the derived figures."""
         return {
+            "schema_version": SCHEMA_VERSION,
             "device": self.device.to_dict(),
             "method": self.method,
             "calls": self.calls,
@@ -272,29 +460,33 @@ class Measurement:
             "max_rel_err": self.max_rel_err,
             "problems": list(self.problems),
             "tail_s": self.tail_s,
-            "derived": {
-                "window_s": self.window_s,
-                "energy_j": self.energy_j,
-                "above_idle_j": self.above_idle_j,
-                "per_call_mj": self.per_call_mj,
-                "per_call_mj_err": self.per_call_mj_err,
-                "reading_err_j": self.reading_err_j,
-                "state_err_j": self.state_err_j,
-                "cold": self.cold,
-                "reliable": self.reliable,
-                "reason": self.reason,
-            },
+            "profile": self.profile.to_dict(),
+            "model_version": self.model_version,
+            "inner": [c.to_dict() for c in self.inner],
+            "states": [s.to_dict() for s in self.states],
+            "derived": self.derived(),
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> Measurement:
-        """Rebuild from :meth:`to_dict` (derived figures are recomputed, not read)."""
+        """Rebuild from :meth:`to_dict` of any listed version (derived figures are recomputed).
+
+        Raises:
+            RecordError: an unknown ``schema_version`` or error model.
+
+        """
+        version = d.get("schema_version", 1)  # version 1 had no key: its absence is version 1
+        if version == 1:
+            d = _upgrade_v1(d)
+        elif version != SCHEMA_VERSION:
+            raise errors.RecordError(f"a Measurement of schema_version {version!r} (this nvmeter reads 1-2)")
         idle = IdleBaseline(
             d["idle"]["power_w"],
             d["idle"]["err_w"],
             d["idle"]["source"],
             d["idle"]["samples_power_w"] if d["idle"]["samples_power_w"] is not None else math.nan,
         )
+        errormodel.model(d["model_version"])  # an unknown model fails here, by name
         return cls(
             BoardIdentity.from_dict(d["device"]),
             d["method"],
@@ -307,11 +499,32 @@ class Measurement:
             idle,
             d["control_mj"],
             d["control_err_mj"],
-            d.get("max_rel_err"),  # records before it was stored: no limit
+            d["max_rel_err"],
             tuple(d["problems"]),
-            d.get("tail_s", H200_V1.tail_s),  # records before it was stored used the default
+            d["tail_s"],
+            BoardProfile.from_dict(d["profile"]),
+            d["model_version"],
+            tuple(CounterSeries.from_dict(c) for c in d["inner"]),
+            tuple(BoardState.from_dict(s) for s in d["states"]),
         )
 
     def with_method(self, method: str) -> Measurement:
         """The same readings, read another way (``aligned`` readings also hold samples)."""
         return replace(self, method=method)
+
+
+def _upgrade_v1(d: dict) -> dict:
+    """A version-1 dict as version 2: nvmeter 0.1's H200 figures and error model 1.
+
+    Version 1 stored ``max_rel_err`` and ``tail_s`` only from its later records; the earlier
+    ones were made with no accepted bound and the 0.06 s tail, which is what they read as.
+    """
+    return {
+        **d,
+        "max_rel_err": d.get("max_rel_err"),
+        "tail_s": d.get("tail_s", H200_V1.tail_s),
+        "profile": H200_V1.to_dict(),
+        "model_version": 1,
+        "inner": [],
+        "states": [],
+    }

@@ -2,36 +2,38 @@
 
 Three readings of one window (``method``):
 
-* ``"aligned"`` (the default, ``"auto"``): at entry, poll the
-  counter until it steps, then let the work run; at exit, synchronise, wait
-  ``tail_s`` for the power to come down, and poll until the next step. The energy
-  between two steps is what the counter says; the only timing uncertainty is the two
-  reads around each step, where the board idles.
+* ``"aligned"`` (the default, ``"auto"``): at entry, synchronise and let the work run
+  while a poller finds the counter's next step inside the work; the sample buffer covers
+  the work from its start to that step. At exit, synchronise, wait ``tail_s`` for the
+  power to come down, and poll until the next step. Between two steps the energy is what
+  the counter says; the board is never idled at entry, so a window inside a run of calls
+  stays warm (a pause at entry restarts a power-capped board's overshoot).
 * ``"samples"``: integrate the driver's ~20 ms power samples over the work and its
   tail. On the H200 it read single ~19 ms calls to a median 2.8% but up to 23%,
-  where aligned edges (which bracket the call at idle) erred by up to 12%
-  (results/window-accuracy-h200.json), so it is a cross-check, not the default.
+  where aligned edges erred by up to 12% (results/window-accuracy-h200.json), so it is a
+  cross-check, not the default.
 * ``"plain"``: read the counter once at each edge, as most tools do; kept for
   comparison, with the bound that deserves (a period of power at each edge).
 
-Between the edges nvmeter reads only the sample buffer, at most once a second and
-only from ``w.call()`` and the exit, so its ~2.4 s history never rolls over
-unnoticed and no thread competes with the caller.
-
-Constants below come from results/probe-h200.json unless said otherwise.
+Between the edges nvmeter reads only the sample buffer, at most once per the profile's
+``sample_every_s`` and only from ``w.call()``, ``w.mark()`` and the exit, so its history
+never rolls over unnoticed. Every telemetry figure comes from the board's profile
+(:mod:`nvmeter.boards.profile`).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from pathlib import Path
 
 from nvmeter import errors
 from nvmeter.boards.factory import open_board
-from nvmeter.boards.profile import BoardProfile, default_profile
+from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, PowerSample
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, merge_samples
 from nvmeter.meter.span import aligned_edge
@@ -39,12 +41,31 @@ from nvmeter.meter.sync import Sync, resolve
 
 METHODS = ("auto", "aligned", "samples", "plain")
 
-
 _EMPTY = CounterSeries((), (), ())
+# A board is quiet at entry when its samples over the last QUIET_S read within
+# max(QUIET_MARGIN_W, QUIET_MARGIN_REL x idle) of idle: the sample noise is ~0.3 W at idle and
+# any work lifts an H200 by tens of watts (results/probe-h200.json: idle samples' SD 0.30 W;
+# a context alone adds 42 W). 0.1 s holds five samples.
+QUIET_S = 0.1
+QUIET_MARGIN_W = 10.0
+QUIET_MARGIN_REL = 0.05
+
+
+def _finite(value, name: str, *, minimum: float = -math.inf) -> float:
+    """``value`` as a float, or UsageError naming it."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not minimum <= float(value) < math.inf
+    ):
+        raise errors.UsageError(f"{name} must be a finite number >= {minimum:g}, not {value!r}")
+    return float(value)
 
 
 class EnergyWindow:
     """Meter a block of code: ``with EnergyWindow(...) as w: ...; w.call()``.
+
+    Each window is entered once; make a new one for each block.
 
     Args:
         device: CUDA index or ``GPU-…`` UUID (default 0), or a :class:`Board`.
@@ -55,17 +76,19 @@ class EnergyWindow:
             torch when it is in use.
         method: ``"auto"``, ``"aligned"``, ``"samples"`` or ``"plain"``.
         calls: Calls the block will make (else count them with :meth:`call`).
-        control_mj, control_err_mj: Per-call round-trip cost to subtract, mJ.
+        control_mj, control_err_mj: Per-call round-trip cost to subtract and its bound, mJ.
         max_rel_err: Relative bound above which the result is marked not reliable.
         tail_s: Wait after the work before the end edge, s (default: the profile's).
-        profile: The board's telemetry figures (default: its family's, :mod:`nvmeter.boards.profile`).
+        profile: A :class:`BoardProfile`, a probe or profile file of this board, or None for
+            the one ``nvmeter probe`` cached for this board, else its family's defaults.
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged).
 
     Raises:
-        UsageError: bad arguments. TelemetryError: NVML failed at an edge.
-        RecordError: an idle probe file of another board or schema.
+        UsageError: bad arguments, or the window used out of order. TelemetryError: NVML
+            failed at an edge (naming the board). RecordError: an idle or profile file of
+            another board or schema.
     """
 
     def __init__(
@@ -80,45 +103,87 @@ class EnergyWindow:
         control_err_mj: float = 0.0,
         max_rel_err: float | None = None,
         tail_s: float | None = None,
-        profile: BoardProfile | None = None,
+        profile: BoardProfile | str | Path | None = None,
     ) -> None:
         if method not in METHODS:
             raise errors.UsageError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
-        if calls is not None and (not isinstance(calls, int) or calls < 0):
+        if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
             raise errors.UsageError(f"calls must be a whole number >= 0, not {calls!r}")
-        if max_rel_err is not None and not max_rel_err > 0:
+        if max_rel_err is not None and _finite(max_rel_err, "max_rel_err") <= 0:
             raise errors.UsageError(f"max_rel_err must be > 0, not {max_rel_err!r}")
-        if tail_s is not None and not tail_s >= 0:
-            raise errors.UsageError(f"tail_s must be >= 0 s, not {tail_s!r}")
+        self._control = (
+            _finite(control_mj, "control_mj"),
+            _finite(control_err_mj, "control_err_mj", minimum=0),
+        )
         self.board = open_board(device)
-        self.profile = profile or default_profile(self.board.identity().name)
         self.clock = self.board.clock
+        self.profile = resolve_profile(profile, self.board.identity())
+        self._tail_s = self.profile.tail_s if tail_s is None else _finite(tail_s, "tail_s", minimum=0)
         self._sync, self.sync_name = resolve(sync)
         self._idle_spec = idle
         self.method = method
         self._calls = calls
         self._counted = 0
-        self._control = (float(control_mj), float(control_err_mj))
         self._max_rel_err = max_rel_err
-        self._tail_s = self.profile.tail_s if tail_s is None else tail_s
         self._reads: list[tuple[PowerSample, ...]] = []
         self._last_read_s = -math.inf
+        self._states: list = []
+        self._inner: list[StepPoll] = []
+        self._phase = "new"
         self.result: Measurement | None = None
 
     # -- the block -------------------------------------------------------------
     def __enter__(self) -> EnergyWindow:
-        self._sync()
-        self._idle_before = self._baseline_before()
-        self._start = self._edge()
-        self._read_samples()
-        self._t0 = self.clock.now()
+        if self._phase != "new":
+            raise errors.UsageError("this EnergyWindow was entered already: make a new one for each window")
+        self._phase = "open"
+        try:
+            self._sync()
+            self._idle_before = self._baseline_before()
+            self._read_samples()  # the lead-in: what the board did just before the work
+            self._states.append(self.board.state())
+            self._start = self._start_edge()
+            self._t0 = self.clock.now()
+        except BaseException:
+            self._phase = "failed"
+            raise
         return self
 
     def call(self, n: int = 1) -> None:
-        """Declare ``n`` more calls; reads the sample buffer if a second has passed."""
+        """Declare ``n`` more calls; reads the sample buffer when its interval has passed.
+
+        Raises:
+            UsageError: outside the ``with`` block, or ``n`` not a whole number >= 1.
+        """
+        self._require_open("w.call()")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise errors.UsageError(f"w.call(n) takes a whole number of calls >= 1, not {n!r}")
         self._counted += n
         if self.clock.now() - self._last_read_s >= self.profile.sample_every_s:
             self._read_samples()
+
+    def mark(self) -> None:
+        """Start a sub-window here: a poller finds the counter's next step inside the work.
+
+        ``measure()`` marks its uninterrupted run every ``min_window_s``; the spread of the
+        sub-windows between those steps is the bound's state part.
+        """
+        self._require_open("w.mark()")
+        self._inner.append(poll_in_background(self.board, self.profile.edge_timeout_s))
+        self._states.append(self.board.state())
+        if self.clock.now() - self._last_read_s >= self.profile.sample_every_s:
+            self._read_samples()
+
+    def inner_steps(self) -> list[tuple[float, float, float]]:
+        """(time s, counter mJ, half-width s) of the in-work steps found so far (finished polls only)."""
+        found = []
+        polls = self._inner if isinstance(self._start, CounterSeries) else [self._start, *self._inner]
+        for poll in polls:
+            reads = poll.result() if poll.done() else None
+            if reads is not None and len(reads.steps):
+                steps = reads.steps
+                found.append((float(steps.t_s[0]), float(steps.energy_mj[0]), float(steps.half_width_s[0])))
+        return found
 
     def estimate(self) -> dict:
         """A running estimate while the window is open: samples so far, W and J."""
@@ -132,18 +197,48 @@ class EnergyWindow:
         return {"window_s": now - self._t0, "energy_j": energy, "power_w": energy / max(now - self._t0, 1e-9)}
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        if self._phase != "open":
+            return
+        self._phase = "closed"
         if exc_type is not None:
             return  # the caller's exception propagates unchanged; no measurement
         self._sync()
         t1 = self.clock.now()
-        self.clock.sleep(self._tail_s)
+        self._states.append(self.board.state())
+        start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
+        inner = tuple(p.result() for p in self._inner)
+        self.clock.sleep(t1 + self._tail_s - self.clock.now())
         end = self._edge()
         # the sample covering the tail's end lands up to one spacing (~20 ms) later
-        self.clock.sleep(max(0.0, t1 + self._tail_s + 0.03 - self.clock.now()))
+        self.clock.sleep(t1 + self._tail_s + 1.5 * self.profile.sample_spacing_s - self.clock.now())
         self._read_samples()
-        self.result = self._build(t1, end)
+        self.result = self._build(t1, start, end, inner)
 
     # -- pieces ----------------------------------------------------------------
+    def _require_open(self, what: str) -> None:
+        if self._phase != "open":
+            raise errors.UsageError(f"{what} belongs inside `with EnergyWindow(...) as w:`, while it is open")
+
+    def _start_edge(self) -> StepPoll | CounterSeries:
+        """Aligned: a poll inside the work, or before it on a quiet board; plain: one read; samples: none.
+
+        A board that is already idle loses nothing by waiting for a step before the work,
+        and an edge at idle is placed at idle power, not the work's: cold windows and
+        single calls read far better so (results/window-accuracy-h200.json, singles).
+        """
+        if self.method in ("auto", "aligned") and not self._quiet():
+            return poll_in_background(self.board, self.profile.edge_timeout_s)
+        return self._edge()
+
+    def _quiet(self) -> bool:
+        """True when the last ``QUIET_S`` of samples read within ``QUIET_MARGIN`` of idle."""
+        idle = self._idle_before
+        idle_w = idle.samples_w if isinstance(idle, IdleBaseline) else idle.samples_power_w
+        now = self.clock.now()
+        recent = [s.power_w for s in self._reads[-1] if s.t_s >= now - QUIET_S]
+        margin_w = max(QUIET_MARGIN_W, QUIET_MARGIN_REL * idle_w)
+        return bool(recent) and math.isfinite(idle_w) and max(recent) <= idle_w + margin_w
+
     def _edge(self) -> CounterSeries:
         """The reads at one edge: until a step (aligned), one read (plain), none (samples)."""
         if self.method == "samples":
@@ -191,7 +286,7 @@ class EnergyWindow:
             problems.append("no counter step at an edge: the edge is known only to a period")
         return tuple(problems)
 
-    def _build(self, t1: float, end: CounterSeries) -> Measurement:
+    def _build(self, t1: float, start: CounterSeries, end: CounterSeries, inner) -> Measurement:
         calls = self._calls if self._calls is not None else self._counted
         method = "aligned" if self.method == "auto" else self.method
         return Measurement(
@@ -200,14 +295,16 @@ class EnergyWindow:
             calls=calls,
             work_t0_s=self._t0,
             work_t1_s=t1,
-            start=self._start,
+            start=start,
             end=end,
             samples=merge_samples(*self._reads),
             idle=self._baseline(),
             control_mj=self._control[0],
             control_err_mj=self._control[1],
             max_rel_err=self._max_rel_err,
-            problems=self._problems(self._start, end, method),
+            problems=self._problems(start, end, method),
             tail_s=self._tail_s,
             profile=self.profile,
+            inner=inner,
+            states=tuple(self._states),
         )

@@ -1,0 +1,136 @@
+"""The sub-windows of one uninterrupted run: their per-call energies, Student-t interval and drift.
+
+``measure()`` marks counter steps inside one run of calls; between consecutive steps lies a
+sub-window whose energy the counter gives exactly. Their spread says how much the same
+calls' cost moves from window to window on this board and this work, so the bound's state
+part is measured, not assumed (scipy.stats: the t quantile and the linear trend).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nvmeter.meter.errormodel import ErrorModel
+    from nvmeter.meter.measurement import Measurement
+
+# A trend counts as drift when its p-value is below this and it moves the per-call energy
+# across the run by more than the interval's half-width.
+DRIFT_P = 0.01
+
+
+def boundaries(m: Measurement) -> list[tuple[float, float, float]]:
+    """(time s, counter mJ, half-width s) of each in-work step: the start step and each inner step."""
+    edges = [m.start, *m.inner] if m.in_work else list(m.inner)
+    found = [
+        (float(s.steps.t_s[0]), float(s.steps.energy_mj[0]), float(s.steps.half_width_s[0]))
+        for s in edges
+        if len(s) and len(s.steps)
+    ]
+    inside = sorted(b for b in found if m.work_t0_s < b[0] < m.work_t1_s)
+    # keep only a rising series: a reset or a backwards counter is the window's problem, not a spread
+    return [b for i, b in enumerate(inside) if i == 0 or b[1] >= inside[i - 1][1]]
+
+
+def _subwindows(m: Measurement) -> list[tuple[float, float]]:
+    """(per-call mJ, its variance from the two edges' placement, mJ²) of each sub-window."""
+    if not m.calls or not m.work_s > 0:
+        return []
+    mj_per_w = m.work_s / m.calls * 1e3
+    found = []
+    for (t_a, e_a, hw_a), (t_b, e_b, hw_b) in itertools.pairwise(boundaries(m)):
+        if t_b > t_a:
+            power_w = (e_b - e_a) / 1e3 / (t_b - t_a)
+            # a step known to +-hw (uniform) moves the sub-window's length by hw²/3 in variance
+            edge_var = (mj_per_w * power_w / (t_b - t_a)) ** 2 * (hw_a**2 + hw_b**2) / 3
+            found.append(((power_w - m.idle_w) * mj_per_w - m.control_mj, edge_var))
+    return found
+
+
+def subwindow_mj(m: Measurement) -> tuple[float, ...]:
+    """Per-call energy above idle, less the control, of each sub-window, mJ, shape (k,)."""
+    return tuple(value for value, _ in _subwindows(m))
+
+
+def state_halfwidth_mj(m: Measurement) -> float | None:
+    """Half-width of the Student-t interval of the run's per-call energy from its sub-windows, mJ.
+
+    The sub-windows' variance less what their edges' placement explains (the middle edges'
+    errors cancel in the run's total, so they are no state of the board), over the number
+    of sub-windows, at the model's confidence. None with fewer than ``min_subwindows``.
+    """
+    found = _subwindows(m)
+    return halfwidth_mj([v for v, _ in found], [e for _, e in found], m.model)
+
+
+def halfwidth_mj(values: list[float], edge_vars: list[float], model: ErrorModel) -> float | None:
+    """Student-t half-width of the mean of ``values`` beyond their edge variance, mJ (None: too few)."""
+    k = len(values)
+    if k < model.min_subwindows:
+        return None
+    from scipy import stats
+
+    state_var = max(0.0, statistics.variance(values) - statistics.fmean(edge_vars))
+    quantile = float(stats.t.ppf(0.5 + model.confidence / 2, k - 1))
+    return quantile * math.sqrt(state_var / k)
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A linear trend of the sub-windows' per-call energy.
+
+    Attributes:
+        rel_per_s: Change per second, share of the mean per-call energy.
+        p_value: Two-sided p-value of the slope (scipy.stats.linregress).
+        across_rel: The trend's change across the run, share of the mean.
+        halfwidth_rel: The Student-t half-width, share of the mean (nan with too few sub-windows).
+        temperature_c: The board's temperature at the first and last edge, °C (nan: unknown).
+    """
+
+    rel_per_s: float
+    p_value: float
+    across_rel: float
+    halfwidth_rel: float
+    temperature_c: tuple[float, float]
+
+    @property
+    def significant(self) -> bool:
+        """True when the trend is both unlikely by chance and larger than the interval."""
+        return self.p_value < DRIFT_P and abs(self.across_rel) > self.halfwidth_rel
+
+    def __repr__(self) -> str:
+        t0, t1 = self.temperature_c
+        temps = f", {t0:.0f} -> {t1:.0f} °C" if math.isfinite(t0) and math.isfinite(t1) else ""
+        return f"drift {self.rel_per_s:+.2%}/s ({self.across_rel:+.2%} across, p={self.p_value:.2g}{temps})"
+
+    def to_dict(self) -> dict:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+
+def drift(m: Measurement) -> Drift | None:
+    """The sub-windows' linear trend over time (None under four sub-windows or a zero mean)."""
+    values = subwindow_mj(m)
+    if len(values) < 4:
+        return None
+    mean = statistics.fmean(values)
+    if not mean:
+        return None
+    from scipy import stats
+
+    edges = boundaries(m)
+    mids = [(a[0] + b[0]) / 2 for a, b in itertools.pairwise(edges) if b[0] > a[0]][: len(values)]
+    fit = stats.linregress(mids, values)
+    halfwidth = state_halfwidth_mj(m)
+    temps = (m.states[0].temperature_c, m.states[-1].temperature_c) if m.states else (math.nan, math.nan)
+    return Drift(
+        rel_per_s=float(fit.slope / mean),
+        p_value=float(fit.pvalue),
+        across_rel=float(fit.slope * (mids[-1] - mids[0]) / mean),
+        halfwidth_rel=abs(halfwidth / mean) if halfwidth is not None else math.nan,
+        temperature_c=temps,
+    )
