@@ -338,7 +338,7 @@ def fit(path: Path) -> dict:
     from nvmeter.meter.errormodel import model
     from nvmeter.meter.measurement import Measurement
 
-    COLD_RAMP_S = model(1).cold_ramp_s
+    COLD_RAMP_S = model(1).transient_s
 
     rec = json.loads(path.read_text())
     ref_mj = float(np.mean([Measurement.from_dict(r["raw"]).per_call_mj for r in rec["references"]]))

@@ -32,6 +32,10 @@ class BoardProfile:
         samples_vs_counter: Relative disagreement of the sample buffer's integral with the
             counter over seconds (a bound, not a correction).
         sample_every_s: Read the sample buffer at least this often, s (its history is longer).
+        power_lag_s: How long the board's power (as its sensors report it) trails the work,
+            s: a window that starts inside a run of calls still holds this much of the
+            previous calls' power, which the meter takes off.
+        power_lag_err_s: The bound on that lag, s.
 
     """
 
@@ -44,6 +48,8 @@ class BoardProfile:
     sample_lead_s: float
     samples_vs_counter: float
     sample_every_s: float
+    power_lag_s: float
+    power_lag_err_s: float
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -89,6 +95,9 @@ H200_V1 = BoardProfile(
     sample_lead_s=0.02,
     samples_vs_counter=0.001,
     sample_every_s=1.0,
+    # (never used by version-1 records: their edges were polled before the work)
+    power_lag_s=0.010,
+    power_lag_err_s=0.003,
 )
 
 
@@ -107,6 +116,10 @@ HOPPER = BoardProfile(
     sample_lead_s=0.02,
     samples_vs_counter=0.002,
     sample_every_s=1.0,
+    # the counter's fitted step delay: rise 10 ms, fall 11 ms (results/probe-h200.json, step);
+    # its bound covers that spread and a read's ~3 ms bracket
+    power_lag_s=0.0105,
+    power_lag_err_s=0.004,
 )
 AMPERE = HOPPER.with_(
     source="defaults:Ampere (wider than the public A100 probe, docs/facts.md)",
@@ -121,6 +134,7 @@ GENERIC = HOPPER.with_(
     tail_s=0.1,
     sample_spacing_s=0.05,
     samples_vs_counter=0.01,
+    power_lag_err_s=0.0105,
 )
 _FAMILIES = (("H200", HOPPER), ("H100", HOPPER), ("GH200", HOPPER), ("A100", AMPERE))
 KIND = "profile"

@@ -163,7 +163,23 @@ class Measurement:
             except ValueError:
                 return math.nan
         _, _, e_a, e_b, _, _ = self._edges
-        return (e_b - e_a) / 1e3 + self.head_j if e_b >= e_a else math.nan
+        return (e_b - e_a) / 1e3 + self.head_j - self.lag_j if e_b >= e_a else math.nan
+
+    @property
+    def lead_above_w(self) -> float:
+        """The power above idle of the last sample before the work's start, W (0 if none)."""
+        before = [s for s in self.samples if s.t_s <= self.work_t0_s]
+        return max(0.0, before[-1].power_w - self.idle.samples_w) if before else 0.0
+
+    @property
+    def lag_j(self) -> float:
+        """The previous calls' power still in the window's first ``power_lag_s``, J (0: edge at idle).
+
+        A window that starts inside a run of calls holds the trailing power of the call
+        before it, and its own calls' trailing power falls in its tail: left in, a 0.5 s
+        window would read ~2% high (10 ms of 20). Taken off at the lead-in's power.
+        """
+        return self.lead_above_w * self.profile.power_lag_s if self.in_work else 0.0
 
     @property
     def idle_w(self) -> float:
@@ -329,7 +345,8 @@ class Measurement:
         # where the power changes inside the sample interval that holds the start: the work
         # begins at the entry's return, known to the samples' time mapping, not to a spacing;
         # a quarter spacing is the allowance (checked by bench/window_accuracy.py on cold windows)
-        return self.profile.samples_vs_counter * abs(self.head_j) + 0.25 * spacing * jump_w
+        lag_err_j = self.lead_above_w * self.profile.power_lag_err_s
+        return self.profile.samples_vs_counter * abs(self.head_j) + 0.25 * spacing * jump_w + lag_err_j
 
     def _sampling_err_j(self) -> float:
         """Samples ~20 ms apart place a rise or fall only to within half a spacing.

@@ -239,9 +239,10 @@ def _window(
             ctx["out"],
         )
         while not reply.wait(_POLL_S):  # returns as soon as the worker's reply is in
-            w.call(0)  # keeps the sample buffer's history read
+            w.tick()  # keeps the sample buffer's history read
         result = reply.result()
-        w.call(len(result["ms"]))
+        if result["ms"]:
+            w.call(len(result["ms"]))
     block = Block(kind, result["t0_s"], result["t1_s"], tuple(result["ms"]), plan.window_draws)
     return w.result, block
 

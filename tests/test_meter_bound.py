@@ -1,0 +1,252 @@
+"""The honest bound (error model 2) on the simulated board: edges inside the work, the board's
+state, transient windows, impossible readings, misuse, and measure()'s sub-windows."""
+
+import json
+import math
+
+import pytest
+
+from nvmeter import errors
+from nvmeter.boards import profile as profiles
+from nvmeter.boards.protocol import BoardIdentity, BoardState
+from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+from nvmeter.meter.adaptive import measure
+from nvmeter.meter.baseline import IdleBaseline
+from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.window import EnergyWindow
+
+LOAD_W = 550.0
+CALL_S = 0.04
+
+
+def make_board(**config) -> SimulatedBoard:
+    board = SimulatedBoard(SimConfig(seed=11, **config))
+    board.set_context(True)
+    board.clock.sleep(1.0)
+    return board
+
+
+def calls(board, seconds, load_w=LOAD_W, window=None):
+    """Back-to-back calls at ``load_w`` for ``seconds``, then the board idles (as after a sync)."""
+    end, n = board.clock.now() + seconds, 0
+    while board.clock.now() < end:
+        board.set_load(load_w)
+        board.clock.sleep(CALL_S)
+        n += 1
+        if window is not None:
+            window.call()
+    board.set_load(0.0)
+    return n
+
+
+def idle_of(board) -> IdleBaseline:
+    return IdleBaseline.given(board.config.idle_context_w, 0.2)
+
+
+def steady_mj(board, load_w=LOAD_W) -> float:
+    """The model's true per-call energy above idle in steady state."""
+    t0 = board.clock.now()
+    calls(board, 4.0, load_w)
+    t1 = board.clock.now()
+    n = round((t1 - t0) / CALL_S)
+    return (
+        (board.true_energy_j(t0 + 1.0, t1) - board.config.idle_context_w * (t1 - t0 - 1.0)) * 1e3 / (n - 25)
+    )
+
+
+# -- edges inside the work ------------------------------------------------------------
+def test_a_window_inside_a_run_starts_its_edge_inside_the_work_and_is_warm():
+    board = make_board()
+    calls(board, 2.0)
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        entered_s = board.clock.now()
+        calls(board, 1.0, window=w)
+    board.set_load(0.0)
+    m = w.result
+    assert m.in_work and not m.transient and m.gap_s < 0.05
+    assert entered_s - m.work_t0_s < 0.001  # entry did not wait for a counter step
+    assert m._edges[0] > m.work_t0_s and m.head_j > 0
+    truth = LOAD_W * CALL_S * 1e3
+    assert abs(m.per_call_mj - truth) <= m.per_call_mj_err
+    assert abs(m.per_call_mj / truth - 1) < 0.01
+
+
+def test_a_quiet_board_gets_its_start_edge_before_the_work():
+    board = make_board()
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        calls(board, 0.5, window=w)
+    board.set_load(0.0)
+    assert not w.result.in_work and w.result.cold and w.result.transient
+
+
+# -- transient and limited windows -------------------------------------------------------
+def test_a_window_after_a_pause_at_the_power_limit_is_transient_and_its_bound_covers_the_overshoot():
+    board = make_board(overshoot_rel=0.03, overshoot_tau_s=0.25)
+    load_w = 650.0  # 121 W idle + 650 W asks for more than the 700 W limit
+    steady = steady_mj(board, load_w)
+    calls(board, 2.0, load_w)
+    board.set_load(0.0)
+    board.clock.sleep(0.3)  # a pause: the limiter overshoots again
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        calls(board, 0.5, load_w, window=w)
+    board.set_load(0.0)
+    m = w.result
+    assert m.transient and m.gap_s == pytest.approx(0.3, abs=0.05)
+    assert m.limited and "sw_power_cap" in repr(m)
+    assert m.per_call_mj > steady * 1.005  # the calls really cost more right after the pause
+    assert abs(m.per_call_mj - steady) <= m.per_call_mj_err
+    assert m.reliable
+
+
+def test_the_board_state_is_read_at_the_edges_and_kept_raw():
+    board = make_board()
+    calls(board, 1.0)
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        calls(board, 1.0, window=w)
+    board.set_load(0.0)
+    m = w.result
+    assert len(m.states) == 2 and all(isinstance(s, BoardState) for s in m.states)
+    assert m.states[0].sm_clock_mhz == board.config.sm_boost_mhz and not m.limited
+    again = Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
+    assert again.states == m.states and again.to_dict()["derived"] == m.to_dict()["derived"]
+
+
+# -- impossible readings and misuse ----------------------------------------------------
+def test_an_idle_above_what_the_window_drew_is_not_reliable():
+    board = make_board()
+    with EnergyWindow(board, idle=IdleBaseline.given(400.0, 0.1), sync="none") as w:
+        calls(board, 0.5, load_w=50.0, window=w)
+    board.set_load(0.0)
+    assert not w.result.reliable and "below minus its bound" in w.result.reason
+
+
+def test_a_window_in_which_no_virtual_time_passed_is_not_reliable():
+    board = make_board()
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        w.call(3)  # a real time.sleep would not move the board's clock either
+    assert not w.result.reliable and "no time passed" in w.result.reason
+
+
+def test_a_window_is_entered_once():
+    board = make_board()
+    w = EnergyWindow(board, idle=idle_of(board), sync="none")
+    with pytest.raises(errors.UsageError, match="before|inside"):
+        w.call()
+    with w:
+        calls(board, 0.3, window=w)
+        with pytest.raises(errors.UsageError, match="entered already"), w:
+            pass
+    board.set_load(0.0)
+    with pytest.raises(errors.UsageError, match="entered already"), w:
+        pass
+    with pytest.raises(errors.UsageError, match="inside"):
+        w.call()
+
+
+@pytest.mark.parametrize("n", [-12, 0, 0.5, True, "3"])
+def test_call_counts_are_whole_and_positive(n):
+    board = make_board()
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        board.clock.sleep(0.1)
+        with pytest.raises(errors.UsageError, match="whole number"):
+            w.call(n)
+        w.call()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"calls": True},
+        {"calls": -1},
+        {"control_mj": float("nan")},
+        {"control_mj": "abc"},
+        {"control_err_mj": -1e6},
+        {"max_rel_err": float("inf")},
+        {"tail_s": -0.1},
+    ],
+)
+def test_bad_window_arguments_are_one_line_errors(kwargs):
+    with pytest.raises(errors.UsageError):
+        EnergyWindow(make_board(), sync="none", **kwargs)
+
+
+# -- measure(): sub-windows of one run -------------------------------------------------
+def call_on(board, load_w=LOAD_W):
+    def call():
+        board.set_load(load_w)
+        board.clock.sleep(CALL_S)
+        board.set_load(0.0)  # the call is over: the board idles until the next one starts
+
+    return call
+
+
+def test_measure_takes_its_state_term_from_its_own_sub_windows():
+    board = make_board()
+    m = measure(call_on(board), device=board, sync="none", target_rel_err=0.01)
+    assert m.reliable, m.reason
+    assert len(m.subwindow_mj) >= 3 and not m.transient
+    truth = LOAD_W * CALL_S * 1e3
+    assert abs(m.per_call_mj - truth) <= m.per_call_mj_err and abs(m.per_call_mj / truth - 1) < 0.01
+    assert m.state_err_j < m.model.state_rel * m.above_idle_j  # measured, narrower than the prior
+
+
+def test_measure_reports_drift_and_widens_its_bound_on_drifting_work():
+    board = make_board(drift_rel_per_s=0.004, drift_max_rel=0.5)
+    m = measure(call_on(board), device=board, sync="none", target_rel_err=0.002, max_window_s=8.0)
+    drift = m.drift
+    assert drift is not None and drift.significant and drift.rel_per_s > 0
+    assert "drift" in repr(m)
+    other = make_board()
+    steady = measure(call_on(other), device=other, sync="none", target_rel_err=0.002, max_window_s=8.0)
+    assert m.state_err_j / m.above_idle_j > steady.state_err_j / steady.above_idle_j
+
+
+def test_measure_can_wait_for_the_temperature_to_settle():
+    board = make_board(thermal_tau_s=2.0)
+    m = measure(call_on(board), device=board, sync="none", settle="temperature", max_window_s=3.0)
+    first, last = m.states[0].temperature_c, m.states[-1].temperature_c
+    assert abs(last - first) <= 1.0
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"min_windows": 2}, {"settle": -1}, {"settle": "hot"}, {"min_window_s": math.inf}]
+)
+def test_measure_refuses_bad_arguments(kwargs):
+    board = make_board()
+    with pytest.raises(errors.UsageError):
+        measure(call_on(board), device=board, sync="none", **kwargs)
+
+
+# -- profiles ----------------------------------------------------------------------------
+def identity(name="NVIDIA H200", uuid="GPU-1234"):
+    return BoardIdentity(name, uuid, "0000:00:00.0", "580", "", 700.0, 143771.0)
+
+
+def test_profiles_come_by_family_and_are_wider_than_the_board_we_measured():
+    hopper, other = profiles.default_profile("NVIDIA H200"), profiles.default_profile("Tesla T4")
+    assert "Hopper" in hopper.source and other is profiles.GENERIC
+    assert hopper.polling_artefact_w > profiles.H200_V1.polling_artefact_w
+    assert other.polling_artefact_w > hopper.polling_artefact_w
+    assert profiles.default_profile("NVIDIA A100-SXM4-80GB").polling_artefact_w >= 30
+
+
+def test_a_stored_profile_is_used_for_its_board_and_refused_for_another(tmp_path, monkeypatch):
+    monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
+    mine = profiles.HOPPER.with_(source="probe:test", polling_artefact_w=3.3)
+    path = profiles.store_profile(mine, identity())
+    assert path.parent == tmp_path
+    assert profiles.resolve_profile(None, identity()).polling_artefact_w == 3.3
+    assert profiles.resolve_profile(None, identity(uuid="GPU-9999")).source.startswith("defaults:Hopper")
+    with pytest.raises(errors.RecordError, match="not on this board"):
+        profiles.resolve_profile(path, identity(uuid="GPU-9999"))
+
+
+def test_a_window_names_its_profile_in_its_record():
+    board = make_board()
+    chosen = profiles.HOPPER.with_(source="test", tail_s=0.08)
+    with EnergyWindow(board, idle=idle_of(board), sync="none", profile=chosen) as w:
+        calls(board, 0.3, window=w)
+    board.set_load(0.0)
+    record = w.result.to_dict()
+    assert record["profile"]["source"] == "test" and record["tail_s"] == 0.08
+    assert record["schema_version"] == 2 and record["model_version"] == 2
