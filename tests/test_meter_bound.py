@@ -130,7 +130,7 @@ def test_a_window_in_which_no_virtual_time_passed_is_not_reliable():
 def test_a_window_is_entered_once():
     board = make_board()
     w = EnergyWindow(board, idle=idle_of(board), sync="none")
-    with pytest.raises(errors.UsageError, match="before|inside"):
+    with pytest.raises(errors.UsageError, match=r"before|inside"):
         w.call()
     with w:
         calls(board, 0.3, window=w)
