@@ -149,6 +149,13 @@ def probe(
     only: Annotated[
         list[str] | None, typer.Option("--only", help="Run only this probe (repeatable).")
     ] = None,
+    cache: Annotated[
+        bool,
+        typer.Option(
+            "--cache/--no-cache",
+            help="Keep the board's profile in the user cache (NVMETER_CACHE_DIR), where windows find it.",
+        ),
+    ] = True,
 ) -> None:
     """Characterise the board's energy telemetry and write a probe record (default ~2 min)."""
     from nvmeter import probes, records
@@ -169,6 +176,10 @@ def probe(
     records.write_json(out_path, report.to_dict())
     out.print(_table(f"{board.name} {board.uuid}", report.rows()))
     out.print(f"wrote {out_path}")
+    if cache and not board.simulated:
+        from nvmeter.boards.profile import store_profile
+
+        out.print(f"windows on this board now use its profile: {store_profile(report.profile(), board)}")
 
 
 @app.command()

@@ -6,6 +6,8 @@ only the versions listed here.
 Schema history:
     probe 1: first version (probe report: board identity, every probe's raw series
         and derived figures).
+    probe 2: adds ``profile``, the board's BoardProfile derived from the probes (read by
+        windows; version 1 files load the same, their profile derived on reading).
     workloads 1: first version (nvmeter.workloads.evaluate: timed calls per method).
     profile 1: first version (a board's BoardProfile with its identity; nvmeter.boards.profile).
     score 1: first version (one run of ``nvmeter score``: target, board, config, draw
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from nvmeter import errors
 
-SCHEMA_VERSIONS = {"probe": (1,), "workloads": (1,), "score": (1,), "profile": (1,)}
+SCHEMA_VERSIONS = {"probe": (1, 2), "workloads": (1,), "score": (1,), "profile": (1,)}
 CURRENT = {kind: versions[-1] for kind, versions in SCHEMA_VERSIONS.items()}
 
 

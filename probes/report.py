@@ -46,6 +46,12 @@ class ProbeReport:
         """Every probe's derived figures."""
         return {name: rec.derived() for name, rec in self.probes.items()}
 
+    def profile(self):
+        """The board's :class:`~nvmeter.boards.profile.BoardProfile`, from the probes that measured it."""
+        from nvmeter.probes.profile import profile_from_report
+
+        return profile_from_report(self)
+
     def rows(self) -> list[tuple[str, str]]:
         """Summary-table rows of every probe, in run order."""
         return [row for rec in self.probes.values() for row in rec.rows()]
@@ -60,6 +66,8 @@ class ProbeReport:
             "quick": self.quick,
             "host": self.host,
             "board": self.board.to_dict(),
+            # derived, like every probe's figures: what windows on this board use (nvmeter.boards.profile)
+            "profile": self.profile().to_dict(),
             "probes": {
                 name: {"raw": rec.to_dict(), "derived": rec.derived()} for name, rec in self.probes.items()
             },

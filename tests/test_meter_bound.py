@@ -250,3 +250,36 @@ def test_a_window_names_its_profile_in_its_record():
     record = w.result.to_dict()
     assert record["profile"]["source"] == "test" and record["tail_s"] == 0.08
     assert record["schema_version"] == 2 and record["model_version"] == 2
+
+
+def test_a_probe_file_gives_its_board_s_profile_and_windows_can_use_it(tmp_path, sim_rig):
+    from nvmeter import records
+    from nvmeter.probes.report import load_report, run_probes
+
+    report = run_probes(sim_rig, quick=False, only=("polling", "samples", "step", "cadence"))
+    path = tmp_path / "probe.json"
+    records.write_json(path, report.to_dict())
+    stored = records.read_json(path, "probe")["profile"]
+    fresh = load_report(path).profile()
+    assert stored["polling_artefact_w"] == pytest.approx(fresh.polling_artefact_w)
+    assert 1.0 < fresh.polling_artefact_w < 5.0  # the simulated board polls at +2.8 W
+    assert fresh.power_lag_s == pytest.approx(0.0105, abs=0.01)
+    board = sim_rig.board
+    board.set_context(True)
+    with EnergyWindow(board, idle=idle_of(board), sync="none", profile=path) as w:
+        calls(board, 0.3, window=w)
+    assert str(path) in w.result.profile.source
+
+
+def test_the_committed_h200_probe_derives_its_profile():
+    from pathlib import Path
+
+    from nvmeter.probes.report import load_report
+
+    results = Path(__file__).parent.parent / "results"
+    full = load_report(results / "probe-h200.json").profile()
+    assert "cadence, polling, samples, step" in full.source
+    assert full.polling_artefact_w == pytest.approx(2.81, abs=0.01)
+    assert full.power_lag_s == pytest.approx(0.0105)
+    quick = load_report(results / "probe-h200-quick.json").profile()
+    assert quick.polling_artefact_w == profiles.HOPPER.polling_artefact_w  # quick skips polling

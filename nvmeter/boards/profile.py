@@ -54,8 +54,11 @@ class BoardProfile:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name != "source" and not (isinstance(value, (int, float)) and 0 <= value < 1e6):
+            if f.name == "source":
+                continue
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 <= value < 1e6):
                 raise errors.RecordError(f"board profile {self.source}: {f.name} = {value!r} is not a figure")
+            object.__setattr__(self, f.name, float(value))  # numpy scalars print and store as plain floats
 
     def to_dict(self) -> dict:
         """Plain dict for JSON."""
@@ -199,7 +202,7 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
     if board is not None and uuid != board.uuid:
         raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.uuid}")
     profile = BoardProfile.from_dict(block)
-    return profile.with_(source=str(path)) if profile.source.startswith("probe") else profile
+    return profile.with_(source=f"{path} ({profile.source})")
 
 
 def resolve_profile(spec, board: BoardIdentity) -> BoardProfile:

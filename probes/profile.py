@@ -1,0 +1,60 @@
+"""A board's :class:`~nvmeter.boards.profile.BoardProfile` from its probe report.
+
+Each figure the meter uses comes from the probe that measures it; a figure the report
+lacks (a quick or partial probe) keeps the family's default, and the source says which.
+"""
+
+from __future__ import annotations
+
+from nvmeter.boards.profile import BoardProfile, default_profile
+
+# A bound on the sample buffer's disagreement with the counter: twice the larger of the
+# idle and load ratios' offsets the samples probe read, and never under 0.1%.
+_SAMPLES_MARGIN = 2.0
+_SAMPLES_FLOOR = 0.001
+
+
+def profile_from_report(report) -> BoardProfile:
+    """The profile of the probed board (a :class:`~nvmeter.probes.report.ProbeReport`)."""
+    derived = report.derived()
+    profile = default_profile(report.board.name)
+    used = []
+    for name, figures in _FIGURES.items():
+        if name in derived:
+            changes = figures(derived[name], profile)
+            if changes:
+                profile = profile.with_(**changes)
+                used.append(name)
+    source = f"probe {report.board.uuid} {report.finished_utc}: " + (", ".join(used) or "no telemetry probe")
+    return profile.with_(source=source)
+
+
+def _cadence(d: dict, _base: BoardProfile) -> dict:
+    gaps = [
+        level["gap_ms"]["max"] for level in d.values() if isinstance(level, dict) and level["gap_ms"]["n"]
+    ]
+    return {"counter_period_s": max(gaps) / 1e3} if gaps else {}
+
+
+def _polling(d: dict, _base: BoardProfile) -> dict:
+    return {"polling_artefact_w": max(0.0, d["artefact_w"])}
+
+
+def _samples(d: dict, _base: BoardProfile) -> dict:
+    offset = max(abs(d["idle_ratio"] - 1), abs(d["load_ratio"] - 1))
+    return {
+        "sample_spacing_s": d["spacing_ms"]["median"] / 1e3,
+        "samples_vs_counter": max(_SAMPLES_FLOOR, _SAMPLES_MARGIN * offset),
+    }
+
+
+def _step(d: dict, base: BoardProfile) -> dict:
+    rise_s, fall_s = d["counter"]["rise_delay_ms"] / 1e3, d["counter"]["fall_delay_ms"] / 1e3
+    # the lag is known to the two delays' spread and to a read's bracket (~3 ms on the H200)
+    return {
+        "power_lag_s": (rise_s + fall_s) / 2,
+        "power_lag_err_s": max(base.power_lag_err_s, abs(rise_s - fall_s)),
+    }
+
+
+_FIGURES = {"cadence": _cadence, "polling": _polling, "samples": _samples, "step": _step}
