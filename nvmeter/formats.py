@@ -159,7 +159,7 @@ PROBE = Format(
     "probe",
     (
         Version(1, "board identity, host versions, every probe's raw series and derived figures"),
-        Version(2, "`host` replaced by `provenance` (nvmeter.provenance)", _probe_v2),
+        Version(2, "`host` replaced by `provenance`", _probe_v2),
     ),
 )
 
@@ -185,6 +185,10 @@ def _score_v2(d: dict) -> dict:
     return d
 
 
+# The energy windows inside a score record are Measurement dicts (nvmeter.meter.measurement).
+# A change there bumps this kind too: a Version(3, "…", unchanged) where Measurement.from_dict
+# upgrades its own dicts, or an upgrade that rewrites energy.control.window and
+# energy.method.window here.
 SCORE = Format(
     "score",
     (
