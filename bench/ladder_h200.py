@@ -4,7 +4,8 @@ Run on the H200 from the repository root:
 
     python bench/ladder_h200.py --out results/ladder-h200 [--mnist-pkl .data/mnist/data/mnist.pkl.gz]
 
-Writes ``ladder_h200.json`` under --out after every part (so a crash keeps what came before).
+Writes ``ladder_h200.json`` (kind ``ladder-h200``, docs/formats.md) under --out after every part
+(so a crash keeps what came before).
 Parts, each failing on its own with its traceback recorded:
 
 * ``kernels``: the fused encoder/decoder layers against the plain PyTorch layers at the
@@ -314,12 +315,11 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "ladder_h200.json"
-    import triton
+    from nvmeter import provenance, records
 
     record = {
-        "schema_version": 1,
-        "torch": torch.__version__,
-        "triton": triton.__version__,
+        **records.header("ladder-h200"),
+        "provenance": provenance.collect().to_dict(),
         "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         "parts": {},
     }
@@ -351,7 +351,7 @@ def main() -> int:
             print(f"part {name} FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
         result["wall_s"] = time.perf_counter() - t0
         record["parts"][name] = result
-        path.write_text(json.dumps(record, indent=1))
+        records.write_json(path, record)
         print(f"part {name}: {'ok' if result['ok'] else 'FAILED'} in {result['wall_s']:.1f} s", flush=True)
     print(json.dumps(_summary(record), indent=1))
     return 1 if failed else 0

@@ -6,16 +6,17 @@ readings stay as measured and this script recomputes what is derived from them, 
 in each record which rule-set rewrote it and why:
 
     python bench/rederive_score.py --why "..." results/score-h200/*/run-*.json
+
+A record of an older format version is rewritten in the current one (docs/formats.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from pathlib import Path
 
-from nvmeter import records
+from nvmeter import provenance, records
 from nvmeter.score.record import RunRecord
 from nvmeter.score.summarize import first_difference
 
@@ -23,12 +24,12 @@ from nvmeter.score.summarize import first_difference
 def rederive(path: Path, why: str, commit: str) -> str | None:
     """Rewrite ``path`` if a derived figure changed; returns the first change, or None."""
     stored = records.read_json(path, "score")
-    fresh = json.loads(json.dumps(RunRecord.from_dict(stored).to_dict(stored["schema_version"])))
+    fresh = json.loads(json.dumps(RunRecord.from_dict(stored).to_dict()))
     change = first_difference(stored, fresh, "record")
     if change is None:
         return None
     note = {"commit": commit, "why": why, "first_change": change}
-    fresh["rederived"] = [*stored.get("rederived", []), note]
+    fresh["rederived"] = [*stored["rederived"], note]
     records.write_json(path, fresh)
     return str(change)
 
@@ -38,8 +39,7 @@ def main() -> None:
     p.add_argument("files", type=Path, nargs="+")
     p.add_argument("--why", required=True)
     args = p.parse_args()
-    git = ["git", "rev-parse", "--short", "HEAD"]
-    commit = subprocess.run(git, capture_output=True, text=True).stdout.strip()
+    commit = provenance.commit()
     for f in args.files:
         print(f, rederive(f, args.why, commit) or "unchanged")
 

@@ -12,6 +12,9 @@ Each nvmeter trial yields three readings of the same work: aligned edges (the
 window), plain edges (one counter read right at the work's start and end, the start
 placed at a random phase of the counter), and the sample buffer. Zeus trials are
 interleaved with them. Everything raw is kept so every figure can be recomputed.
+
+The run's record is kind ``window-accuracy`` and ``analyze --json`` writes kind
+``window-accuracy-summary``; both read every earlier version (docs/formats.md).
 """
 
 from __future__ import annotations
@@ -25,7 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+from nvmeter import provenance, records
+
+KIND = "window-accuracy"
+SUMMARY_KIND = "window-accuracy-summary"
 WINDOWS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
 MATMULS_PER_CALL = 15
 N = 4096
@@ -126,13 +132,19 @@ def _trial(kind, board, idle, matmuls, sync, monitor, rng, warmup_s=0.0, **work)
     return _zeus_trial(monitor, idle.power_w, matmuls, **work)
 
 
+def load(path: Path) -> dict:
+    """A run's record (any version) in the current version."""
+    return records.read_json(path, KIND)
+
+
 def run(out: Path, ref_s: float, trials: int, singles: int, warmup_s: float, cold_windows_s) -> None:
-    from nvmeter.boards.nvml import NvmlBoard
+    from nvmeter.boards.factory import open_board
     from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
     from nvmeter.meter.window import EnergyWindow
 
+    records.check_writable(out)
     matmuls, sync = _setup()
-    board = NvmlBoard(0)
+    board = open_board(0)
     rng = random.Random(20261129)
     try:
         from zeus.monitor import ZeusMonitor
@@ -142,8 +154,8 @@ def run(out: Path, ref_s: float, trials: int, singles: int, warmup_s: float, col
     except Exception as exc:  # report, and run nvmeter's methods anyway
         monitor, zeus_version = None, f"unavailable: {exc!r}"
     record = {
-        "kind": "window-accuracy",
-        "schema_version": SCHEMA_VERSION,
+        **records.header(KIND),
+        "provenance": provenance.collect().to_dict(),
         "board": board.identity().to_dict(),
         "zeus": zeus_version,
         "matmuls_per_call": MATMULS_PER_CALL,
@@ -158,7 +170,7 @@ def run(out: Path, ref_s: float, trials: int, singles: int, warmup_s: float, col
     }
 
     def save():
-        out.write_text(json.dumps(record, allow_nan=True))
+        records.write_json(out, record)
 
     def log(msg):
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -242,14 +254,13 @@ def analyze(path: Path, plot: Path | None) -> dict:
     """Per method and window: median and max |error| of per-call energy vs the reference."""
     from nvmeter.meter.measurement import Measurement
 
-    rec = json.loads(path.read_text())
+    rec = load(path)
     refs = [Measurement.from_dict(r["raw"]) for r in rec["references"]]
     ref_mj = float(np.mean([r.per_call_mj for r in refs]))
     ref_spread = float(np.ptp([r.per_call_mj for r in refs]) / ref_mj)
     rows = {}
     for t in rec["trials"]:
-        # run 1 had no warm-up: every trial there started from idle
-        cold = "" if t.get("warmup_s", 0.0) else " cold"
+        cold = "" if t["warmup_s"] else " cold"
         if t["kind"] == "nvmeter":
             for method, r in _recorded_three(t).items():
                 err = r.per_call_mj / ref_mj - 1
@@ -306,6 +317,9 @@ def analyze(path: Path, plot: Path | None) -> dict:
     }
     waits = [t["enter_wait_s"] for t in rec["trials"] if t["kind"] == "nvmeter"]
     summary = {
+        **records.header(SUMMARY_KIND),
+        "source": Path(path).name,
+        "provenance": provenance.collect().to_dict(),
         "reference_mj": ref_mj,
         "reference_spread": ref_spread,
         "windows": table,
@@ -340,7 +354,7 @@ def fit(path: Path) -> dict:
 
     COLD_RAMP_S = model(1).transient_s
 
-    rec = json.loads(path.read_text())
+    rec = load(path)
     ref_mj = float(np.mean([Measurement.from_dict(r["raw"]).per_call_mj for r in rec["references"]]))
     long, short = [], []
     for t in rec["trials"]:
@@ -435,7 +449,7 @@ def main() -> None:
         summary = analyze(args.file, args.plot)
         print(json.dumps(summary, indent=1))
         if args.json:
-            args.json.write_text(json.dumps(summary, indent=1) + "\n")
+            records.write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,9 @@
 """JSON records: atomic writes, versioned reads.
 
-Every record nvmeter writes carries ``schema_version`` and a ``kind``. Loaders accept
-only the versions listed here.
-
-Schema history:
-    probe 1: first version (probe report: board identity, every probe's raw series
-        and derived figures).
-    probe 2: adds ``profile``, the board's BoardProfile derived from the probes (read by
-        windows; version 1 files load the same, their profile derived on reading).
-    workloads 1: first version (nvmeter.workloads.evaluate: timed calls per method).
-    profile 1: first version (a board's BoardProfile with its identity; nvmeter.boards.profile).
-    score 1: first version (one run of ``nvmeter score``: target, board, config, draw
-        plan, timed calls, the energy readings (reference trial, three frozen idle spans
-        with utilisation and pids, control and method windows as Measurement dicts with
-        the worker's call blocks), error, and the derived figures; nvmeter.score.record).
+Every record nvmeter writes carries a ``kind`` and its ``schema_version``
+(:func:`header`); :func:`read_json` reads any version of a kind this nvmeter knows and
+hands back the current shape. The kinds, their versions and the upgrades from each
+earlier one live in :mod:`nvmeter.formats`; their history in words in docs/formats.md.
 """
 
 from __future__ import annotations
@@ -24,10 +14,15 @@ import os
 import tempfile
 from pathlib import Path
 
-from nvmeter import errors
+from nvmeter import errors, formats
 
-SCHEMA_VERSIONS = {"probe": (1, 2), "workloads": (1,), "score": (1,), "profile": (1,)}
-CURRENT = {kind: versions[-1] for kind, versions in SCHEMA_VERSIONS.items()}
+# kind -> the schema_version this nvmeter writes
+CURRENT = formats.CURRENT
+
+
+def header(kind: str) -> dict:
+    """``{"kind": kind, "schema_version": …}`` of a record of ``kind`` written now."""
+    return formats.header(kind)
 
 
 def _clean(obj):
@@ -98,10 +93,13 @@ def write_json(path: Path, record: dict) -> None:
 
 
 def read_json(path: Path, kind: str) -> dict:
-    """Read a record of ``kind``, checking its schema version.
+    """Read a record of ``kind``, of any version this nvmeter knows, in the current version.
+
+    Older versions are upgraded step by step (:mod:`nvmeter.formats`); the file is not changed.
 
     Raises:
-        RecordError: missing, unreadable, not JSON, another kind, or an unknown version.
+        RecordError: missing, unreadable, not JSON, another kind, an unknown version, or
+            a record that lacks a field of its version.
 
     """
     path = Path(path)
@@ -113,20 +111,11 @@ def read_json(path: Path, kind: str) -> dict:
         raise errors.RecordError(f"{path}: cannot read it ({exc})") from exc
     except json.JSONDecodeError as exc:
         raise errors.RecordError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from exc
-    if not isinstance(data, dict) or data.get("kind") != kind:
-        found = data.get("kind") if isinstance(data, dict) else type(data).__name__
-        raise errors.RecordError(f"{path}: not an nvmeter {kind} record (kind {found!r})")
-    version = data.get("schema_version")
-    if version not in SCHEMA_VERSIONS[kind]:
-        raise errors.RecordError(
-            f"{path}: {kind} schema_version {version!r} is not one this nvmeter reads "
-            f"({', '.join(map(str, SCHEMA_VERSIONS[kind]))})"
-        )
-    return data
+    return formats.upgrade(data, kind, str(path))
 
 
 def read_any(path: Path, kinds: tuple[str, ...]) -> dict:
-    """Read a record of any of ``kinds`` (the first that matches), checking its schema version.
+    """Read a record of any of ``kinds`` (the first that matches), in its kind's current shape.
 
     Raises:
         RecordError: as :func:`read_json`, for the last kind tried.

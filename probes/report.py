@@ -6,15 +6,15 @@ records from them, so every derived figure in a probe file can be recomputed.
 
 from __future__ import annotations
 
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nvmeter import __version__, errors, probes, records
+from nvmeter import errors, probes, provenance, records
 from nvmeter.boards.protocol import BoardIdentity
+from nvmeter.provenance import Provenance
 from nvmeter.worker.rig import Rig
 
 
@@ -30,7 +30,7 @@ class ProbeReport:
         board: The board probed.
         started_utc, finished_utc: ISO 8601 timestamps.
         quick: Whether the ``--quick`` subset ran.
-        host: nvmeter, Python and platform versions.
+        provenance: Which machine and software made it.
         probes: Probe name -> its record (see :mod:`nvmeter.probes`).
 
     """
@@ -39,7 +39,7 @@ class ProbeReport:
     started_utc: str
     finished_utc: str
     quick: bool
-    host: dict
+    provenance: Provenance
     probes: dict
 
     def derived(self) -> dict:
@@ -57,14 +57,13 @@ class ProbeReport:
         return [row for rec in self.probes.values() for row in rec.rows()]
 
     def to_dict(self) -> dict:
-        """The JSON record (kind ``probe``)."""
+        """The JSON record (kind ``probe``, its current version; docs/formats.md)."""
         return {
-            "kind": "probe",
-            "schema_version": records.CURRENT["probe"],
+            **records.header("probe"),
             "started_utc": self.started_utc,
             "finished_utc": self.finished_utc,
             "quick": self.quick,
-            "host": self.host,
+            "provenance": self.provenance.to_dict(),
             "board": self.board.to_dict(),
             # derived, like every probe's figures: what windows on this board use (nvmeter.boards.profile)
             "profile": self.profile().to_dict(),
@@ -75,16 +74,20 @@ class ProbeReport:
 
     @classmethod
     def from_dict(cls, data: dict) -> ProbeReport:
-        """Rebuild from JSON; derived figures are recomputed from the raw series.
+        """Rebuild from a record of the current version; derived figures are recomputed from the raw series.
+
+        Older versions are upgraded by :func:`nvmeter.records.read_json` (or
+        :func:`nvmeter.formats.upgrade`) first.
 
         Raises:
             RecordError: a probe's raw series is missing or malformed.
+            KeyError: a field of the record is missing.
 
         """
         built = {}
-        if not isinstance(data.get("probes", {}), dict):
+        if not isinstance(data["probes"], dict):
             raise errors.RecordError("the probe file's 'probes' is not a mapping")
-        for name, entry in data.get("probes", {}).items():
+        for name, entry in data["probes"].items():
             if name not in probes.RECORDS:
                 raise errors.RecordError(f"unknown probe {name!r} in the probe file")
             try:
@@ -96,13 +99,13 @@ class ProbeReport:
             started_utc=data["started_utc"],
             finished_utc=data["finished_utc"],
             quick=data["quick"],
-            host=data.get("host", {}),
+            provenance=Provenance.from_dict(data["provenance"]),
             probes=built,
         )
 
 
 def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
-    """Read a probe file; with ``board``, check it was made on that board (UUID).
+    """Read a probe file (any version: docs/formats.md); with ``board``, check it was made on that board.
 
     Raises:
         RecordError: unreadable, another schema, another board, malformed.
@@ -121,18 +124,6 @@ def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
             f"{path} was made on {report.board.name} {report.board.uuid}, not on this board {board.uuid}"
         )
     return report
-
-
-def _host() -> dict:
-    host = {"nvmeter": __version__, "python": platform.python_version(), "platform": platform.platform()}
-    try:
-        from importlib.metadata import version
-
-        host["torch"] = version("torch")
-        host["nvidia-ml-py"] = version("nvidia-ml-py")
-    except Exception:  # metadata is informative only
-        pass
-    return host
 
 
 def budget_s(quick: bool) -> float:
@@ -171,4 +162,4 @@ def run_probes(
             if on_probe:
                 on_probe(module, time.monotonic() - t0)
             results[module.NAME] = module.run(rig, quick)
-    return ProbeReport(rig.board.identity(), started, _utc_now(), quick, _host(), results)
+    return ProbeReport(rig.board.identity(), started, _utc_now(), quick, provenance.collect(), results)

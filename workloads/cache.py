@@ -17,6 +17,8 @@ from pathlib import Path
 from nvmeter import errors
 
 ENV_VAR = "NVMETER_DATA_DIR"
+# pooch and platformdirs come with this extra (pyproject.toml); nothing else needs them
+INSTALL_EXTRA = "pip install 'nvmeter[workloads]'"
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
 # gzip level 6: within 1% of level 9 on these files at a tenth of the time (1.4 s vs 14 s
@@ -25,11 +27,21 @@ _GZIP_LEVEL = 6
 
 
 def root_dir() -> Path:
-    """The cache root: ``$NVMETER_DATA_DIR`` or the platform's user cache folder + ``data``."""
+    """The cache root: ``$NVMETER_DATA_DIR`` or the platform's user cache folder + ``data``.
+
+    Raises:
+        UsageError: no ``$NVMETER_DATA_DIR`` and no platformdirs to name the user cache folder.
+
+    """
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
-    import platformdirs
+    try:
+        import platformdirs
+    except ImportError as exc:
+        raise errors.UsageError(
+            f"the default data cache folder needs platformdirs ({INSTALL_EXTRA}), or set {ENV_VAR}"
+        ) from exc
 
     return Path(platformdirs.user_cache_dir("nvmeter", appauthor=False)) / "data"
 

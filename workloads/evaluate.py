@@ -18,23 +18,19 @@ errored, 2 on bad usage (no GPU, no data).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
-import platform
-import socket
 import statistics
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from nvmeter import errors, records
+from nvmeter import errors, provenance, records
 from nvmeter.workloads import cache, harness, judge, methods, task
 from nvmeter.workloads.judge import RUN_HOLDOUT_DRAWS, RUN_MNIST_DRAWS
 
-# The record's kind; its schema history lives with the others in nvmeter.records.
+# The record's kind; its versions live with the others in nvmeter.formats (docs/formats.md).
 KIND = "workloads"
 SCHEMA_VERSION = records.CURRENT[KIND]
 # Zeroing 256 MiB evicts the H200's 60 MiB (and the A100's 40 MiB) L2 (docs/task.md).
@@ -60,38 +56,30 @@ class Log:
         self._f.close()
 
 
-def _board(device: torch.device) -> dict:
-    props = torch.cuda.get_device_properties(device)
-    out = {"name": props.name, "cuda_index": device.index, "memory_mib": props.total_memory / 2**20}
-    try:
-        from nvmeter.boards.nvml import NvmlBoard
-
-        out.update(dataclasses.asdict(NvmlBoard(device.index).identity()))
-    except Exception as exc:  # identity is worth having, not worth failing the run over
-        out["uuid"] = f"GPU-{props.uuid}" if hasattr(props, "uuid") else None
-        out["nvml_error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return out
-
-
-def _software() -> dict:
-    import nvmeter
-
+def _device(device: torch.device) -> dict:
+    """Torch's view of the device the methods run on (the CPU for a dry run)."""
+    cuda = device.type == "cuda"
+    props = torch.cuda.get_device_properties(device) if cuda else None
     return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
+        "type": device.type,
+        "index": device.index if cuda else None,
+        "name": props.name if cuda else "cpu",
+        "memory_mib": props.total_memory / 2**20 if cuda else None,
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(),
-        "numpy": np.__version__,
-        "nvmeter": nvmeter.__version__,
-        "triton": _version("triton"),
     }
 
 
-def _version(module: str) -> str | None:
+def _board(device: torch.device) -> tuple[dict | None, str | None]:
+    """The board's NVML identity, or None and why not."""
+    if device.type != "cuda":
+        return None, "dry run on the CPU"
     try:
-        return __import__(module).__version__
-    except Exception:
-        return None
+        from nvmeter.boards.factory import open_board
+
+        return open_board(device.index).identity().to_dict(), None
+    except Exception as exc:  # identity is worth having, not worth failing the run over
+        return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 class Bench:
@@ -176,6 +164,15 @@ def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: task.Plan, dra
         "warmup_ms": [],
         "calls": [],
         "error": None,
+        # each below stays None where it was not measured (a failed method, a CPU dry run)
+        "kernels_per_call": None,
+        "kernels_per_step": None,
+        "verdict": None,
+        "mnist_accuracy": None,
+        "holdout_accuracy": None,
+        "ms_median": None,
+        "ms_min": None,
+        "ms_max": None,
     }
     t0 = time.monotonic()
     try:
@@ -205,9 +202,8 @@ def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: task.Plan, dra
             out["kernels_per_call"] = n
             if n and out["steps"]:
                 out["kernels_per_step"] = n / out["steps"]
-            log(f"{spec.name}: {n} kernels a call ({out.get('kernels_per_step', 0):.1f} a step)")
+            log(f"{spec.name}: {n} kernels a call ({out['kernels_per_step'] or 0:.1f} a step)")
         except Exception as exc:
-            out["kernels_per_call"] = None
             log(f"{spec.name}: kernel count unavailable ({type(exc).__name__}: {exc})")
     mnist = [
         judge.Score(c["dataset"], c["seed"], c["correct"], c["rows"])
@@ -242,17 +238,17 @@ def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: task.Plan, dra
 def _summary(name: str, r: dict) -> str:
     if r["error"] and not r["calls"]:
         return f"{name:15s} ERROR  {r['error']}"
-    acc = f"MNIST {r.get('mnist_accuracy', 0):.2%} hold-out {r.get('holdout_accuracy') or 0:.2%}"
+    acc = f"MNIST {r['mnist_accuracy'] or 0:.2%} hold-out {r['holdout_accuracy'] or 0:.2%}"
     status = "PASS" if r["passed"] else "FAIL"
-    return (
-        f"{name:15s} {status}  d{r['difficulty']}  {r.get('ms_median', float('nan')):8.1f} ms "
-        f"(A100 {r['a100_ms']:.1f})  {acc}" + (f"  error: {r['error']}" if r["error"] else "")
+    ms = r["ms_median"] if r["ms_median"] is not None else float("nan")
+    return f"{name:15s} {status}  d{r['difficulty']}  {ms:8.1f} ms (A100 {r['a100_ms']:.1f})  {acc}" + (
+        f"  error: {r['error']}" if r["error"] else ""
     )
 
 
 def table(record: dict) -> str:
-    """A markdown table of a workloads record beside the A100 figures (for docs/workloads.md)."""
-    board = record["board"].get("name", "GPU")
+    """A markdown table of a workloads record (current version) beside the A100 figures (workloads.md)."""
+    board = record["device"]["name"]
     lines = [
         f"| method | difficulty | {board} ms (median of calls) | A100 ms | MNIST | A100 MNIST | hold-out | "
         "kernels a step | verdict |",
@@ -260,10 +256,10 @@ def table(record: dict) -> str:
     ]
     for name, r in record["methods"].items():
         verdict = "PASS" if r["passed"] else ("ERROR" if r["error"] else "FAIL")
-        ms = f"{r['ms_median']:.1f}" if "ms_median" in r else "-"
-        mnist = f"{r['mnist_accuracy']:.2%}" if r.get("mnist_accuracy") is not None else "-"
-        hold = f"{r['holdout_accuracy']:.2%}" if r.get("holdout_accuracy") is not None else "-"
-        kps = f"{r['kernels_per_step']:.0f}" if r.get("kernels_per_step") else "-"
+        ms = f"{r['ms_median']:.1f}" if r["ms_median"] is not None else "-"
+        mnist = f"{r['mnist_accuracy']:.2%}" if r["mnist_accuracy"] is not None else "-"
+        hold = f"{r['holdout_accuracy']:.2%}" if r["holdout_accuracy"] is not None else "-"
+        kps = f"{r['kernels_per_step']:.0f}" if r["kernels_per_step"] else "-"
         lines.append(
             f"| {name} | {r['difficulty']} | {ms} | {r['a100_ms']:.1f} | {mnist} | {r['a100_mnist']:.2%} | "
             f"{hold} ({record['run']['holdout']}) | {kps} | {verdict} |"
@@ -271,16 +267,15 @@ def table(record: dict) -> str:
     return "\n".join(lines)
 
 
-def _record(started, board: dict, args, plan: task.Plan, kmnist: bool, results: dict) -> dict:
-    """The run's record so far: provenance, the plan, how it timed, and each method's result."""
+def _record(started, where: dict, args, plan: task.Plan, kmnist: bool, results: dict) -> dict:
+    """The run's record so far: provenance, the board, the plan, how it timed, and each method's result."""
     return {
-        "kind": KIND,
-        "schema_version": SCHEMA_VERSION,
+        **records.header(KIND),
         "created_utc": started.isoformat(timespec="seconds"),
-        "host": socket.gethostname(),
-        "argv": sys.argv,
-        "board": board,
-        "software": _software(),
+        "provenance": where["provenance"].to_dict(),
+        "board": where["board"],
+        "board_error": where["board_error"],
+        "device": where["device"],
         "run": {
             "seed": args.seed,
             "split_seed": args.seed,
@@ -363,10 +358,11 @@ def _run(args) -> int:
         raise errors.UsageError(f"cannot create --out {out_dir}: {exc.strerror}") from exc
     log = Log(out_dir / "workloads.log")
     started = datetime.datetime.now(datetime.timezone.utc)
-    board = _board(device) if device.type == "cuda" else {"name": "cpu", "uuid": None, "dry_run": True}
-    log(
-        f"board {board.get('name')} {board.get('uuid')}; torch {torch.__version__}, CUDA {torch.version.cuda}"
-    )
+    board, board_error = _board(device)
+    where = {"provenance": provenance.collect(), "board": board, "board_error": board_error}
+    where["device"] = _device(device)
+    uuid = board["uuid"] if board else f"(no NVML identity: {board_error})"
+    log(f"board {where['device']['name']} {uuid}; torch {torch.__version__}, CUDA {torch.version.cuda}")
     root = args.data
     # the pools load once (~3 s each); a missing dataset is a usage error before any GPU work
     task.draw("mnist", 0, root=root)
@@ -386,7 +382,8 @@ def _run(args) -> int:
     log(f"{len(draws)} draws ready (run seed {args.seed}); hold-out {plan.holdout}")
     bench = Bench(device)
     results = {}
-    slug = "".join(c if c.isalnum() else "-" for c in board.get("name", "gpu").lower().replace("nvidia ", ""))
+    name = where["device"]["name"].lower().replace("nvidia ", "")
+    slug = "".join(c if c.isalnum() else "-" for c in name)
     path = out_dir / f"workloads-{slug}.json"
     for name in args.methods:
         spec = methods.spec(name)
@@ -394,7 +391,7 @@ def _run(args) -> int:
         results[name] = evaluate_method(spec, bench, plan, draws, log)
         log(_summary(name, results[name]))
         # saved after each method: a run cut by a time limit keeps the methods it finished
-        records.write_json(path, _record(started, board, args, plan, kmnist, results))
+        records.write_json(path, _record(started, where, args, plan, kmnist, results))
         torch.cuda.empty_cache()
     log("summary:")
     for name, r in results.items():

@@ -154,7 +154,10 @@ def _from_folder(ds: Dataset, folder: Path, say: Progress) -> dict[str, _Verifie
 def _from_mirrors(
     ds: Dataset, mirrors: tuple[str, ...], timeout_s: float, say: Progress
 ) -> dict[str, _Verified]:
-    import pooch
+    try:
+        import pooch
+    except ImportError as exc:
+        raise RouteFailed(f"the mirrors need pooch: {cache.INSTALL_EXTRA}") from exc
 
     pooch.get_logger().setLevel(logging.WARNING)
     reasons = []

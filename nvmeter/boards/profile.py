@@ -141,7 +141,6 @@ GENERIC = HOPPER.with_(
 )
 _FAMILIES = (("H200", HOPPER), ("H100", HOPPER), ("GH200", HOPPER), ("A100", AMPERE))
 KIND = "profile"
-SCHEMA_VERSION = 1
 
 
 def default_profile(board_name: str) -> BoardProfile:
@@ -169,8 +168,7 @@ def _cache_path(uuid: str) -> Path:
 def profile_record(profile: BoardProfile, board: BoardIdentity) -> dict:
     """The JSON record of a board's profile (kind ``profile``)."""
     return {
-        "kind": KIND,
-        "schema_version": SCHEMA_VERSION,
+        **records.header(KIND),
         "board": board.to_dict(),
         "profile": profile.to_dict(),
     }
@@ -197,7 +195,10 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
     data = records.read_any(Path(path), (KIND, "probe"))
     block = data.get("profile")
     if not isinstance(block, dict):
-        raise errors.RecordError(f"{path} holds no board profile (probe files from nvmeter 0.2 on do)")
+        raise errors.RecordError(
+            f"{path} holds no board profile (a probe file from before nvmeter 0.2): pass "
+            "nvmeter.load_report(path).profile() instead, or probe the board again"
+        )
     uuid = (data.get("board") or {}).get("uuid")
     if board is not None and uuid != board.uuid:
         raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.uuid}")

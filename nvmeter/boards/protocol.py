@@ -50,8 +50,8 @@ class BoardIdentity:
 
     @classmethod
     def from_dict(cls, data: dict) -> BoardIdentity:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        """Inverse of :meth:`to_dict`; every field is required (older records are upgraded first)."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)

@@ -328,7 +328,8 @@ class Measurement:
         if self.in_work:
             polled_s += max(0.0, min(self.start.t1_s[-1], t_b) - self.work_t0_s)
         polling = self.profile.polling_artefact_w * polled_s
-        return idle_term + start_w * hw_a + edge_w * hw_b + polling + self._head_err_j() + 2e-3
+        edges_j = start_w * hw_a + edge_w * hw_b if self.in_work else edge_w * (hw_a + hw_b)
+        return idle_term + edges_j + polling + self._head_err_j() + 2e-3
 
     def _power_near(self, t_s: float) -> float:
         """The highest sampled power within a sample spacing of ``t_s``, W."""

@@ -30,10 +30,6 @@ run ends and a line is appended to ``score.log``, so a crash keeps every earlier
 from __future__ import annotations
 
 import datetime
-import platform
-import socket
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -41,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nvmeter import errors, records
+from nvmeter import errors, provenance, records
 from nvmeter.boards.protocol import Board
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.measurement import Measurement
@@ -55,7 +51,6 @@ from nvmeter.score.target import Target
 from nvmeter.worker.rig import Rig
 from nvmeter.workloads import judge, task
 
-SCHEMA_VERSION = records.CURRENT[KIND]
 LOG_NAME = "score.log"
 # While a window's calls run, wake this often to let the window read the power-sample
 # buffer (~2.4 s of history; it reads at most once a second).
@@ -84,8 +79,11 @@ def folder_runs(out_dir: Path) -> list[tuple[Path, dict]]:
     found = []
     for path in sorted(Path(out_dir).glob("run-*.json")):
         data = records.read_json(path, KIND)
-        found.append((path, data))
-    return sorted(found, key=lambda pd: pd[1].get("run", 0))
+        try:
+            found.append((int(data["run"]), path, data))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise errors.RecordError(f"{path}: damaged score record (no run number)") from exc
+    return [(path, data) for _, path, data in sorted(found, key=lambda npd: npd[0])]
 
 
 def next_run(out_dir: Path, target: Target, difficulty: int) -> int:
@@ -107,8 +105,12 @@ def next_run(out_dir: Path, target: Target, difficulty: int) -> int:
     records.check_writable(out_dir / "run-000.json")
     last = 0
     for path, data in folder_runs(out_dir):
-        theirs = Target.from_dict(data["target"])
-        if theirs.name != target.name or data["difficulty"] != difficulty:
+        try:
+            theirs = Target.from_dict(data["target"])
+            their_difficulty = data["difficulty"]
+        except (KeyError, TypeError) as exc:
+            raise errors.RecordError(f"{path}: damaged score record ({type(exc).__name__}: {exc})") from exc
+        if theirs.name != target.name or their_difficulty != difficulty:
             raise errors.UsageError(
                 f"{out_dir} holds runs of {theirs.name} at difficulty {data['difficulty']} ({path.name}); "
                 f"score {target.name} at difficulty {difficulty} into another folder"
@@ -118,7 +120,7 @@ def next_run(out_dir: Path, target: Target, difficulty: int) -> int:
                 f"{out_dir} holds runs of another version of {target.name} ({path.name}: sha256 "
                 f"{theirs.sha256[:12]}…, now {target.sha256[:12]}…); score it into another folder"
             )
-        last = max(last, int(data["run"]))
+        last = max(last, int(data["run"]))  # folder_runs checked it
     return last + 1
 
 
@@ -147,42 +149,6 @@ def open_board(
         return board, lambda: SimMethodWorker(board, MethodWorker("cpu", None, call_timeout_s))
     uuid = board.identity().uuid
     return board, lambda: MethodWorker("cuda", uuid, call_timeout_s)
-
-
-def _software() -> dict:
-    from importlib import metadata
-
-    import nvmeter
-
-    def version(dist: str) -> str | None:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {
-        "python": platform.python_version(),
-        "nvmeter": nvmeter.__version__,
-        "nvmeter_commit": _commit(),
-        "numpy": np.__version__,
-        "torch": version("torch"),
-        "nvidia_ml_py": version("nvidia-ml-py"),
-    }
-
-
-def _commit() -> str | None:
-    """The git commit nvmeter runs from, if it runs from a checkout."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 # -- one run ---------------------------------------------------------------------------
@@ -372,9 +338,7 @@ def run_once(
         config=config,
         plan=plan,
         created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        host=socket.gethostname(),
-        argv=tuple(sys.argv),
-        software=_software(),
+        provenance=provenance.collect(),
     )
     warmup_ms: list[float] = []
     calls: list[TimedCall] = []
@@ -505,7 +469,7 @@ def score(
             _log(out_dir, f"run {run} ended without a record: {type(exc).__name__}: {exc}")
             raise
         path = run_path(out_dir, run)
-        records.write_json(path, record.to_dict(SCHEMA_VERSION))
+        records.write_json(path, record.to_dict())
         _log(out_dir, f"{record!r} -> {path.name}")
         done.append(record)
         if on_run:

@@ -8,17 +8,19 @@ Every figure (the verdict, ms per call, mJ per call above idle and its bound, th
 a property computed from those, so ``nvmeter summarize`` recomputes a record with today's
 code and refuses one whose stored figures disagree.
 
-The record's JSON form (kind ``score``) carries ``schema_version``; its history is in
-:mod:`nvmeter.records`.
+The record's JSON form (kind ``score``) carries ``schema_version``; its versions and the
+upgrades from each earlier one are in :mod:`nvmeter.formats` (docs/formats.md).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
+from nvmeter import records
 from nvmeter.boards.protocol import BoardIdentity
+from nvmeter.provenance import Provenance
 from nvmeter.score.checks import Check, energy_checks
 from nvmeter.score.config import DrawPlan, ScoreConfig
 from nvmeter.score.readings import Energy, TimedCall
@@ -45,7 +47,10 @@ class RunRecord:
         energy: The energy readings (None: the run did not pass, or failed before).
         error: Why the run stopped early (the worker died, hung, sent garbage; the method
             raised or returned bad output), or None.
-        created_utc, host, argv, software: Provenance.
+        created_utc: When the run started (ISO 8601).
+        provenance: Which machine and software made it.
+        rederived: Notes of bench/rederive_score.py (commit, why, first change), one per
+            re-derivation of the stored figures under a changed rule (empty as written).
 
     """
 
@@ -61,9 +66,8 @@ class RunRecord:
     energy: Energy | None = None
     error: str | None = None
     created_utc: str = ""
-    host: str = ""
-    argv: tuple[str, ...] = ()
-    software: dict = field(default_factory=dict)
+    provenance: Provenance | None = None
+    rederived: tuple[dict, ...] = ()
 
     # -- time and accuracy ---------------------------------------------------------
     @property
@@ -214,15 +218,13 @@ class RunRecord:
         return f"{text} ({self.board.short})" if not self.error else f"{text}: {self.error}"
 
     # -- JSON ----------------------------------------------------------------------
-    def to_dict(self, schema_version: int) -> dict:
-        """The record: raw readings, provenance, and the derived figures."""
+    def to_dict(self) -> dict:
+        """The record in the current version: raw readings, provenance, and the derived figures."""
         return {
-            "kind": KIND,
-            "schema_version": schema_version,
+            **records.header(KIND),
             "created_utc": self.created_utc,
-            "host": self.host,
-            "argv": list(self.argv),
-            "software": self.software,
+            "provenance": self.provenance.to_dict() if self.provenance is not None else None,
+            "rederived": list(self.rederived),
             "run": self.run,
             "target": self.target.to_dict(),
             "difficulty": self.difficulty,
@@ -239,7 +241,10 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, d: dict) -> RunRecord:
-        """Rebuild from :meth:`to_dict` (stored derived figures are not read)."""
+        """Rebuild from :meth:`to_dict` (stored derived figures are not read).
+
+        ``d`` is of the current version: :func:`nvmeter.records.read_json` upgrades older ones.
+        """
         return cls(
             run=d["run"],
             target=Target.from_dict(d["target"]),
@@ -253,7 +258,6 @@ class RunRecord:
             energy=Energy.from_dict(d["energy"]) if d["energy"] is not None else None,
             error=d["error"],
             created_utc=d["created_utc"],
-            host=d["host"],
-            argv=tuple(d["argv"]),
-            software=d["software"],
+            provenance=Provenance.from_dict(d["provenance"]) if d["provenance"] is not None else None,
+            rederived=tuple(d["rederived"]),
         )

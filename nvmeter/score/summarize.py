@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvmeter import errors
+from nvmeter import errors, provenance, records
 from nvmeter.score.procedure import folder_runs
 from nvmeter.score.record import RunRecord
 
@@ -113,7 +113,6 @@ def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
             disagrees with its recomputation.
 
     """
-    from nvmeter import records
     from nvmeter.score.record import KIND
 
     found: list[tuple[Path, dict]] = []
@@ -362,8 +361,10 @@ def to_markdown(summaries: Sequence[MethodSummary]) -> str:
 
 
 def to_json(summaries: Sequence[MethodSummary]) -> dict:
-    """Both tables as data: per method, and every run's derived figures."""
+    """Both tables as data (kind ``score-summary``): per method, and every run's derived figures."""
     return {
+        **records.header("score-summary"),
+        "provenance": provenance.collect().to_dict(),
         "methods": [s.to_dict() for s in summaries],
         "runs": [
             {
@@ -399,9 +400,7 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise errors.UsageError("--plot needs matplotlib (pip install matplotlib)") from exc
-    from nvmeter import records
-
+        raise errors.UsageError("--plot needs matplotlib: pip install 'nvmeter[plot]'") from exc
     path = Path(path)
     records.check_writable(path)
     fig, ax = plt.subplots(figsize=(6.4, 4.4))

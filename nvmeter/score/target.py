@@ -116,8 +116,8 @@ class Target:
 
     @classmethod
     def from_dict(cls, d: dict) -> Target:
-        """Inverse of :meth:`to_dict`."""
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        """Inverse of :meth:`to_dict` (every field is required: older records are upgraded first)."""
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

@@ -1,0 +1,396 @@
+"""Every kind of JSON record nvmeter writes, its versions, and how each earlier version is read.
+
+A record carries ``kind`` and ``schema_version``. The version changes whenever a field is
+added, removed, renamed or changes meaning. It is not the version of the error model
+that derived a record's figures: that one is stored apart, with the figures
+(:mod:`nvmeter.meter.errormodel`).
+
+Reading a record (:func:`nvmeter.records.read_json`) upgrades it one version at a time
+through the functions below, so every loader reads the current shape only and never
+guesses a missing field. Each upgrade says what the older version lacked and what
+stands in for it; fields an older version did not keep become None (not recorded). The
+same history, one line a version: docs/formats.md (a test keeps the two in step).
+
+To change a record's format: add a :class:`Version` at the end of its kind's list, with
+the function that turns the previous version into it, and a line in docs/formats.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nvmeter import errors
+
+Upgrade = Callable[[dict], dict]
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a kind of record.
+
+    Attributes:
+        number: 1, 2, … in order.
+        note: What changed, one line (docs/formats.md says the same).
+        upgrade: Turns a record of the previous version into this one (it gets a private
+            copy and may change it in place); None for version 1 only. It reads the
+            previous version's fields strictly: a missing one is a damaged record.
+
+    """
+
+    number: int
+    note: str
+    upgrade: Upgrade | None = None
+
+
+@dataclass(frozen=True)
+class Format:
+    """A kind of record and its versions.
+
+    Attributes:
+        kind: The record's ``kind``.
+        versions: Its versions, 1 first.
+        unlabelled: For kinds first written without ``kind``: says whether an unlabelled
+            record is this kind's version 1.
+
+    """
+
+    kind: str
+    versions: tuple[Version, ...]
+    unlabelled: Callable[[dict], bool] | None = None
+
+    def __post_init__(self) -> None:
+        numbers = [v.number for v in self.versions]
+        if numbers != list(range(1, len(numbers) + 1)):
+            raise ValueError(f"{self.kind}: versions must be numbered 1, 2, …, not {numbers}")
+        if any((v.upgrade is None) != (v.number == 1) for v in self.versions):
+            raise ValueError(f"{self.kind}: every version after 1 needs an upgrade, and 1 none")
+
+    @property
+    def current(self) -> int:
+        """The version this nvmeter writes."""
+        return self.versions[-1].number
+
+    def header(self) -> dict:
+        """``kind`` and ``schema_version`` of a record written now."""
+        return {"kind": self.kind, "schema_version": self.current}
+
+    def upgrade(self, data: dict, where: str) -> dict:
+        """``data`` (a record of this kind, any version) in the current version, as a new dict.
+
+        Raises:
+            RecordError: another kind, a version this nvmeter does not know (a newer one),
+                or a record that lacks a field its version has.
+
+        """
+        if isinstance(data, dict) and "kind" not in data and self.unlabelled and self.unlabelled(data):
+            data = {**data, "kind": self.kind, "schema_version": 1}
+        if not isinstance(data, dict) or data.get("kind") != self.kind:
+            found = data.get("kind") if isinstance(data, dict) else type(data).__name__
+            raise errors.RecordError(f"{where}: not an nvmeter {self.kind} record (kind {found!r})")
+        version = data.get("schema_version")
+        known = [v.number for v in self.versions]
+        if isinstance(version, bool) or version not in known:
+            raise errors.RecordError(
+                f"{where}: {self.kind} schema_version {version!r} is not one this nvmeter reads "
+                f"({', '.join(map(str, known))})"
+            )
+        data = copy.deepcopy(data)
+        for step in self.versions[version:]:
+            try:
+                data = step.upgrade(data)
+            except (KeyError, TypeError, AttributeError) as exc:
+                raise errors.RecordError(
+                    f"{where}: damaged {self.kind} record of version {step.number - 1} "
+                    f"({type(exc).__name__}: {exc})"
+                ) from exc
+            data["schema_version"] = step.number
+        return data
+
+
+# -- shared pieces ---------------------------------------------------------------------------
+def _provenance(
+    *,
+    host=None,
+    platform=None,
+    python=None,
+    argv=None,
+    nvmeter=None,
+    nvmeter_commit=None,
+    packages=None,
+    board=None,
+) -> dict:
+    """A provenance block (nvmeter.provenance) from what an older version kept; the rest None.
+
+    ``packages`` holds only the distributions the older version named.
+    """
+    return {
+        "host": host,
+        "platform": platform,
+        "python": python,
+        "argv": argv,
+        "nvmeter": nvmeter,
+        "nvmeter_commit": nvmeter_commit,
+        "packages": dict(packages or {}),
+        "board": board,
+    }
+
+
+def unchanged(data: dict) -> dict:
+    """An upgrade for a version whose own fields did not change (a nested record upgrades itself)."""
+    return data
+
+
+# -- probe: `nvmeter probe` (nvmeter.probes.report) ----------------------------------------------
+def _probe_v2(d: dict) -> dict:
+    """v1's ``host`` (nvmeter, python, platform; torch and nvidia-ml-py where found) -> provenance."""
+    host = d.pop("host")
+    d["provenance"] = _provenance(
+        platform=host["platform"],
+        python=host["python"],
+        nvmeter=host["nvmeter"],
+        packages={k: host[k] for k in ("torch", "nvidia-ml-py") if k in host},  # v1 kept them if found
+    )
+    return d
+
+
+def _probe_v3(d: dict) -> dict:
+    """v2 kept no profile: it is derived (nvmeter.probes.profile) from the raw series."""
+    d["profile"] = None
+    return d
+
+
+PROBE = Format(
+    "probe",
+    (
+        Version(1, "board identity, host versions, every probe's raw series and derived figures"),
+        Version(2, "`host` replaced by `provenance`", _probe_v2),
+        Version(
+            3,
+            "`profile`: the board's BoardProfile derived from the probes (null when read from v2)",
+            _probe_v3,
+        ),
+    ),
+)
+
+
+# -- score: one run of `nvmeter score` (nvmeter.score.record) ------------------------------------
+def _score_v2(d: dict) -> dict:
+    """v1's ``host``, ``argv`` and ``software`` -> provenance; ``rederived`` always present."""
+    software = d.pop("software")
+    d["provenance"] = _provenance(
+        host=d.pop("host"),
+        argv=d.pop("argv"),
+        python=software["python"],
+        nvmeter=software["nvmeter"],
+        nvmeter_commit=software["nvmeter_commit"],
+        packages={
+            "torch": software["torch"],
+            "nvidia-ml-py": software["nvidia_ml_py"],
+            "numpy": software["numpy"],
+        },
+    )
+    # v1 had it only on records bench/rederive_score.py rewrote
+    d["rederived"] = d.pop("rederived") if "rederived" in d else []
+    return d
+
+
+# The energy windows inside a score record are Measurement dicts (nvmeter.meter.measurement).
+# A change there bumps this kind too: a Version(3, "…", unchanged) where Measurement.from_dict
+# upgrades its own dicts, or an upgrade that rewrites energy.control.window and
+# energy.method.window here.
+SCORE = Format(
+    "score",
+    (
+        Version(
+            1,
+            "target, board, config, draw plan, timed calls, energy readings (Measurement dicts), "
+            "error, derived figures; host, argv, software",
+        ),
+        Version(
+            2,
+            "`host`, `argv`, `software` replaced by `provenance`; `rederived` (notes of re-derivations) "
+            "always present",
+            _score_v2,
+        ),
+        Version(
+            3,
+            "energy windows are Measurement dicts of their version 2 (board profile, error model, sub-window "
+            "edges, board states; Measurement.from_dict reads both)",
+            unchanged,
+        ),
+    ),
+)
+
+
+# -- workloads: python -m nvmeter.workloads.evaluate ---------------------------------------------
+_V1_IDENTITY = (
+    "name",
+    "uuid",
+    "pci_bus_id",
+    "driver",
+    "vbios",
+    "power_limit_w",
+    "memory_total_mib",
+    "simulated",
+)
+# v1 wrote these per method only when they had a value
+_V1_OPTIONAL = (
+    "verdict",
+    "mnist_accuracy",
+    "holdout_accuracy",
+    "ms_median",
+    "ms_min",
+    "ms_max",
+    "kernels_per_call",
+    "kernels_per_step",
+)
+
+
+def _workloads_v2(d: dict) -> dict:
+    """v1's torch + NVML ``board`` split into ``board`` (identity) and ``device``; provenance; all keys."""
+    software = d.pop("software")
+    old = d.pop("board")
+    d["provenance"] = _provenance(
+        host=d.pop("host"),
+        argv=d.pop("argv"),
+        python=software["python"],
+        nvmeter=software["nvmeter"],
+        packages={"torch": software["torch"], "numpy": software["numpy"], "triton": software["triton"]},
+    )
+    dry_run = "dry_run" in old  # v1: {"name": "cpu", "uuid": None, "dry_run": True} on the CPU
+    d["device"] = {
+        "type": "cpu" if dry_run else "cuda",
+        "index": None if dry_run else old["cuda_index"],
+        "name": old["name"],
+        "memory_mib": None if dry_run else old["memory_mib"],
+        "cuda": software["cuda"],
+        "cudnn": software["cudnn"],
+    }
+    if dry_run:
+        d["board"], d["board_error"] = None, "dry run on the CPU"
+    elif "nvml_error" in old:  # v1: NVML failed, only torch's uuid was kept
+        d["board"], d["board_error"] = None, old["nvml_error"]
+    else:
+        d["board"], d["board_error"] = {k: old[k] for k in _V1_IDENTITY}, None
+    for result in d["methods"].values():
+        for key in _V1_OPTIONAL:
+            result.setdefault(key, None)
+    return d
+
+
+WORKLOADS = Format(
+    "workloads",
+    (
+        Version(1, "timed calls per method on one GPU, judged; host, argv, software, board (torch + NVML)"),
+        Version(
+            2,
+            "`provenance`; `board` is the NVML identity (or null: `board_error` says why), `device` "
+            "torch's view; every method result has all its keys (null where not measured)",
+            _workloads_v2,
+        ),
+    ),
+)
+
+
+# -- window-accuracy: bench/window_accuracy.py run -----------------------------------------------
+def _window_accuracy_v2(d: dict) -> dict:
+    """Provenance (v1 kept none); ``warmup_s`` present on the record and on every window trial.
+
+    v1 files from before warm-ups existed (results/window-accuracy-h200.json, run 1) have no
+    ``warmup_s``: every trial there started straight from idle, i.e. 0 s.
+    """
+    d["provenance"] = _provenance()
+    if "warmup_s" not in d:
+        d["warmup_s"] = 0.0
+    for trial in d["trials"]:
+        if "warmup_s" not in trial:
+            trial["warmup_s"] = 0.0
+    return d
+
+
+WINDOW_ACCURACY = Format(
+    "window-accuracy",
+    (
+        Version(1, "idle spans, 60 s references, window trials (nvmeter and Zeus), single calls, overhead"),
+        Version(
+            2, "`provenance`; `warmup_s` always present (0 where v1 had none: run 1)", _window_accuracy_v2
+        ),
+    ),
+)
+
+
+def _window_summary_v2(d: dict) -> dict:
+    """Labelled; ``source`` (the record analysed) and provenance, which v1 did not keep."""
+    d["source"] = None
+    d["provenance"] = _provenance()
+    return d
+
+
+WINDOW_ACCURACY_SUMMARY = Format(
+    "window-accuracy-summary",
+    (
+        Version(
+            1, "unlabelled (no kind): per reader and window, error against the references; singles; overhead"
+        ),
+        Version(
+            2, "`kind`, `schema_version`, `source` (the record analysed) and `provenance`", _window_summary_v2
+        ),
+    ),
+    unlabelled=lambda d: "schema_version" not in d and {"reference_mj", "windows", "singles"} <= set(d),
+)
+
+
+# -- ladder-h200: bench/ladder_h200.py -----------------------------------------------------------
+def _ladder_v2(d: dict) -> dict:
+    """Labelled; v1's ``torch`` and ``triton`` versions -> provenance."""
+    d["provenance"] = _provenance(packages={"torch": d.pop("torch"), "triton": d.pop("triton")})
+    return d
+
+
+LADDER_H200 = Format(
+    "ladder-h200",
+    (
+        Version(1, "no kind; torch, triton, gpu, and the parts (kernels, timing, profile, accuracy)"),
+        Version(2, "`kind`; `torch` and `triton` replaced by `provenance`", _ladder_v2),
+    ),
+    unlabelled=lambda d: d.get("schema_version") == 1 and "parts" in d,
+)
+
+
+# -- profile: a board's BoardProfile in the user cache (nvmeter.boards.profile) --------------------
+PROFILE = Format("profile", (Version(1, "board identity and its BoardProfile, written by nvmeter probe"),))
+
+
+# -- score-summary: `nvmeter summarize --format json` ----------------------------------------------
+SCORE_SUMMARY = Format(
+    "score-summary",
+    (Version(1, "per method (medians over passing runs) and every run's derived figures; provenance"),),
+)
+
+
+FORMATS: dict[str, Format] = {
+    f.kind: f
+    for f in (
+        PROBE,
+        SCORE,
+        WORKLOADS,
+        WINDOW_ACCURACY,
+        WINDOW_ACCURACY_SUMMARY,
+        LADDER_H200,
+        SCORE_SUMMARY,
+        PROFILE,
+    )
+}
+CURRENT: dict[str, int] = {kind: f.current for kind, f in FORMATS.items()}
+
+
+def header(kind: str) -> dict:
+    """``{"kind": kind, "schema_version": its current version}`` for a record written now."""
+    return FORMATS[kind].header()
+
+
+def upgrade(data: dict, kind: str, where: str = "record") -> dict:
+    """A record of ``kind``, any known version, in the current one (see :meth:`Format.upgrade`)."""
+    return FORMATS[kind].upgrade(data, where)

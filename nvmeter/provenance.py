@@ -1,0 +1,127 @@
+"""Where a record came from: one collector for every record nvmeter and its bench scripts write.
+
+A :class:`Provenance` says which machine, Python, nvmeter (version and git commit) and
+packages made a record, and with what command line. It is informative only: no figure
+is derived from it. Package versions come from the installed distributions' metadata,
+so collecting them imports none of the packages (the scorer process never loads torch).
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+# The distributions whose versions a record keeps: the GPU stack and the numerics.
+PACKAGES = ("torch", "nvidia-ml-py", "numpy", "triton")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which machine and software made a record.
+
+    A field a record's format version did not keep is None (see docs/formats.md).
+
+    Attributes:
+        host: The machine's host name.
+        platform: ``platform.platform()``, e.g. ``Linux-6.8-x86_64-with-glibc2.39``.
+        python: The Python version, e.g. ``3.12.3``.
+        argv: The command line (``sys.argv``).
+        nvmeter: nvmeter's version.
+        nvmeter_commit: The git commit nvmeter ran from (None outside a checkout).
+        packages: Distribution name -> version (None where it is not installed), for
+            :data:`PACKAGES`.
+        board: The board's identity (``BoardIdentity.to_dict()``), for records that do
+            not hold one of their own; None otherwise.
+
+    """
+
+    host: str | None
+    platform: str | None
+    python: str | None
+    argv: tuple[str, ...] | None
+    nvmeter: str | None
+    nvmeter_commit: str | None
+    packages: dict[str, str | None] = field(default_factory=dict)
+    board: dict | None = None
+
+    def to_dict(self) -> dict:
+        """Plain dict for JSON."""
+        return {
+            "host": self.host,
+            "platform": self.platform,
+            "python": self.python,
+            "argv": None if self.argv is None else list(self.argv),
+            "nvmeter": self.nvmeter,
+            "nvmeter_commit": self.nvmeter_commit,
+            "packages": dict(self.packages),
+            "board": self.board,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Provenance:
+        """Inverse of :meth:`to_dict` (every key is required: older shapes are upgraded first)."""
+        return cls(
+            host=d["host"],
+            platform=d["platform"],
+            python=d["python"],
+            argv=None if d["argv"] is None else tuple(d["argv"]),
+            nvmeter=d["nvmeter"],
+            nvmeter_commit=d["nvmeter_commit"],
+            packages=dict(d["packages"]),
+            board=d["board"],
+        )
+
+    def __repr__(self) -> str:
+        who = f"nvmeter {self.nvmeter}" + (f" ({self.nvmeter_commit[:10]})" if self.nvmeter_commit else "")
+        return f"Provenance({who} on {self.host}, Python {self.python})"
+
+
+def collect(board=None, argv: list[str] | None = None) -> Provenance:
+    """This process's provenance.
+
+    Args:
+        board: A :class:`~nvmeter.boards.protocol.BoardIdentity` to keep, for records that
+            hold no board of their own (e.g. bench scripts); None otherwise.
+        argv: The command line to keep (default ``sys.argv``).
+
+    """
+    from nvmeter import __version__
+
+    return Provenance(
+        host=socket.gethostname(),
+        platform=platform.platform(),
+        python=platform.python_version(),
+        argv=tuple(sys.argv if argv is None else argv),
+        nvmeter=__version__,
+        nvmeter_commit=commit(),
+        packages={name: package_version(name) for name in PACKAGES},
+        board=board.to_dict() if board is not None else None,
+    )
+
+
+def package_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist``, or None."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def commit() -> str | None:
+    """The git commit nvmeter runs from, if it runs from a checkout (None otherwise)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (out.stdout.strip() or None) if out.returncode == 0 else None
