@@ -327,7 +327,7 @@ def score(
             "--window-warmup-s",
             help="Unmetered method calls just before its window, s (at least one; 0: none).",
         ),
-    ] = 0.5,
+    ] = 1.0,
     min_calls: Annotated[int, typer.Option("--min-calls", help="Fewest calls in the method window.")] = 4,
     control_s: Annotated[float, typer.Option("--control-s", help="Control window of null calls, s.")] = 2.0,
     idle_s: Annotated[float, typer.Option("--idle-s", help="Each frozen idle span, s.")] = 2.0,
