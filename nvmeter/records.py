@@ -24,6 +24,7 @@ from pathlib import Path
 from nvmeter import errors
 
 SCHEMA_VERSIONS = {"probe": (1,), "workloads": (1,), "score": (1,)}
+SCHEMA_VERSIONS["job"] = (1,)
 CURRENT = {kind: versions[-1] for kind, versions in SCHEMA_VERSIONS.items()}
 
 

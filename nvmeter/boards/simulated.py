@@ -67,6 +67,8 @@ class SimConfig:
             (H200 probe: 295 and 553 W).
         power_limit_w: Board power limit (H200 probe: 700 W).
         seed: RNG seed.
+        name, uuid: The identity it reports (several simulated boards of one job need
+            their own UUIDs; another name stands for another model).
     """
 
     counter_period_s: float = 0.100
@@ -92,6 +94,8 @@ class SimConfig:
     load_above_idle_w: dict = field(default_factory=lambda: {"constant": 295.0, "random": 553.0})
     power_limit_w: float = 700.0
     seed: int = 0
+    name: str = "Simulated H200"
+    uuid: str = "GPU-5157a7ed-0000-4000-8000-000000000000"
 
     def with_(self, **changes) -> SimConfig:
         """A copy with some fields changed."""
@@ -303,8 +307,8 @@ class SimulatedBoard:
     def identity(self) -> BoardIdentity:
         """A fixed identity with ``simulated=True``."""
         return BoardIdentity(
-            name="Simulated H200",
-            uuid="GPU-5157a7ed-0000-4000-8000-000000000000",
+            name=self.config.name,
+            uuid=self.config.uuid,
             pci_bus_id="00000000:00:00.0",
             driver="simulated",
             vbios="",
