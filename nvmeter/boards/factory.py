@@ -42,8 +42,9 @@ def open_board(device: int | str | Board | None = None, *, simulate: bool = Fals
 def simulated_host(boards: int = 1, *, clock=None, config=None) -> list[Board]:
     """The simulated boards of one host, on one shared virtual clock.
 
-    Board ``i`` has seed ``config.seed + i`` and the UUID of board 0 with ``i`` as its
-    last field, so the boards of a simulated host differ in identity and noise.
+    Board ``i`` has seed ``config.seed + i`` and the UUID of board 0 with ``i`` added to
+    its last field (hexadecimal), so the boards of a simulated host differ in identity and
+    noise.
 
     Args:
         boards: How many boards the host has (>= 1).
@@ -51,7 +52,7 @@ def simulated_host(boards: int = 1, *, clock=None, config=None) -> list[Board]:
         config: Board 0's :class:`~nvmeter.boards.simulated.SimConfig`.
 
     Raises:
-        UsageError: fewer than one board.
+        UsageError: fewer than one board, or a UUID whose last field is not hexadecimal.
 
     """
     from nvmeter import errors
@@ -62,9 +63,13 @@ def simulated_host(boards: int = 1, *, clock=None, config=None) -> list[Board]:
         raise errors.UsageError(f"a simulated host has at least one board, not {boards!r}")
     clock = clock or VirtualClock()
     base = config or SimConfig()
-    stem = base.uuid.rsplit("-", 1)[0]
+    stem, last = base.uuid.rsplit("-", 1)
+    try:
+        int(last, 16)
+    except ValueError as exc:
+        raise errors.UsageError(f"a simulated UUID ends in a hexadecimal field, not {base.uuid!r}") from exc
     return [
-        SimulatedBoard(base.with_(seed=base.seed + i, uuid=f"{stem}-{i:012d}" if i else base.uuid), clock)
+        SimulatedBoard(base.with_(seed=base.seed + i, uuid=f"{stem}-{int(last, 16) + i:012x}"), clock)
         for i in range(boards)
     ]
 

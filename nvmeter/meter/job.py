@@ -3,8 +3,9 @@
 A JobWindow composes one :class:`~nvmeter.meter.window.EnergyWindow` per board and
 enters and exits them concurrently, one thread per board
 (:func:`nvmeter.clock.run_concurrently`): the entry's idle spans and counter edges of N
-boards take the time of the slowest one, not their sum, so the work waits no longer than
-in front of one window (at most one counter period more than its luckiest board). NVML is
+boards take the time of the slowest board alone, not their sum, so the work waits no longer
+than in front of one window on that board. Boards differ only in where their counters step,
+so that is at most about a counter period an edge more than the luckiest board. NVML is
 thread-safe (docs/facts.md), and its calls release the GIL, so the threads poll at once.
 
 While the work runs the JobWindow does what one EnergyWindow does: ``w.call()`` counts, and
@@ -114,9 +115,9 @@ class JobWindow:
         """Declare ``n`` more calls; about once a second, reads every board's sample buffer at once."""
         self._counted += n
         now = self.clock.now()
-        if now - self._last_ask_s >= _ASK_EVERY_S and self._live():
+        if now - self._last_ask_s >= _ASK_EVERY_S:
             self._last_ask_s = now
-            run_concurrently(self.clock, [lambda w=w: w.call(0) for w in self._live()])
+            self._on_live_boards(lambda w: w.call(0))
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
@@ -129,17 +130,12 @@ class JobWindow:
         """Synchronise the work, then find every live board's end edge at once."""
         self._sync()
         calls = self.calls
-        live = [i for i, failed in enumerate(self._failed) if failed is None]
 
         def close(w: EnergyWindow):
             w.call(calls)
             w.__exit__(None, None, None)
 
-        outcome = run_concurrently(
-            self.clock, [self._guard(lambda w=self._windows[i]: close(w)) for i in live]
-        )
-        for i, failed in zip(live, outcome, strict=True):
-            self._failed[i] = failed
+        self._on_live_boards(close)
 
     @property
     def calls(self) -> int:
@@ -162,8 +158,14 @@ class JobWindow:
         record = RankRecord(0, self.host, self.calls, tuple(i.uuid for i in self._idents))
         return JobMeasurement(tuple(self.parts()), (record,), self._max_rel_err)
 
-    def _live(self) -> list[EnergyWindow]:
-        return [w for w, failed in zip(self._windows, self._failed, strict=True) if failed is None]
+    def _on_live_boards(self, fn) -> None:
+        """``fn(window)`` on every board still metered, at once; a board whose telemetry fails drops out."""
+        live = [i for i, failed in enumerate(self._failed) if failed is None]
+        if not live:
+            return
+        outcome = run_concurrently(self.clock, [self._guard(lambda w=self._windows[i]: fn(w)) for i in live])
+        for i, failed in zip(live, outcome, strict=True):
+            self._failed[i] = failed
 
     @staticmethod
     def _guard(fn):
