@@ -295,3 +295,13 @@ def test_a_distributed_window_needs_a_process_group():
 
     with pytest.raises(errors.UsageError, match="init_process_group"):
         DistributedWindow()
+
+
+def test_torch_all_sync_is_a_named_choice_and_harmless_without_cuda():
+    from nvmeter.meter.sync import resolve
+
+    fn, name = resolve("torch_all")
+    assert name == "torch_all"
+    fn()  # no CUDA here: nothing to synchronise, and no context opened
+    with pytest.raises(errors.UsageError, match="torch_all"):
+        resolve("torch-every")
