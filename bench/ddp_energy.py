@@ -430,10 +430,8 @@ def summary(data: dict) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--unit", choices=("ddp", "shared"), required=True)
-    parser.add_argument(
-        "--out", type=Path, required=True, help="folder for ddp-energy.json and ddp-energy.log"
-    )
+    parser.add_argument("--unit", choices=("ddp", "shared"))
+    parser.add_argument("--out", type=Path, help="folder for ddp-energy.json and ddp-energy.log")
     parser.add_argument("--quick", action="store_true", help="shorter references and fewer windows (~1 min)")
     parser.add_argument("--analyze", type=Path, help="recompute the checks of a saved file (no GPU)")
     parser.add_argument(
@@ -448,6 +446,8 @@ def main() -> None:
             data["checks"] = checks(data)
             print("\n".join(summary(data)))
         return
+    if args.unit is None or args.out is None:
+        parser.error("--unit and --out are needed to run (or --analyze FILE)")
     args.out.mkdir(parents=True, exist_ok=True)
     Run(args.unit, args.out, args.quick, args.simulate).run()
 
