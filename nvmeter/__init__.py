@@ -4,11 +4,14 @@ The public API, in one place (``from nvmeter import EnergyWindow, measure, open_
 
 Boards (:mod:`nvmeter.boards`):
     open_board: the one factory of boards (a GPU by CUDA index or UUID, or the simulated one).
+    open_boards, simulated_host: several boards ("all", or a list); a simulated host's boards on one clock.
     Board, BoardIdentity, PowerSample: the telemetry protocol.
     BoardProfile: the board's telemetry figures the meter uses.
     NvmlBoard, SimulatedBoard, SimConfig, Fault: the two implementations.
 Meter (:mod:`nvmeter.meter`):
     EnergyWindow, measure, measure_many, Measurement: per-call energy above idle, with a bound.
+    JobWindow, DistributedWindow, JobMeasurement: one window over several boards, and over the
+        ranks of a torch.distributed job; per-step energy above idle, each board counted once.
     IdleBaseline: where the idle power came from.
     ErrorModel: the bound's versioned state constants.
 Probes (:mod:`nvmeter.probes`):
@@ -26,6 +29,8 @@ __version__ = "0.2.0"
 
 _LAZY = {
     "open_board": "nvmeter.boards.factory",
+    "open_boards": "nvmeter.boards.factory",
+    "simulated_host": "nvmeter.boards.factory",
     "Board": "nvmeter.boards.protocol",
     "BoardIdentity": "nvmeter.boards.protocol",
     "PowerSample": "nvmeter.boards.protocol",
@@ -38,6 +43,9 @@ _LAZY = {
     "measure": "nvmeter.meter.adaptive",
     "measure_many": "nvmeter.meter.adaptive",
     "Measurement": "nvmeter.meter.measurement",
+    "JobWindow": "nvmeter.meter.job",
+    "DistributedWindow": "nvmeter.meter.distributed",
+    "JobMeasurement": "nvmeter.meter.jobmeasurement",
     "IdleBaseline": "nvmeter.meter.baseline",
     "ErrorModel": "nvmeter.meter.errormodel",
     "Rig": "nvmeter.worker.rig",

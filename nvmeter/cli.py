@@ -34,6 +34,15 @@ DeviceOpt = Annotated[
     str | None,
     typer.Option("--device", "-d", help="CUDA index (CUDA_VISIBLE_DEVICES respected) or GPU-… UUID."),
 ]
+ProbeDeviceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--device",
+        "-d",
+        help="CUDA index (CUDA_VISIBLE_DEVICES respected), GPU-… UUID, or all: every visible board "
+        "in turn, one file each (OUT's name with the board's UUID added: probe-GPU-….json).",
+    ),
+]
 SimulateOpt = Annotated[
     bool, typer.Option("--simulate", help="Use the simulated board (virtual time; no GPU needed).")
 ]
@@ -67,6 +76,10 @@ def _device(spec: str | None) -> int | str | None:
     if spec is None:
         return None
     spec = spec.strip()
+    if spec == "all":
+        raise errors.UsageError(
+            "--device all is for nvmeter probe; here give one board (a CUDA index or a GPU-… UUID)"
+        )
     if spec.isdigit():
         return int(spec)
     if spec.startswith(("GPU-", "MIG-")) and len(spec) > 4:
@@ -135,7 +148,7 @@ def probe(
     out_path: Annotated[
         Path, typer.Option("--out", "-o", help="Where to write the probe record (JSON).")
     ] = Path("probe.json"),
-    device: DeviceOpt = None,
+    device: ProbeDeviceOpt = None,
     quick: Annotated[
         bool,
         typer.Option(
@@ -156,16 +169,40 @@ def probe(
             help="Keep the board's profile in the user cache (NVMETER_CACHE_DIR), where windows find it.",
         ),
     ] = True,
+    sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,
 ) -> None:
-    """Characterise the board's energy telemetry and write a probe record (default ~2 min)."""
+    """Characterise the board's energy telemetry and write a probe record (default ~2 min a board)."""
     from nvmeter import probes, records
-    from nvmeter.probes.report import run_probes
 
-    records.check_writable(out_path)
     unknown = sorted(set(only or ()) - set(probes.BY_NAME))
     if unknown:
         raise errors.UsageError(f"unknown probe(s) {', '.join(unknown)}; known: {', '.join(probes.BY_NAME)}")
-    rig = _open_rig(device, simulate)
+    if device is None or device.strip() != "all":
+        records.check_writable(out_path)
+        _probe_one(_open_rig(device, simulate), out_path, quick, only, cache)
+        return
+    from nvmeter.boards.factory import open_boards
+    from nvmeter.worker.rig import Rig
+
+    boards = open_boards("all", simulate=simulate, sim_boards=sim_boards)
+    paths = [out_path.with_name(f"{out_path.stem}-{b.identity().uuid}{out_path.suffix}") for b in boards]
+    for path in paths:  # every file checked before the first board is touched
+        records.check_writable(path)
+    failed: list[errors.NvmeterError] = []
+    for board, path in zip(boards, paths, strict=True):
+        try:
+            _probe_one(Rig.around(board), path, quick, only, cache)
+        except (errors.TelemetryError, errors.WorkerError) as exc:  # the other boards still get probed
+            _say(f"nvmeter: {board.identity().uuid}: {exc}")
+            failed.append(exc)
+    if failed:
+        raise typer.Exit(failed[0].exit_code)
+
+
+def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: bool) -> None:
+    from nvmeter import probes, records
+    from nvmeter.probes.report import run_probes
+
     chosen = [m for m in probes.selected(quick) if not only or m.NAME in only]
     board = rig.board.identity()
     expected_s = sum(m.budget_s(quick) for m in chosen)

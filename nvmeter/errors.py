@@ -66,3 +66,9 @@ class WorkerError(NvmeterError):
     """The GPU worker process failed, timed out or died."""
 
     exit_code = 4
+
+
+class DistributedError(NvmeterError):
+    """A rank of a distributed window could not meter its boards, or did not arrive in time."""
+
+    exit_code = 4

@@ -363,6 +363,13 @@ LADDER_H200 = Format(
 PROFILE = Format("profile", (Version(1, "board identity and its BoardProfile, written by nvmeter probe"),))
 
 
+# -- job: one window over several boards and ranks (nvmeter.meter.jobmeasurement) -------------------
+JOB = Format(
+    "job",
+    (Version(1, "every board's Measurement (version 2), the ranks and which boards they shared, the host"),),
+)
+
+
 # -- score-summary: `nvmeter summarize --format json` ----------------------------------------------
 SCORE_SUMMARY = Format(
     "score-summary",
@@ -381,6 +388,7 @@ FORMATS: dict[str, Format] = {
         LADDER_H200,
         SCORE_SUMMARY,
         PROFILE,
+        JOB,
     )
 }
 CURRENT: dict[str, int] = {kind: f.current for kind, f in FORMATS.items()}

@@ -174,3 +174,52 @@ def test_the_window_api_is_at_the_top_level():
     from nvmeter.meter import adaptive, window
 
     assert nvmeter.measure is adaptive.measure and nvmeter.EnergyWindow is window.EnergyWindow
+
+
+def test_the_job_api_is_at_the_top_level():
+    import nvmeter
+    from nvmeter.boards import factory
+    from nvmeter.meter import distributed, job, jobmeasurement
+
+    assert nvmeter.JobWindow is job.JobWindow and nvmeter.DistributedWindow is distributed.DistributedWindow
+    assert nvmeter.JobMeasurement is jobmeasurement.JobMeasurement
+    assert nvmeter.simulated_host is factory.simulated_host and nvmeter.open_boards is factory.open_boards
+
+
+def test_probe_all_writes_one_file_per_board(tmp_path):
+    out = tmp_path / "probe.json"
+    result = nvmeter(
+        "probe",
+        "--simulate",
+        "--sim-boards",
+        "2",
+        "--device",
+        "all",
+        "--quick",
+        "--only",
+        "idle",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    files = sorted(tmp_path.glob("probe-GPU-*.json"))
+    assert [f.name for f in files] == [
+        "probe-GPU-5157a7ed-0000-4000-8000-000000000000.json",
+        "probe-GPU-5157a7ed-0000-4000-8000-000000000001.json",
+    ]
+    assert not out.exists()
+    for f in files:
+        data = json.loads(f.read_text())
+        assert f.name == f"probe-{data['board']['uuid']}.json"
+        assert set(data["probes"]) == {"idle"}
+    # each file is an ordinary probe record: show and idle= read it as they read any
+    assert nvmeter("show", str(files[1])).returncode == 0
+
+
+def test_all_is_for_probe_only_and_every_file_is_checked_first(tmp_path):
+    result = nvmeter("check", "--simulate", "--device", "all")
+    one_line_error(result, 2)
+    assert "--device all is for nvmeter probe" in result.stderr
+    result = nvmeter("probe", "--simulate", "--device", "all", "--out", str(tmp_path / "no" / "p.json"))
+    one_line_error(result, 2)
+    assert not (tmp_path / "no").exists()

@@ -37,3 +37,105 @@ def open_board(device: int | str | Board | None = None, *, simulate: bool = Fals
     from nvmeter.boards.nvml import NvmlBoard
 
     return NvmlBoard(device)
+
+
+def simulated_host(boards: int = 1, *, clock=None, config=None) -> list[Board]:
+    """The simulated boards of one host, on one shared virtual clock.
+
+    Board ``i`` has seed ``config.seed + i`` and the UUID of board 0 with ``i`` added to
+    its last field (hexadecimal), so the boards of a simulated host differ in identity and
+    noise.
+
+    Args:
+        boards: How many boards the host has (>= 1).
+        clock: Their shared :class:`~nvmeter.clock.VirtualClock` (default: a new one).
+        config: Board 0's :class:`~nvmeter.boards.simulated.SimConfig`.
+
+    Raises:
+        UsageError: fewer than one board, or a UUID whose last field is not hexadecimal.
+
+    """
+    from nvmeter import errors
+    from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+    from nvmeter.clock import VirtualClock
+
+    if not isinstance(boards, int) or boards < 1:
+        raise errors.UsageError(f"a simulated host has at least one board, not {boards!r}")
+    clock = clock or VirtualClock()
+    base = config or SimConfig()
+    stem, last = base.uuid.rsplit("-", 1)
+    try:
+        int(last, 16)
+    except ValueError as exc:
+        raise errors.UsageError(f"a simulated UUID ends in a hexadecimal field, not {base.uuid!r}") from exc
+    return [
+        SimulatedBoard(base.with_(seed=base.seed + i, uuid=f"{stem}-{int(last, 16) + i:012x}"), clock)
+        for i in range(boards)
+    ]
+
+
+def open_boards(devices, *, simulate: bool = False, sim_boards: int = 1, available=None) -> list[Board]:
+    """Several boards: ``"all"`` (every visible one), or a list of indices, UUIDs or Boards.
+
+    A board named twice (by index and by UUID, say) is opened once.
+
+    Args:
+        devices: ``"all"``, one device as :func:`open_board` takes, or a sequence of them.
+        simulate: Pick from a new simulated host (:func:`simulated_host`) instead of NVML.
+        sim_boards: That simulated host's number of boards.
+        available: Pick indices and UUIDs from these boards instead (a simulated host
+            made by the caller); ``"all"`` is all of them.
+
+    Returns:
+        The boards, in the order named.
+
+    Raises:
+        UsageError: an empty list. DeviceNotFound and the rest: as :func:`open_board`.
+
+    """
+    from nvmeter import errors
+
+    specs = _specs(devices)
+    if simulate or available is not None:
+        host = list(available) if available is not None else simulated_host(sim_boards)
+        boards = host if devices == "all" else [_pick_simulated(host, spec) for spec in specs]
+    elif devices == "all":
+        from nvmeter.boards.nvml import visible_uuids
+
+        boards = [open_board(uuid) for uuid in visible_uuids()]
+    else:
+        boards = [open_board(spec) for spec in specs]
+    unique: dict[str, Board] = {}
+    for board in boards:
+        unique.setdefault(board.identity().uuid, board)
+    if not unique:
+        raise errors.UsageError("devices names no board: give 'all' or at least one index or UUID")
+    return list(unique.values())
+
+
+def _specs(devices) -> list:
+    if devices == "all":
+        return []
+    if isinstance(devices, (int, str, Board)) or devices is None:
+        return [devices]
+    return list(devices)
+
+
+def _pick_simulated(host: list[Board], spec) -> Board:
+    from nvmeter import errors
+
+    if isinstance(spec, Board) and not isinstance(spec, (int, str)):
+        return spec
+    if spec is None:
+        spec = 0
+    if isinstance(spec, str) and spec.strip().isdigit():
+        spec = int(spec)
+    if isinstance(spec, int) and 0 <= spec < len(host):
+        return host[spec]
+    if isinstance(spec, str) and len(spec) > 4:
+        hits = [b for b in host if b.identity().uuid.startswith(spec)]
+        if len(hits) == 1:
+            return hits[0]
+    raise errors.DeviceNotFound(
+        f"the simulated host has {len(host)} board(s) (indices 0-{len(host) - 1}); no device {spec!r}"
+    )

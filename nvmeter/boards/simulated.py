@@ -83,6 +83,8 @@ class SimConfig:
             ``c_per_w`` per W, relaxing with ``thermal_tau_s`` (H200 lead: 56 -> 60 °C over 20 s
             at ~690 W).
         seed: RNG seed.
+        name, uuid: The identity it reports (several simulated boards of one job need
+            their own UUIDs; another name stands for another model).
     """
 
     counter_period_s: float = 0.100
@@ -119,6 +121,8 @@ class SimConfig:
     c_per_w: float = 0.045
     thermal_tau_s: float = 30.0
     seed: int = 0
+    name: str = "Simulated H200"
+    uuid: str = "GPU-5157a7ed-0000-4000-8000-000000000000"
 
     def with_(self, **changes) -> SimConfig:
         """A copy with some fields changed."""
@@ -413,8 +417,8 @@ class SimulatedBoard:
     def identity(self) -> BoardIdentity:
         """A fixed identity with ``simulated=True``."""
         return BoardIdentity(
-            name="Simulated H200",
-            uuid="GPU-5157a7ed-0000-4000-8000-000000000000",
+            name=self.config.name,
+            uuid=self.config.uuid,
             pci_bus_id="00000000:00:00.0",
             driver="simulated",
             vbios="",

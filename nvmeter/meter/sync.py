@@ -21,6 +21,25 @@ def _torch() -> None:
     torch.cuda.synchronize()
 
 
+def _torch_all() -> None:
+    """Every CUDA device this process has a context on: a multi-board window's work may use several.
+
+    Only devices that already hold a context are synchronised, since synchronising
+    another would open one there (tens of watts of idle, docs/facts.md).
+    """
+    import torch
+
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return
+    has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
+    if has_context is None:  # not in every build: the current device at least
+        torch.cuda.synchronize()
+        return
+    for index in range(torch.cuda.device_count()):
+        if has_context(index):
+            torch.cuda.synchronize(index)
+
+
 def _cupy() -> None:
     import cupy
 
@@ -39,15 +58,16 @@ def _none() -> None:
     return None
 
 
-_BY_NAME = {"torch": _torch, "cupy": _cupy, "jax": _jax, "none": _none}
+_BY_NAME = {"torch": _torch, "torch_all": _torch_all, "cupy": _cupy, "jax": _jax, "none": _none}
 
 
 def resolve(sync: str | Sync | None) -> tuple[Sync, str]:
     """The sync callable and its name.
 
     Args:
-        sync: ``"torch"``, ``"cupy"``, ``"jax"``, ``"none"``, a callable, or None for
-            torch when it is imported with CUDA initialised, else none.
+        sync: ``"torch"``, ``"torch_all"`` (every device with a context), ``"cupy"``,
+            ``"jax"``, ``"none"``, a callable, or None for torch when it is imported with
+            CUDA initialised, else none.
 
     Raises:
         UsageError: an unknown name or a non-callable.

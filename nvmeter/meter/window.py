@@ -81,6 +81,8 @@ class EnergyWindow:
         tail_s: Wait after the work before the end edge, s (default: the profile's).
         profile: A :class:`BoardProfile`, a probe or profile file of this board, or None for
             the one ``nvmeter probe`` cached for this board, else its family's defaults.
+        devices: Several boards (CUDA indices, UUIDs, Boards, or ``"all"``): the window is then a
+            :class:`~nvmeter.meter.job.JobWindow` over them (``device`` is ignored).
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged).
@@ -91,10 +93,22 @@ class EnergyWindow:
             another board or schema.
     """
 
+    def __new__(cls, device=0, *, devices=None, **kwargs):
+        if devices is not None:  # several boards: one JobWindow (it imports this module, so lazily)
+            from nvmeter.meter.job import JobWindow
+
+            if kwargs.keys() & {"control_mj", "control_err_mj"}:
+                raise errors.UsageError(
+                    "a window on several boards takes no control_mj: subtract it per board"
+                )
+            return JobWindow(devices, **kwargs)
+        return super().__new__(cls)
+
     def __init__(
         self,
         device: int | str | Board | None = 0,
         *,
+        devices: None = None,
         idle: str | Path | float | IdleBaseline = "measure",
         sync: str | Sync | None = None,
         method: str = "auto",

@@ -51,8 +51,12 @@ class Rig:
             NvmlUnavailable, NoGpu, DeviceNotFound, NotSupported: as :func:`open_board`.
 
         """
-        board = open_board(device, simulate=simulate, config=config)
-        if simulate:
+        return cls.around(open_board(device, simulate=simulate, config=config))
+
+    @classmethod
+    def around(cls, board: Board) -> Rig:
+        """A rig on a board already open: a simulated one gets the simulated worker."""
+        if board.identity().simulated:
             return cls(board, lambda: SimWorker(board))
         uuid = board.identity().uuid
         return cls(board, lambda: WorkerProcess("cuda", uuid))

@@ -1,0 +1,314 @@
+"""`DistributedWindow`: one window over every rank of a torch.distributed job.
+
+Every rank opens the window around the same steps. The ranks talk through
+torch.distributed only (imported when a window is made), over a gloo process group:
+the caller's, when it is gloo, else a gloo side group of the same ranks made once per
+process. Why gloo for the meter's few messages even in an NCCL job:
+
+* ``monitored_barrier`` exists only on gloo, and it is what turns a rank that never
+  arrives into an error naming that rank (on rank 0) after ``timeout_s``, on every rank,
+  instead of a hang. NCCL collectives have no per-call timeout; their watchdog aborts
+  the process after the group's (default 10 min) one.
+* The readings are Python objects on the host; gloo moves them without touching a GPU,
+  a CUDA stream or the job's NCCL communicator.
+
+The protocol (four barriers and two object gathers, all on the host):
+
+1. entry: each rank synchronises its own work; a monitored barrier; the ranks exchange
+   their boards (host, UUID) or the error opening them. Any error ends the window on
+   every rank, naming the rank. Each board is metered by the lowest rank on it.
+2. each rank enters the windows of the boards it meters (at once, one thread each,
+   :class:`~nvmeter.meter.job.JobWindow`); a monitored barrier, so no rank starts work
+   while a board's idle span is measured.
+3. exit: synchronise; a monitored barrier (every rank's work has ended); the end edges;
+   a monitored barrier (no rank resumes work while a board's idle span after is measured);
+   the readings are gathered (``all_gather_object``, or ``gather_object`` to one rank).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+
+from nvmeter import errors
+from nvmeter.boards.factory import open_boards
+from nvmeter.meter.job import JobWindow
+from nvmeter.meter.jobmeasurement import BoardPart, JobMeasurement, RankRecord
+from nvmeter.meter.sync import Sync, resolve
+
+# Default wait for the other ranks at each barrier, s. A data-parallel job's ranks reach
+# the window's edges within a step of each other; two minutes also covers a slow start.
+TIMEOUT_S = 120.0
+
+# gloo groups made by this process for the meter, by the ranks of the caller's group
+_CONTROL: dict[tuple[int, ...], object] = {}
+
+
+def _dist():
+    """torch.distributed, initialised.
+
+    Raises:
+        UsageError: torch.distributed is not available or not initialised.
+    """
+    try:
+        import torch.distributed as dist
+    except ImportError as exc:  # pragma: no cover - torch is a dependency
+        raise errors.UsageError("DistributedWindow needs torch.distributed") from exc
+    if not (dist.is_available() and dist.is_initialized()):
+        raise errors.UsageError(
+            "torch.distributed is not initialised: call torch.distributed.init_process_group first "
+            "(or use JobWindow for the boards of one process)"
+        )
+    return dist
+
+
+def control_group(group=None, timeout_s: float = TIMEOUT_S):
+    """The gloo group the meter talks over: ``group`` itself when it is gloo, else a gloo twin.
+
+    The twin is made once per process (a collective call: every rank of ``group`` makes
+    its window at the same point, as it must anyway). Its timeout, the first window's,
+    bounds the object gathers; the barriers take each window's own.
+    """
+    dist = _dist()
+    world = group is None or group is dist.group.WORLD
+    if str(dist.get_backend(None if world else group)) == "gloo":
+        return None if world else group
+    ranks = tuple(range(dist.get_world_size())) if world else tuple(dist.get_process_group_ranks(group))
+    if ranks not in _CONTROL:
+        timeout = timedelta(seconds=timeout_s)
+        if world:
+            _CONTROL[ranks] = dist.new_group(backend="gloo", timeout=timeout)
+        else:  # only the members call: the others never make a window on this group
+            _CONTROL[ranks] = dist.new_group(
+                list(ranks), backend="gloo", timeout=timeout, use_local_synchronization=True
+            )
+    return _CONTROL[ranks]
+
+
+class DistributedWindow:
+    """One window over every rank of a job: ``with DistributedWindow() as w: ...; w.call()``.
+
+    Each rank makes the window around the same steps; ``w.call()`` counts this rank's
+    steps. The job's boards are keyed by (host, UUID): a board several ranks run on (or
+    MIG instances of one parent, opened by the parent's UUID) is metered by the lowest
+    of them and counted once.
+
+    Args:
+        devices: This rank's boards: None (its current CUDA device if torch has
+            initialised CUDA, else ``LOCAL_RANK``), ``"all"``, or a list of CUDA indices,
+            ``GPU-…`` UUIDs or :class:`Board` objects.
+        group: The process group whose ranks share the window (None: the default one).
+            An NCCL group gets a gloo twin (module docstring: why).
+        timeout_s: Longest wait for the other ranks at any edge, s: past it every
+            waiting rank raises :class:`~nvmeter.errors.DistributedError`, rank 0 naming
+            the ranks that did not arrive.
+        result_on: ``"all"`` (every rank holds the result) or one rank of ``group``.
+        host: The host name this rank's boards are recorded under (default: this
+            host's; two containers sharing a board need one name).
+        sync: This rank's work's synchronisation (default: every CUDA device the rank
+            holds a context on).
+        **window_kwargs: ``idle``, ``method``, ``calls``, ``tail_s``, ``profile``,
+            ``max_rel_err``, ``available``, as for :class:`~nvmeter.meter.job.JobWindow`.
+
+    After the block, ``w.result`` is the :class:`JobMeasurement` on the ranks that hold it
+    (None elsewhere, and None if the block raised on this rank).
+
+    Raises:
+        UsageError: torch.distributed not initialised, or bad arguments.
+        DistributedError: at entry, a rank could not open its boards (every rank
+            raises, naming it); at any edge, a rank did not arrive within ``timeout_s``.
+    """
+
+    def __init__(
+        self,
+        devices=None,
+        *,
+        group=None,
+        timeout_s: float = TIMEOUT_S,
+        result_on: str | int = "all",
+        host: str | None = None,
+        sync: str | Sync | None = None,
+        **window_kwargs,
+    ) -> None:
+        dist = _dist()
+        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+            raise errors.UsageError(f"timeout_s must be > 0 s, not {timeout_s!r}")
+        self._dist = dist
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        if result_on != "all" and not (isinstance(result_on, int) and 0 <= result_on < self.world_size):
+            raise errors.UsageError(
+                f"result_on must be 'all' or a rank 0-{self.world_size - 1}, not {result_on!r}"
+            )
+        self.timeout_s = float(timeout_s)
+        self.result_on = result_on
+        self.host = host or socket.gethostname()
+        self._sync, self.sync_name = resolve("torch_all" if sync is None else sync)
+        self._ctrl = control_group(group, self.timeout_s)
+        self._kw = dict(window_kwargs)
+        self._job: JobWindow | None = None
+        self._open_error: errors.NvmeterError | None = None
+        try:
+            wanted = _default_devices() if devices is None else devices
+            self.boards = open_boards(wanted, available=self._kw.pop("available", None))
+            # made now so bad arguments fail before any rank waits; entered later, per owner
+            JobWindow(self.boards, sync="none", host=self.host, **self._kw)
+        except errors.NvmeterError as exc:
+            self.boards, self._open_error = [], exc
+        self._ranks_on: dict[tuple[str, str], tuple[int, ...]] = {}
+        self.timing_s: dict[str, float] = {}
+        self.result: JobMeasurement | None = None
+
+    # -- the block -------------------------------------------------------------
+    def __enter__(self) -> DistributedWindow:
+        self._sync()
+        self._barrier("entry")
+        mine = [(self.host, b.identity().uuid) for b in self.boards]
+        error = None if self._open_error is None else f"{type(self._open_error).__name__}: {self._open_error}"
+        statuses = self._all_gather({"rank": self.rank, "host": self.host, "boards": mine, "error": error})
+        self._refuse_failures(statuses)
+        for status in statuses:
+            for key in status["boards"]:
+                self._ranks_on.setdefault(tuple(key), ())
+                self._ranks_on[tuple(key)] += (status["rank"],)
+        owned = [b for b, key in zip(self.boards, mine, strict=True) if min(self._ranks_on[key]) == self.rank]
+        self._job = JobWindow(owned, sync="none", host=self.host, **self._kw)
+        self._job.__enter__()
+        self._barrier("entry edges")
+        return self
+
+    def call(self, n: int = 1) -> None:
+        """Declare ``n`` more calls (steps) of this rank."""
+        self._job.call(n)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            return  # this rank leaves; the others' exit barrier names it after timeout_s
+        self._sync()
+        self.timing_s["exit_barrier_s"] = self._timed(lambda: self._barrier("exit"))
+        self._job.exit_boards()
+        self.timing_s["exit_skew_s"] = self._timed(lambda: self._barrier("exit edges"))
+        payload = {
+            "rank": self.rank,
+            "host": self.host,
+            "calls": self._job.calls,
+            "devices": [b.identity().uuid for b in self.boards],
+            "timing_s": dict(self.timing_s),
+            "parts": self._job.parts(self.rank, self._ranks_on),
+        }
+        t0 = time.perf_counter()
+        gathered = self._gather(payload)
+        gather_s = time.perf_counter() - t0
+        self.timing_s["gather_s"] = gather_s
+        if gathered is not None:
+            self.result = _combine(gathered, self._kw.get("max_rel_err"), gather_s)
+
+    # -- talking to the other ranks --------------------------------------------
+    def _barrier(self, edge: str) -> None:
+        dist = self._dist
+        try:
+            dist.monitored_barrier(
+                group=self._ctrl, timeout=timedelta(seconds=self.timeout_s), wait_all_ranks=True
+            )
+        except RuntimeError as exc:  # gloo: a timeout, or a peer's connection closed
+            raise errors.DistributedError(self._explain(edge, exc)) from exc
+
+    def _explain(self, edge: str, exc: Exception) -> str:
+        text = str(exc)
+        named = re.search(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier", text)
+        where = f"the window's {edge} (rank {self.rank} of {self.world_size}, host {self.host})"
+        if named:
+            return f"rank(s) {named.group(1).strip()} did not reach {where} within {self.timeout_s:g} s"
+        if "successfully reached monitoredBarrier" in text:
+            return (
+                f"not every rank reached {where} within {self.timeout_s:g} s: "
+                "rank 0's error names the missing ones"
+            )
+        if re.search(r"[Cc]onnection (closed|reset)", text):
+            return f"a rank left the job before {where}: its connection closed (it ended or raised)"
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        return (
+            f"{where}: not every rank arrived within {self.timeout_s:g} s "
+            f"(rank 0 names the missing ones) ({first})"
+        )
+
+    def _all_gather(self, obj) -> list:
+        out = [None] * self.world_size
+        try:
+            with _gc_paused():
+                self._dist.all_gather_object(out, obj, group=self._ctrl)
+        except RuntimeError as exc:
+            raise errors.DistributedError(self._explain("gather", exc)) from exc
+        return out
+
+    def _gather(self, obj) -> list | None:
+        if self.result_on == "all":
+            return self._all_gather(obj)
+        dist = self._dist
+        dst = self.result_on if self._ctrl is None else dist.get_global_rank(self._ctrl, self.result_on)
+        out = [None] * self.world_size if self.rank == self.result_on else None
+        try:
+            with _gc_paused():
+                dist.gather_object(obj, out, dst=dst, group=self._ctrl)
+        except RuntimeError as exc:
+            raise errors.DistributedError(self._explain("gather", exc)) from exc
+        return out
+
+    def _refuse_failures(self, statuses: list[dict]) -> None:
+        failed = [s for s in statuses if s["error"]]
+        if not failed:
+            return
+        text = "; ".join(
+            f"rank {s['rank']} (host {s['host']}) cannot meter its boards: {s['error']}" for s in failed
+        )
+        raise errors.DistributedError(text) from self._open_error
+
+    @staticmethod
+    def _timed(fn) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Python's cyclic collector paused while readings are unpickled.
+
+    Unpickling a few thousand objects can set off a full collection, which in a process
+    holding torch took 0.1-0.5 s on our CPU test machine and would land on the window's
+    exit at random; the collection runs later instead, as it would have without the window.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _default_devices():
+    """This rank's CUDA device: torch's current one once CUDA is initialised, else LOCAL_RANK."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return [torch.cuda.current_device()]
+    return [int(os.environ.get("LOCAL_RANK", "0"))]
+
+
+def _combine(payloads: list[Mapping], max_rel_err: float | None, gather_s: float) -> JobMeasurement:
+    parts: list[BoardPart] = [p for payload in payloads for p in payload["parts"]]
+    parts.sort(key=lambda b: (b.host, b.rank, b.device.uuid))
+    ranks = tuple(
+        RankRecord(p["rank"], p["host"], p["calls"], tuple(p["devices"]), dict(p["timing_s"]))
+        for p in sorted(payloads, key=lambda p: p["rank"])
+    )
+    return JobMeasurement(tuple(parts), ranks, max_rel_err, gather_s if math.isfinite(gather_s) else math.nan)
