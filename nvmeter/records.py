@@ -11,6 +11,8 @@ Schema history:
         plan, timed calls, the energy readings (reference trial, three frozen idle spans
         with utilisation and pids, control and method windows as Measurement dicts with
         the worker's call blocks), error, and the derived figures; nvmeter.score.record).
+    run 1: first version (``nvmeter run``: command, exit, signals, a window per board; nvmeter.command).
+    pytest-energy 1: first version (``--energy-json``: each test's windows; nvmeter.pytest_plugin).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from nvmeter import errors
 
-SCHEMA_VERSIONS = {"probe": (1,), "workloads": (1,), "score": (1,)}
+SCHEMA_VERSIONS = {"probe": (1,), "workloads": (1,), "score": (1,), "run": (1,), "pytest-energy": (1,)}
 CURRENT = {kind: versions[-1] for kind, versions in SCHEMA_VERSIONS.items()}
 
 
