@@ -184,18 +184,18 @@ class _State:
         self.entries.append(Entry(item.nodeid, m, budget, judge(m, budget)))
 
     def settle(self, item) -> None:
-        """Fail (or warn) for this test's windows that did not pass, worst first."""
+        """Fail (or warn) for this test's windows that did not pass: failures first."""
         mine = [e for e in self.entries if e.nodeid == item.nodeid]
-        failed = [e for e in mine if e.verdict.outcome == "fail"]
+        failed = _said(mine, ("fail",))
         if failed:
-            pytest.fail(_joined(failed), pytrace=False)
-        open_ = [e for e in mine if e.verdict.outcome in ("undecided", "unreliable")]
+            pytest.fail(failed, pytrace=False)
+        open_ = _said(mine, ("undecided", "unreliable"))
         if not open_:
             return
         if self.mode == "warn":
-            warnings.warn(EnergyBudgetWarning(_joined(open_)), stacklevel=1)
+            warnings.warn(EnergyBudgetWarning(open_), stacklevel=1)
         else:
-            pytest.fail(_joined(open_) + " (--energy-undecided=warn makes this a warning)", pytrace=False)
+            pytest.fail(open_ + " (--energy-undecided=warn makes this a warning)", pytrace=False)
 
     def write_json(self) -> None:
         """The ``--energy-json`` record."""
@@ -211,10 +211,13 @@ class _State:
         )
 
 
-def _joined(entries: list[Entry]) -> str:
+def _said(entries: list[Entry], outcomes: tuple[str, ...]) -> str:
+    """The verdicts of the windows with these outcomes, numbered among the test's windows."""
     if len(entries) == 1:
-        return entries[0].verdict.text
-    return "; ".join(f"window {i + 1}: {e.verdict.text}" for i, e in enumerate(entries))
+        return entries[0].verdict.text if entries[0].verdict.outcome in outcomes else ""
+    return "; ".join(
+        f"window {i}: {e.verdict.text}" for i, e in enumerate(entries, 1) if e.verdict.outcome in outcomes
+    )
 
 
 def _idle_spec(text: str | None):
@@ -234,7 +237,8 @@ def _budget(item) -> Budget | None:
     try:
         return Budget.from_mark(mark)
     except errors.UsageError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)
 
 
 _STATE = pytest.StashKey[_State]()
