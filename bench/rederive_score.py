@@ -18,7 +18,7 @@ from pathlib import Path
 
 from nvmeter import provenance, records
 from nvmeter.score.record import RunRecord
-from nvmeter.score.summarize import first_difference
+from nvmeter.verify import first_difference
 
 
 def rederive(path: Path, why: str, commit: str) -> str | None:

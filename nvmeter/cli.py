@@ -222,14 +222,109 @@ def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: 
 @app.command()
 @_guarded
 def show(
-    probe_file: Annotated[Path, typer.Argument(help="A probe record written by nvmeter probe.")],
+    record_file: Annotated[
+        Path, typer.Argument(help="A probe record (nvmeter probe) or a run record (nvmeter run --json).")
+    ],
 ) -> None:
-    """Print a probe record's summary, every figure recomputed from its raw series."""
+    """Print a probe or run record, every figure recomputed from its raw series and verified.
+
+    A stored derived figure that differs from its recomputation is an error (exit 2), named
+    in one line.
+    """
+    if _record_kind(record_file) == "run":
+        from nvmeter.command import load_run
+
+        for line in load_run(record_file).lines():
+            print(line)
+        return
     from nvmeter.probes.report import load_report
 
-    report = load_report(probe_file)
+    report = load_report(record_file)
     board = report.board
     out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
+
+
+def _record_kind(path: Path) -> str | None:
+    """The record's ``kind`` (None if unreadable: the loader then says why)."""
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data.get("kind") if isinstance(data, dict) else None
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+@_guarded
+def run(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(help="The command and its arguments, after --.", metavar="-- COMMAND [ARGS]..."),
+    ] = None,
+    device: DeviceOpt = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the run record (JSON) to this file.")
+    ] = None,
+    idle: Annotated[
+        str | None,
+        typer.Option(
+            "--idle",
+            help="The idle subtracted: a probe file of this board (its no-context idle) or watts. "
+            "Default: measured for 1 s just before the command starts.",
+        ),
+    ] = None,
+    simulate: Annotated[
+        bool,
+        typer.Option(
+            "--simulate",
+            help="Simulated board: its clock follows real time while the command lives, and it "
+            "draws a CUDA context plus a fixed load (docs/everyday.md).",
+        ),
+    ] = False,
+) -> None:
+    """Run a command and meter the board for its whole life: one line per board, on stderr.
+
+    Each line: gross energy (J), energy above idle ± bound (J) with the idle named, mean W and
+    the window's time. nvmeter exits with the command's own status (128 + N when a signal N
+    ended it); SIGINT and SIGTERM are forwarded to the command, and what was measured is
+    still printed and recorded. Exit 127: no such command; 126: not executable.
+    """
+    from nvmeter import command as cmd
+    from nvmeter import records
+    from nvmeter.boards.factory import open_board
+
+    argv = list(command or [])
+    cmd.resolve_command(argv)
+    if json_path is not None:
+        records.check_writable(json_path)
+    boards = [open_board(d, simulate=simulate) for d in _devices(device)]
+    life = cmd.SimulatedLife(boards[0]) if simulate else None
+    result = cmd.run_command(argv, boards, idle=_idle_spec(idle), life=life)
+    if json_path is not None:
+        records.write_json(json_path, result.to_dict())
+    for line in result.lines():
+        _say(f"nvmeter: {line}")
+    if json_path is not None:
+        _say(f"nvmeter: wrote {json_path}")
+    raise typer.Exit(result.exit_status)
+
+
+def _devices(spec: str | None) -> list[int | str | None]:
+    """The boards ``--device`` names: one for now (``all`` comes with several-board windows)."""
+    if spec is not None and spec.strip().lower() == "all":
+        raise errors.UsageError("--device all is not supported yet: give one CUDA index or GPU-… UUID")
+    return [_device(spec)]
+
+
+def _idle_spec(text: str | None) -> str | Path | float:
+    """``--idle``: None (measure before), watts, or a probe file."""
+    if text is None:
+        return "measure"
+    try:
+        return float(text)
+    except ValueError:
+        return Path(text)
 
 
 @app.command()

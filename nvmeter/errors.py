@@ -28,6 +28,18 @@ class RecordError(UsageError):
     """A JSON record is unreadable, of an unknown schema, or of another board."""
 
 
+class CommandNotFound(UsageError):
+    """``nvmeter run`` was given a command that does not exist (exit 127, as a shell and env(1))."""
+
+    exit_code = 127
+
+
+class CommandNotExecutable(UsageError):
+    """``nvmeter run`` was given a file it may not execute (exit 126, as a shell and env(1))."""
+
+    exit_code = 126
+
+
 class TelemetryError(NvmeterError):
     """NVML could not give what was asked; the subclasses say why."""
 

@@ -370,6 +370,21 @@ JOB = Format(
 )
 
 
+# -- run: `nvmeter run -- COMMAND` (nvmeter.command) ------------------------------------------------
+RUN = Format(
+    "run",
+    (
+        Version(
+            1, "the command, its exit and signals, and one Measurement (version 2) per board around its life"
+        ),
+    ),
+)
+
+
+# -- pytest-energy: the pytest plugin's --energy-json (nvmeter.pytest_plugin) ------------------------
+PYTEST_ENERGY = Format("pytest-energy", (Version(1, "each metered test: its budget, verdict and windows"),))
+
+
 # -- score-summary: `nvmeter summarize --format json` ----------------------------------------------
 SCORE_SUMMARY = Format(
     "score-summary",
@@ -389,6 +404,8 @@ FORMATS: dict[str, Format] = {
         SCORE_SUMMARY,
         PROFILE,
         JOB,
+        RUN,
+        PYTEST_ENERGY,
     )
 }
 CURRENT: dict[str, int] = {kind: f.current for kind, f in FORMATS.items()}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nvmeter import errors, probes, provenance, records
+from nvmeter import errors, probes, provenance, records, verify
 from nvmeter.boards.protocol import BoardIdentity
 from nvmeter.provenance import Provenance
 from nvmeter.worker.rig import Rig
@@ -105,10 +105,13 @@ class ProbeReport:
 
 
 def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
-    """Read a probe file (any version: docs/formats.md); with ``board``, check it was made on that board.
+    """Read a probe file (any version: docs/formats.md), its derived figures verified.
+
+    With ``board``, check that it was made on that board (UUID).
 
     Raises:
-        RecordError: unreadable, another schema, another board, malformed.
+        RecordError: unreadable, another schema, another board, malformed, or a stored
+            derived figure that differs from its recomputation from the raw series.
 
     """
     data = records.read_json(path, "probe")
@@ -119,11 +122,31 @@ def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
         raise errors.RecordError(f"{path}: the probe record lacks {exc}") from exc
     except (ValueError, IndexError, TypeError, ZeroDivisionError, AttributeError) as exc:
         raise errors.RecordError(f"{path}: a raw series in the probe file is malformed ({exc})") from exc
+    verify_report(path, data, report)
     if board is not None and report.board.uuid != board.uuid:
         raise errors.RecordError(
             f"{path} was made on {report.board.name} {report.board.uuid}, not on this board {board.uuid}"
         )
     return report
+
+
+def verify_report(path: Path, data: dict, report: ProbeReport) -> None:
+    """Refuse a probe file whose stored ``derived`` blocks differ from the raw series' figures.
+
+    Each probe's figures are derived again from its raw series by this nvmeter and compared
+    with the file's, as ``nvmeter summarize`` does for score records.
+
+    Raises:
+        RecordError: one line naming the first figure that differs, with both values.
+
+    """
+    verify.check(
+        path,
+        (
+            (f"probes.{name}.derived", data["probes"][name].get("derived"), rec.derived())
+            for name, rec in report.probes.items()
+        ),
+    )
 
 
 def budget_s(quick: bool) -> float:

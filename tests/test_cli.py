@@ -223,3 +223,17 @@ def test_all_is_for_probe_only_and_every_file_is_checked_first(tmp_path):
     result = nvmeter("probe", "--simulate", "--device", "all", "--out", str(tmp_path / "no" / "p.json"))
     one_line_error(result, 2)
     assert not (tmp_path / "no").exists()
+
+
+def test_show_verifies_the_stored_figures(probe_file, tmp_path):
+    shown = nvmeter("show", "results/probe-h200.json", cwd=Path(__file__).parents[1])
+    assert shown.returncode == 0, shown.stderr
+    assert "idle, no context" in shown.stdout
+    data = json.loads(probe_file.read_text())
+    data["probes"]["idle"]["derived"]["context"]["power_w"] += 0.5
+    bad = tmp_path / "altered.json"
+    bad.write_text(json.dumps(data))
+    line = one_line_error(nvmeter("show", str(bad)), 2)
+    assert "probes.idle.derived.context.power_w disagrees with its recomputation" in line
+    # the same file is refused wherever a probe file is read
+    assert "disagrees" in one_line_error(nvmeter("check", "--probe", str(bad)), 2)

@@ -9,6 +9,7 @@ from score_helpers import cli
 from nvmeter import records
 from nvmeter.score import summarize as summary
 from nvmeter.score.record import RunRecord
+from nvmeter.verify import first_difference
 
 
 def one_line(err: str) -> str:
@@ -160,7 +161,7 @@ def test_several_folders_make_one_table(folder, tmp_path, scored, score_data):
 
 
 def test_first_difference():
-    assert summary.first_difference({"a": [1.0, None]}, {"a": [1.0 + 1e-12, None]}) is None
-    assert summary.first_difference({"a": 1}, {"a": 1, "b": 2}) == ("derived.b", "(missing)", 2)
-    assert summary.first_difference({"a": True}, {"a": 1}) == ("derived.a", True, 1)
-    assert summary.first_difference([1, 2], [1, 3], "x") == ("x[1]", 2, 3)
+    assert first_difference({"a": [1.0, None]}, {"a": [1.0 + 1e-12, None]}) is None
+    assert first_difference({"a": 1}, {"a": 1, "b": 2}) == ("derived.b", "(missing)", 2)
+    assert first_difference({"a": True}, {"a": 1}) == ("derived.a", True, 1)
+    assert first_difference([1, 2], [1, 3], "x") == ("x[1]", 2, 3)

@@ -18,64 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvmeter import errors, provenance, records
+from nvmeter import verify as verify_figures
 from nvmeter.score.procedure import folder_runs
 from nvmeter.score.record import RunRecord
 
-# Stored and recomputed figures agree to this relative tolerance: JSON keeps every float
-# exactly (shortest repr), so only the order of floating-point operations could differ.
-_REL_TOL = 1e-9
-
 
 # -- loading and verifying ----------------------------------------------------------------
-def _plain(value):
-    """Numpy scalars as Python ones, tuples as lists, nan as None (as JSON stores them)."""
-    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (list, dict)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def first_difference(stored, fresh, where: str = "derived") -> tuple[str, object, object] | None:
-    """The first place where ``stored`` and ``fresh`` (plain JSON values) disagree, or None.
-
-    Returns:
-        (where, stored value, fresh value) of the first disagreement.
-
-    """
-    if isinstance(fresh, dict):
-        if not isinstance(stored, dict):
-            return where, stored, fresh
-        for key in sorted(set(stored) | set(fresh)):
-            if key not in stored or key not in fresh:
-                return f"{where}.{key}", stored.get(key, "(missing)"), fresh.get(key, "(missing)")
-            found = first_difference(stored[key], fresh[key], f"{where}.{key}")
-            if found:
-                return found
-        return None
-    if isinstance(fresh, list):
-        if not isinstance(stored, list) or len(stored) != len(fresh):
-            return where, stored, fresh
-        for i, (a, b) in enumerate(zip(stored, fresh, strict=True)):
-            found = first_difference(a, b, f"{where}[{i}]")
-            if found:
-                return found
-        return None
-    numbers = (int, float)
-    if isinstance(fresh, numbers) and not isinstance(fresh, bool):
-        same = (
-            isinstance(stored, numbers)
-            and not isinstance(stored, bool)
-            and math.isclose(stored, fresh, rel_tol=_REL_TOL, abs_tol=1e-12)
-        )
-        return None if same else (where, stored, fresh)
-    return None if stored == fresh else (where, stored, fresh)
-
-
 def verify(path: Path, data: dict, record: RunRecord) -> None:
     """Refuse a record whose stored figures differ from those recomputed from its raw readings.
 
@@ -83,25 +31,12 @@ def verify(path: Path, data: dict, record: RunRecord) -> None:
         RecordError: naming the first figure that differs, with both values.
 
     """
-    checks = [("derived", data.get("derived"), _plain(record.derived()))]
+    checks = [("derived", data.get("derived"), record.derived())]
     if record.energy is not None:
         for name, m in (("control", record.energy.control), ("method", record.energy.method)):
             stored = data["energy"][name]["window"].get("derived")
-            checks.append((f"energy.{name}.window.derived", stored, _plain(m.to_dict()["derived"])))
-    for where, stored, fresh in checks:
-        found = first_difference(stored, fresh, where)
-        if found:
-            at, was, now = found
-            raise errors.RecordError(
-                f"{path}: {at} disagrees with its recomputation from the raw readings "
-                f"(stored {_short(was)}, recomputed {_short(now)}); the record was altered, "
-                "or written by an nvmeter whose figures differ"
-            )
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+            checks.append((f"energy.{name}.window.derived", stored, m.to_dict()["derived"]))
+    verify_figures.check(path, checks)
 
 
 def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
@@ -213,7 +148,7 @@ class MethodSummary:
 
     def to_dict(self) -> dict:
         """JSON form (nan as None)."""
-        return _plain(
+        return verify_figures.plain(
             {
                 "method": self.name,
                 "difficulty": self.difficulty,
@@ -372,7 +307,7 @@ def to_json(summaries: Sequence[MethodSummary]) -> dict:
                 "difficulty": s.difficulty,
                 "run": r.run,
                 "board": r.board.to_dict(),
-                **_plain(r.derived()),
+                **verify_figures.plain(r.derived()),
             }
             for s in summaries
             for r in s.runs

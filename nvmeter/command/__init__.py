@@ -1,0 +1,36 @@
+"""``nvmeter run``: meter a whole command, from before it starts to after it exits.
+
+The command runs as a child process with this process's standard streams. Before it starts,
+each board's idle is measured (a quiescent span with no CUDA context of nvmeter's own; or
+a probe file's no-context idle, or a figure given in W), and a window opens on every board
+(aligned edges: the start edge waits for a counter step). The window stays open for the
+child's whole life, start-up and CUDA context included, reading the sample buffer about
+once a second, and closes on the first counter step after the child has exited. The
+figures are the window's: gross energy, energy above that idle with its bound, mean power.
+
+Signals: SIGINT and SIGTERM that reach nvmeter are forwarded to the child and remembered;
+the window closes when the child exits, and the record says it was interrupted. A Ctrl-C
+at a terminal already reaches the child (same foreground process group), so it is not sent
+twice (as ``uv run`` decides, docs/facts.md). A third signal kills the child.
+
+On the simulated board (``--simulate``) the child cannot drive the board's virtual clock,
+so :class:`SimulatedLife` does: while the child lives, the virtual clock follows the host's
+real time and the board holds a CUDA context plus a fixed load (docs/everyday.md says what
+this does and does not test).
+"""
+
+from nvmeter.command.life import Life, RealLife, SimulatedLife
+from nvmeter.command.meter import run_command
+from nvmeter.command.process import resolve_command
+from nvmeter.command.record import BoardRun, CommandRun, load_run
+
+__all__ = [
+    "BoardRun",
+    "CommandRun",
+    "Life",
+    "RealLife",
+    "SimulatedLife",
+    "load_run",
+    "resolve_command",
+    "run_command",
+]

@@ -1,0 +1,84 @@
+"""Hooks around the child's life: nothing for a real board, the imposed load for a simulated one."""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+
+class Life(Protocol):
+    """Hooks around the child's life (the simulated board's driver; nothing for a real board)."""
+
+    def started(self, pid: int) -> None:
+        """The child has just been started."""
+        ...
+
+    def tick(self) -> None:
+        """Called about every :data:`nvmeter.command.meter.POLL_S` while the child lives."""
+        ...
+
+    def ended(self) -> None:
+        """The child has just been reaped."""
+        ...
+
+
+class RealLife:
+    """A real board needs nothing: its clock runs and the child drives its power."""
+
+    def started(self, pid: int) -> None:
+        """Nothing to do."""
+
+    def tick(self) -> None:
+        """Nothing to do."""
+
+    def ended(self) -> None:
+        """Nothing to do."""
+
+
+class SimulatedLife:
+    """``--simulate``: the child's life, imposed on a simulated board.
+
+    While the child lives the board's virtual clock follows the host's real time (it is
+    advanced to the real time elapsed since the child started, about every
+    :data:`nvmeter.command.meter.POLL_S`), and the board holds a CUDA context for the child's pid plus
+    ``load_w`` above context idle. Whatever the child really does, the board draws that.
+
+    Args:
+        board: A :class:`~nvmeter.boards.simulated.SimulatedBoard`.
+        load_w: Load above context idle, W (default: the board's constant-operand matmul,
+            295 W in the default model, from results/probe-h200.json).
+    """
+
+    def __init__(self, board, load_w: float | None = None) -> None:
+        self.board = board
+        self.load_w = board.config.load_above_idle_w["constant"] if load_w is None else float(load_w)
+        self.t0_s = self.t1_s = float("nan")
+        self._real_t0_s = 0.0
+
+    def started(self, pid: int) -> None:
+        """Open a context for ``pid`` and apply the load, now."""
+        self._real_t0_s = time.perf_counter()
+        self.t0_s = self.board.clock.now()
+        self.board.set_context(True, pid)
+        self.board.set_load(self.load_w)
+
+    def tick(self) -> None:
+        """Bring the virtual clock up to the real time the child has lived."""
+        self.board.clock.advance_to(self.t0_s + time.perf_counter() - self._real_t0_s)
+
+    def ended(self) -> None:
+        """Catch up with real time, then drop the load and the context."""
+        self.tick()
+        self.t1_s = self.board.clock.now()
+        self.board.set_load(0.0)
+        self.board.set_context(False)
+
+    def to_dict(self) -> dict:
+        """What was imposed, for the record: load, the context's step and the virtual times."""
+        c = self.board.config
+        return {
+            "load_w": self.load_w,
+            "context_w": c.idle_context_w - c.idle_no_context_w,
+            "t0_s": self.t0_s,
+            "t1_s": self.t1_s,
+        }

@@ -1,0 +1,133 @@
+"""`run_command`: the child's whole life inside one window per board."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from nvmeter import errors
+from nvmeter.boards.protocol import Board
+from nvmeter.command.life import Life, RealLife, SimulatedLife
+from nvmeter.command.process import Forwarding, resolve_command, spawn
+from nvmeter.command.record import BoardRun, CommandRun
+from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+from nvmeter.meter.window import EnergyWindow
+
+# How often the wait loop looks at the child, s: the window may close up to this much
+# after the child exits (idle time, inside the bound's idle term).
+POLL_S = 0.05
+
+
+def _baseline(board: Board, idle) -> IdleBaseline:
+    """The idle a board's window subtracts (``idle``: "measure", a probe file, or W)."""
+    if isinstance(idle, str) and idle == "measure":
+        return IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
+    if isinstance(idle, (int, float)) and not isinstance(idle, bool):
+        return IdleBaseline.given(float(idle))
+    return IdleBaseline.from_probe(Path(idle), board, level="no_context")
+
+
+def _idle_label(idle) -> dict:
+    if isinstance(idle, str) and idle == "measure":
+        return {"kind": "before", "path": None}
+    if isinstance(idle, (int, float)) and not isinstance(idle, bool):
+        return {"kind": "given", "path": None}
+    return {"kind": "probe", "path": str(idle)}
+
+
+def _context_pids(board: Board) -> tuple[int, ...] | None:
+    try:
+        return tuple(board.compute_pids())
+    except errors.TelemetryError:
+        return None
+
+
+def _wait(proc: subprocess.Popen, windows: list[EnergyWindow], life: Life) -> errors.TelemetryError | None:
+    """Wait for the child, reading each board's sample buffer as it goes.
+
+    A telemetry failure stops the reading (it is returned), not the wait.
+    """
+    failure = None
+    while True:
+        try:
+            proc.wait(timeout=POLL_S)
+            return failure
+        except subprocess.TimeoutExpired:
+            pass
+        life.tick()
+        if failure is None:
+            try:
+                for w in windows:
+                    w.call(0)
+            except errors.TelemetryError as exc:
+                failure = exc
+
+
+def run_command(
+    argv: Sequence[str],
+    boards: Sequence[Board],
+    *,
+    idle: str | Path | float = "measure",
+    method: str = "auto",
+    life: Life | None = None,
+) -> CommandRun:
+    """Run ``argv`` as a child and meter ``boards`` for its whole life.
+
+    Args:
+        argv: The command and its arguments.
+        boards: The boards to meter (one window each, opened in order, closed in reverse).
+        idle: ``"measure"`` (each board's idle measured just before, with no CUDA context
+            of nvmeter's own), a probe file (its ``no_context`` idle; same board), or W.
+        method: The windows' reading (:class:`~nvmeter.meter.window.EnergyWindow`).
+        life: Hooks around the child's life (:class:`SimulatedLife` for a simulated board).
+
+    Returns:
+        The :class:`CommandRun`; the command's exit status is ``result.exit_status``.
+
+    Raises:
+        UsageError, CommandNotFound, CommandNotExecutable: before anything is measured.
+        RecordError: a probe file of another board. TelemetryError: NVML failed (a failure
+            while the command runs is raised once it has ended; nothing is measured).
+    """
+    resolve_command(argv)
+    if not boards:
+        raise errors.UsageError("no board to meter")
+    life = life or RealLife()
+    others = [_context_pids(b) for b in boards]
+    windows = [EnergyWindow(b, idle=_baseline(b, idle), sync="none", calls=1, method=method) for b in boards]
+    for w in windows:
+        w.__enter__()
+    started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    proc = spawn(argv)
+    try:
+        with Forwarding(proc) as forwarding:
+            life.started(proc.pid)
+            failure = _wait(proc, windows, life)
+            wall_s = time.perf_counter() - t0
+            life.ended()
+            if failure is not None:
+                raise type(failure)(
+                    f"{failure} (while the command ran; it ended with exit status "
+                    f"{proc.returncode}; nothing measured)"
+                )
+            for w in reversed(windows):
+                w.__exit__(None, None, None)
+    finally:
+        if proc.poll() is None:  # nvmeter failed: leave no child behind
+            proc.kill()
+            proc.wait()
+    return CommandRun(
+        argv=tuple(argv),
+        pid=proc.pid,
+        returncode=proc.returncode,
+        wall_s=wall_s,
+        signals=tuple(forwarding.received),
+        idle=_idle_label(idle),
+        boards=tuple(BoardRun(w.result, o) for w, o in zip(windows, others, strict=True)),
+        started_utc=started_utc,
+        simulated=life.to_dict() if isinstance(life, SimulatedLife) else None,
+    )

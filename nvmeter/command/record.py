@@ -1,0 +1,214 @@
+"""The run record: what ran, how it ended, one window per board; derived figures and their check."""
+
+from __future__ import annotations
+
+import platform
+import shlex
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+from nvmeter import __version__, errors, records, verify
+from nvmeter.meter.measurement import Measurement
+
+# A command shorter than this also gets the sample buffer's reading beside the edges':
+# at 0.25 s aligned windows read to 0.90% median, 1.49% max, against 1.08% / 2.94% for the
+# samples on the H200 (results/window-accuracy-h200-run2.json), so the edges stay the figure
+# and the samples are a cross-check.
+SHORT_S = 1.0
+
+
+@dataclass(frozen=True)
+class BoardRun:
+    """One board's window over the command.
+
+    Attributes:
+        window: The window, one call long (the command).
+        other_pids: Processes holding a CUDA context on the board just before the command
+            started (their draw is in the idle too); None where the board cannot say.
+    """
+
+    window: Measurement
+    other_pids: tuple[int, ...] | None
+
+    def derived(self) -> dict:
+        """Gross J, J above idle and its bound, idle W, mean W, window s, reliability."""
+        m = self.window
+        return {
+            "energy_j": m.energy_j,
+            "above_idle_j": m.above_idle_j,
+            "err_j": m.err_j,
+            "idle_w": m.idle_w,
+            "power_w": m.power_w,
+            "window_s": m.window_s,
+            "reliable": m.reliable,
+            "reason": m.reason,
+        }
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """A metered command: what ran, how it ended, and one window per board.
+
+    Attributes:
+        argv: The command and its arguments.
+        pid: The child's process id.
+        returncode: As :class:`subprocess.Popen` gives it (negative: killed by that signal).
+        wall_s: Host time from the child's start to its reaping, s.
+        signals: Signals nvmeter received while the child lived or its window closed, in order.
+        idle: Which idle: ``{"kind": "before" | "probe" | "given", "path": probe file or None}``.
+        boards: One :class:`BoardRun` per board, in the order given.
+        started_utc: ISO 8601 time the child started.
+        simulated: What :class:`SimulatedLife` imposed (None on a real board).
+    """
+
+    argv: tuple[str, ...]
+    pid: int
+    returncode: int
+    wall_s: float
+    signals: tuple[str, ...]
+    idle: dict
+    boards: tuple[BoardRun, ...]
+    started_utc: str
+    simulated: dict | None = None
+
+    @property
+    def exit_status(self) -> int:
+        """The command's exit status as a shell reports it (128 + N when killed by signal N)."""
+        return self.returncode if self.returncode >= 0 else 128 - self.returncode
+
+    @property
+    def interrupted(self) -> bool:
+        """True when nvmeter received SIGINT or SIGTERM while the command ran."""
+        return bool(self.signals)
+
+    def derived(self) -> dict:
+        """The figures: exit status, interrupted, and each board's (:meth:`BoardRun.derived`)."""
+        return {
+            "exit_status": self.exit_status,
+            "interrupted": self.interrupted,
+            "boards": [b.derived() for b in self.boards],
+        }
+
+    def _idle_words(self) -> str:
+        if self.idle["kind"] == "before":
+            return "no CUDA context, measured before the command"
+        if self.idle["kind"] == "probe":
+            return f"no CUDA context, from {self.idle['path']}"
+        return "given"
+
+    def lines(self) -> list[str]:
+        """What ``nvmeter run`` prints: how the command ended, then one line per board."""
+        how = (
+            f"exited {self.returncode}"
+            if self.returncode >= 0
+            else f"was killed by {_signal_name(-self.returncode)} (exit status {self.exit_status})"
+        )
+        shown = shlex.join(self.argv).replace("\n", "\\n")  # one line, whatever the arguments hold
+        out = [f"{shown} {how} after {_seconds(self.wall_s)}"]
+        if self.interrupted:
+            got = ", ".join(self.signals)
+            out.append(f"interrupted ({got}, passed on to the command); measured until it ended")
+        for b in self.boards:
+            out.append(self._board_line(b))
+        return out
+
+    def _board_line(self, b: BoardRun) -> str:
+        m = b.window
+        line = (
+            f"{m.device.short}: {m.energy_j:,.1f} J, {m.above_idle_j:,.1f} ± {m.err_j:,.1f} J above idle "
+            f"(idle {m.idle_w:.1f} W, {self._idle_words()}); mean {m.power_w:,.1f} W over {m.window_s:.2f} s"
+        )
+        if self.wall_s < SHORT_S:
+            s = m.with_method("samples")
+            line += f"; samples: {s.above_idle_j:,.1f} ± {s.err_j:,.1f} J above idle"
+        if self.wall_s < m.profile.counter_period_s:
+            line += (
+                f"; the command lived under one counter period ({m.profile.counter_period_s * 1e3:.0f} ms): "
+                "its energy is known only to the bound"
+            )
+        if b.other_pids:
+            line += f"; other processes held a CUDA context ({', '.join(map(str, b.other_pids))})"
+        return line if m.reliable else f"{line}; NOT RELIABLE: {m.reason}"
+
+    def to_dict(self) -> dict:
+        """The JSON record (kind ``run``): raw windows and the derived figures."""
+        return {
+            "kind": "run",
+            "schema_version": records.CURRENT["run"],
+            "started_utc": self.started_utc,
+            "host": {
+                "nvmeter": __version__,
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+            },
+            "command": list(self.argv),
+            "pid": self.pid,
+            "returncode": self.returncode,
+            "wall_s": self.wall_s,
+            "signals": list(self.signals),
+            "idle": self.idle,
+            "simulated": self.simulated,
+            "boards": [
+                {
+                    "other_pids": None if b.other_pids is None else list(b.other_pids),
+                    "window": b.window.to_dict(),
+                }
+                for b in self.boards
+            ],
+            "derived": self.derived(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CommandRun:
+        """Rebuild from :meth:`to_dict` (derived figures are recomputed, not read)."""
+        return cls(
+            argv=tuple(d["command"]),
+            pid=d["pid"],
+            returncode=d["returncode"],
+            wall_s=d["wall_s"],
+            signals=tuple(d["signals"]),
+            idle=d["idle"],
+            boards=tuple(
+                BoardRun(
+                    Measurement.from_dict(b["window"]),
+                    None if b["other_pids"] is None else tuple(b["other_pids"]),
+                )
+                for b in d["boards"]
+            ),
+            started_utc=d["started_utc"],
+            simulated=d.get("simulated"),
+        )
+
+
+def _seconds(value_s: float) -> str:
+    return f"{value_s:.2f} s" if value_s >= 1 else f"{value_s * 1e3:.0f} ms"
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def load_run(path: Path) -> CommandRun:
+    """Read a run record, every derived figure verified against its raw readings.
+
+    Raises:
+        RecordError: unreadable, another kind or schema, damaged, or a stored figure that
+            differs from its recomputation.
+    """
+    data = records.read_json(path, "run")
+    try:
+        run = CommandRun.from_dict(data)
+        fresh = [b.window.to_dict()["derived"] for b in run.boards]
+        checks = [("derived", data.get("derived"), run.derived())]
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
+        raise errors.RecordError(f"{path}: damaged run record ({type(exc).__name__}: {exc})") from exc
+    checks += [
+        (f"boards[{i}].window.derived", data["boards"][i]["window"].get("derived"), block)
+        for i, block in enumerate(fresh)
+    ]
+    verify.check(path, checks)
+    return run

@@ -1,0 +1,162 @@
+"""`EnergyMonitor`: named windows opened and closed by name, for code shaped like ZeusMonitor.
+
+Code written for Zeus's ``ZeusMonitor`` (``begin_window(key)`` ... ``end_window(key)``,
+docs/facts.md) marks a window's start and end in different places, often in different
+functions, with windows that overlap or nest (an epoch around its steps). ``EnergyMonitor``
+keeps that shape: ``begin(name)`` opens a window, ``end(name)`` closes it and returns its
+:class:`~nvmeter.meter.measurement.Measurement`. Each named window is its own
+:class:`~nvmeter.meter.window.EnergyWindow`, so it gets the same aligned edges and bound as
+a ``with`` block. docs/everyday.md maps each ZeusMonitor call to its nvmeter call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nvmeter import errors
+from nvmeter.boards.factory import open_board
+from nvmeter.boards.profile import BoardProfile
+from nvmeter.boards.protocol import Board
+from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.sync import Sync
+from nvmeter.meter.window import EnergyWindow
+
+
+class EnergyMonitor:
+    """Named energy windows on one board that may overlap and nest.
+
+    ``meter.begin("step")`` opens a window named ``"step"``; ``meter.end("step")`` closes
+    it and returns its Measurement. Names are unique among open windows; a closed name can
+    be opened again. ``meter.call("step", n)`` declares calls inside a window; a window that
+    declared none (and was begun without ``calls=``) counts as one call, so its per-call
+    figure is the whole window's.
+
+    How overlapping windows' edges interact: each window is its own ``EnergyWindow``, and
+    no two windows share an edge. ``begin`` polls the energy counter until it steps (up to
+    one counter period, ~100 ms on the H200, docs/facts.md) and ``end`` synchronises, waits
+    the profile's ``tail_s`` and polls until the next step. That waiting happens on the
+    caller's thread, so it falls inside every other window open at the time:
+
+    * an outer window's time includes its inner windows' edges (the device idles while the
+      caller waits, so they add time, not energy above idle, apart from the polling's own
+      draw: +2.8 W while the counter is polled, results/probe-h200.json, about 0.1-0.3 J an
+      inner edge, which the outer window's bound does not cover);
+    * two windows begun one after the other start on different counter steps (the second
+      waits for the next step), and of two windows ended one after the other the later one
+      also holds the earlier one's tail and end edge;
+    * work inside an overlap counts in every window that spans it: do not add the figures
+      of overlapping windows.
+
+    Meter spans of many steps rather than each short step: every window costs about
+    ``tail_s`` plus a counter period at each edge.
+
+    Args:
+        device: CUDA index or ``GPU-…`` UUID (default 0), or a :class:`Board`.
+        idle: ``"measure"`` (the default: one quiescent span of
+            :data:`~nvmeter.meter.baseline.IDLE_SPAN_S` now, at construction, shared by
+            every window, so no window stops the caller for idle spans), a probe file path
+            (same board), a float in W, or an :class:`IdleBaseline`.
+        sync: As for :class:`EnergyWindow` (torch when it is in use).
+        method: As for :class:`EnergyWindow`.
+        tail_s: As for :class:`EnergyWindow`.
+        profile: As for :class:`EnergyWindow`.
+
+    Raises:
+        UsageError: bad arguments (also from :meth:`begin`, :meth:`end`, :meth:`call`:
+            a name already open, or not open). TelemetryError: NVML failed.
+        RecordError: an idle probe file of another board or schema.
+    """
+
+    def __init__(
+        self,
+        device: int | str | Board | None = 0,
+        *,
+        idle: str | Path | float | IdleBaseline = "measure",
+        sync: str | Sync | None = None,
+        method: str = "auto",
+        tail_s: float | None = None,
+        profile: BoardProfile | None = None,
+    ) -> None:
+        self.board = open_board(device)
+        self.idle = self._idle(idle)
+        self._window_kwargs = {"sync": sync, "method": method, "tail_s": tail_s, "profile": profile}
+        self._open: dict[str, EnergyWindow] = {}
+        self._counted: dict[str, int] = {}
+
+    def _idle(self, spec) -> IdleBaseline | str | Path | float:
+        if isinstance(spec, str) and spec == "measure":
+            return IdleBaseline.from_spans([measure_quiescent(self.board)], "quiescent")
+        return spec
+
+    @property
+    def open_windows(self) -> tuple[str, ...]:
+        """Names of the windows open now, oldest first."""
+        return tuple(self._open)
+
+    def begin(self, name: str, *, calls: int | None = None) -> None:
+        """Open the window ``name`` (synchronises, then waits for a counter step).
+
+        Args:
+            name: The window's name, unique among open windows.
+            calls: Calls the window will hold (else declare them with :meth:`call`).
+
+        Raises:
+            UsageError: ``name`` is already open, or bad ``calls``.
+        """
+        if name in self._open:
+            raise errors.UsageError(f"window {name!r} is already open; end it first or use another name")
+        window = EnergyWindow(self.board, idle=self.idle, calls=calls, **self._window_kwargs)
+        self._refresh()
+        window.__enter__()
+        self._open[name] = window
+        self._counted[name] = 0
+
+    def call(self, name: str, n: int = 1) -> None:
+        """Declare ``n`` more calls in the open window ``name``.
+
+        Raises:
+            UsageError: no window ``name`` is open.
+        """
+        self._window(name).call(n)
+        self._counted[name] += n
+        self._refresh()
+
+    def end(self, name: str) -> Measurement:
+        """Close the window ``name`` and return its Measurement.
+
+        Raises:
+            UsageError: no window ``name`` is open. TelemetryError: NVML failed at the edge.
+        """
+        window = self._window(name)
+        del self._open[name]
+        if not self._counted.pop(name):
+            window.call(1)  # ignored by a window begun with calls=
+        self._refresh()
+        window.__exit__(None, None, None)
+        return window.result
+
+    def cancel(self, name: str) -> None:
+        """Drop the open window ``name`` without measuring it (no edge is read).
+
+        Raises:
+            UsageError: no window ``name`` is open.
+        """
+        self._window(name)
+        del self._open[name]
+        del self._counted[name]
+
+    def _window(self, name: str) -> EnergyWindow:
+        try:
+            return self._open[name]
+        except KeyError:
+            opened = ", ".join(map(repr, self._open)) or "none"
+            raise errors.UsageError(f"no window {name!r} is open (open: {opened})") from None
+
+    def _refresh(self) -> None:
+        """Let every open window read the sample buffer if a second has passed since its last read."""
+        for window in self._open.values():
+            window.call(0)
+
+    def __repr__(self) -> str:
+        return f"EnergyMonitor({self.board.identity().short}, open: {list(self._open)})"

@@ -1,0 +1,381 @@
+"""nvmeter's pytest plugin: hold an energy budget in a test suite, as pytest-benchmark holds a time one.
+
+Registered through the ``pytest11`` entry point (pyproject.toml), so installing nvmeter
+makes it available; it does nothing until a test asks for it:
+
+* the ``energy`` fixture meters a block::
+
+      def test_step(energy):
+          with energy(device=0) as w:      # EnergyWindow's keywords: idle=, sync=, calls=, ...
+              for _ in range(100):
+                  step()
+                  w.call()
+          assert w.result.reliable
+
+* the ``energy`` marker holds a budget::
+
+      @pytest.mark.energy(max_mj_per_call=1500, calls=100)
+      def test_step_budget():
+          for _ in range(100):
+              step()
+
+  Without the fixture, the marker meters the whole test call as ``calls`` calls (default 1).
+  With the fixture, it judges every window the test opened through it instead (their calls
+  are their own).
+
+A window passes when its figure plus its bound is within the budget and fails when its
+figure minus its bound exceeds it. In between, or when the figure is not reliable, the test
+fails with the reason (``--energy-undecided=warn`` makes that a warning). Without a GPU a
+metered test is skipped with the reason. Results go to the terminal summary and, with
+``--energy-json FILE``, to a JSON record (kind ``pytest-energy``). ``--energy-simulate``
+meters the simulated board (tests drive it through the ``energy_board`` fixture).
+
+The module imports only pytest and nvmeter's light modules at load time, so it costs
+nothing in test runs that do not use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pytest
+
+from nvmeter import errors, records
+
+# The keys the marker takes, and the defaults of the optional ones.
+_MARK_KEYS = ("max_mj_per_call", "calls", "device")
+_MODES = ("fail", "warn")
+
+
+class EnergyBudgetWarning(UserWarning):
+    """An energy budget that could not be decided, under ``--energy-undecided=warn``."""
+
+
+# -- the budget and its verdict ------------------------------------------------------------
+@dataclass(frozen=True)
+class Budget:
+    """What ``@pytest.mark.energy(...)`` asks.
+
+    Attributes:
+        max_mj_per_call: Budget, mJ per call above idle.
+        calls: Calls in the test call, when the marker meters it (default 1).
+        device: CUDA index or ``GPU-…`` UUID (None: index 0).
+    """
+
+    max_mj_per_call: float
+    calls: int = 1
+    device: int | str | None = None
+
+    @classmethod
+    def from_mark(cls, mark) -> Budget:
+        """The marker's budget.
+
+        Raises:
+            UsageError: unknown keys, a missing or non-positive budget, bad calls.
+        """
+        kwargs = dict(mark.kwargs)
+        if mark.args:
+            kwargs.setdefault("max_mj_per_call", mark.args[0])
+        unknown = sorted(set(kwargs) - set(_MARK_KEYS))
+        if unknown:
+            raise errors.UsageError(f"energy marker: unknown key(s) {unknown}; known: {list(_MARK_KEYS)}")
+        budget = kwargs.get("max_mj_per_call")
+        if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not budget > 0:
+            raise errors.UsageError(f"energy marker: max_mj_per_call must be a number > 0, not {budget!r}")
+        calls = kwargs.get("calls", 1)
+        if not isinstance(calls, int) or isinstance(calls, bool) or calls < 1:
+            raise errors.UsageError(f"energy marker: calls must be a whole number >= 1, not {calls!r}")
+        return cls(float(budget), calls, kwargs.get("device"))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A window judged against a budget.
+
+    Attributes:
+        outcome: ``"pass"``, ``"fail"``, ``"undecided"`` (the budget lies within the
+            bound), ``"unreliable"`` (the figure itself is not), or ``"measured"`` (no budget).
+        text: One line saying why.
+    """
+
+    outcome: str
+    text: str
+
+
+def judge(m, budget: Budget | None) -> Verdict:
+    """Judge a Measurement's per-call figure (mJ above idle, with its bound) against a budget."""
+    figure = f"{m.per_call_mj:,.1f} ± {m.per_call_mj_err:,.1f} mJ/call"
+    if not m.reliable:
+        return Verdict("unreliable", f"energy {figure} is not reliable: {m.reason}")
+    if budget is None:
+        return Verdict("measured", f"energy {figure}")
+    limit = f"the budget of {budget.max_mj_per_call:,.1f} mJ/call"
+    low, high = m.per_call_mj - m.per_call_mj_err, m.per_call_mj + m.per_call_mj_err
+    if high <= budget.max_mj_per_call:
+        return Verdict("pass", f"energy {figure} is within {limit}")
+    if low > budget.max_mj_per_call:
+        return Verdict("fail", f"energy {figure} exceeds {limit}")
+    return Verdict("undecided", f"energy {figure}: its bound straddles {limit}")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One metered window of one test."""
+
+    nodeid: str
+    measurement: object
+    budget: Budget | None
+    verdict: Verdict
+
+    def line(self) -> str:
+        """The terminal summary's line."""
+        return f"{self.nodeid}: {self.measurement!r} -> {self.verdict.outcome.upper()}: {self.verdict.text}"
+
+    def to_dict(self) -> dict:
+        """JSON form: the test, the budget, the verdict and the raw window."""
+        return {
+            "nodeid": self.nodeid,
+            "budget": None if self.budget is None else asdict(self.budget),
+            "outcome": self.verdict.outcome,
+            "text": self.verdict.text,
+            "window": self.measurement.to_dict(),
+        }
+
+
+# -- the session's state -------------------------------------------------------------------
+class _State:
+    """Boards opened once per session, the idle setting, and every window's entry."""
+
+    def __init__(self, config) -> None:
+        self.simulate = bool(config.getoption("energy_simulate"))
+        self.mode = config.getoption("energy_undecided") or config.getini("energy_undecided") or "fail"
+        if self.mode not in _MODES:
+            raise pytest.UsageError(f"--energy-undecided must be fail or warn, not {self.mode!r}")
+        self.idle = _idle_spec(config.getoption("energy_idle"))
+        self.json_path = config.getoption("energy_json")
+        if self.json_path is not None:
+            try:
+                records.check_writable(Path(self.json_path))
+            except errors.UsageError as exc:
+                raise pytest.UsageError(f"--energy-json: {exc}") from None
+        self._boards: dict = {}
+        self.entries: list[Entry] = []
+
+    def board(self, device):
+        """The board for ``device``, opened once; skips the test when there is no GPU."""
+        from nvmeter.boards.factory import open_board
+
+        key = device if device is not None else 0
+        if key not in self._boards:
+            try:
+                self._boards[key] = open_board(device, simulate=self.simulate)
+            except errors.TelemetryError as exc:
+                self._boards[key] = exc
+        found = self._boards[key]
+        if isinstance(found, Exception):
+            pytest.skip(f"no GPU to meter: {found}")
+        return found
+
+    def record(self, item, m, budget: Budget | None) -> None:
+        """Keep a finished window's entry."""
+        self.entries.append(Entry(item.nodeid, m, budget, judge(m, budget)))
+
+    def settle(self, item) -> None:
+        """Fail (or warn) for this test's windows that did not pass: failures first."""
+        mine = [e for e in self.entries if e.nodeid == item.nodeid]
+        failed = _said(mine, ("fail",))
+        if failed:
+            pytest.fail(failed, pytrace=False)
+        open_ = _said(mine, ("undecided", "unreliable"))
+        if not open_:
+            return
+        if self.mode == "warn":
+            warnings.warn(EnergyBudgetWarning(open_), stacklevel=1)
+        else:
+            pytest.fail(open_ + " (--energy-undecided=warn makes this a warning)", pytrace=False)
+
+    def write_json(self) -> None:
+        """The ``--energy-json`` record."""
+        if self.json_path is None:
+            return
+        records.write_json(
+            Path(self.json_path),
+            {
+                "kind": "pytest-energy",
+                "schema_version": records.CURRENT["pytest-energy"],
+                "entries": [e.to_dict() for e in self.entries],
+            },
+        )
+
+
+def _said(entries: list[Entry], outcomes: tuple[str, ...]) -> str:
+    """The verdicts of the windows with these outcomes, numbered among the test's windows."""
+    if len(entries) == 1:
+        return entries[0].verdict.text if entries[0].verdict.outcome in outcomes else ""
+    return "; ".join(
+        f"window {i}: {e.verdict.text}" for i, e in enumerate(entries, 1) if e.verdict.outcome in outcomes
+    )
+
+
+def _idle_spec(text: str | None):
+    if text is None:
+        return "measure"
+    try:
+        return float(text)
+    except ValueError:
+        return Path(text)
+
+
+def _budget(item) -> Budget | None:
+    """The test's budget (None: no marker); a malformed marker fails the test in one line."""
+    mark = item.get_closest_marker("energy")
+    if mark is None:
+        return None
+    try:
+        return Budget.from_mark(mark)
+    except errors.UsageError as exc:
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)
+
+
+_STATE = pytest.StashKey[_State]()
+
+
+def _state(config) -> _State:
+    return config.stash[_STATE]
+
+
+# -- hooks ---------------------------------------------------------------------------------
+def pytest_addoption(parser) -> None:
+    """The plugin's options."""
+    group = parser.getgroup("nvmeter", "energy budgets (nvmeter)")
+    group.addoption(
+        "--energy-undecided",
+        choices=_MODES,
+        default=None,
+        help="What a budget that cannot be decided (the bound straddles it) or a figure that is "
+        "not reliable does: fail the test (default) or warn.",
+    )
+    group.addoption("--energy-json", metavar="FILE", default=None, help="Write every metered window to FILE.")
+    group.addoption(
+        "--energy-idle",
+        metavar="FILE|W",
+        default=None,
+        help="The idle subtracted: a probe file of the board, or watts (default: measured around "
+        "each window).",
+    )
+    group.addoption(
+        "--energy-simulate", action="store_true", help="Meter the simulated board (no GPU needed)."
+    )
+    parser.addini("energy_undecided", "Default for --energy-undecided (fail or warn).", default=None)
+
+
+def pytest_configure(config) -> None:
+    """Register the marker; set up the session's state."""
+    config.addinivalue_line(
+        "markers",
+        "energy(max_mj_per_call, calls=1, device=None): hold an energy budget, mJ per call above idle "
+        "(nvmeter).",
+    )
+    config.stash[_STATE] = _State(config)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_setup(item) -> None:
+    """Check the marker and open its board (a skip without a GPU), after the fixtures."""
+    budget = _budget(item)
+    if budget is not None:
+        _state(item.config).board(budget.device)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Meter a marked test's call (unless it uses the fixture), then judge its windows."""
+    budget = _budget(item)
+    if budget is None:
+        return (yield)
+    state = _state(item.config)
+    if "energy" in item.fixturenames:
+        result = yield
+        if not any(e.nodeid == item.nodeid for e in state.entries):
+            pytest.fail(
+                "marked with an energy budget, but no window was metered through the energy fixture",
+                pytrace=False,
+            )
+    else:
+        from nvmeter.meter.window import EnergyWindow
+
+        board = state.board(budget.device)
+        with EnergyWindow(board, idle=state.idle, calls=budget.calls) as w:
+            result = yield
+        state.record(item, w.result, budget)
+    state.settle(item)
+    return result
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """One line per metered window."""
+    del exitstatus
+    state = _state(config)
+    if not state.entries:
+        return
+    terminalreporter.section("nvmeter energy")
+    for entry in state.entries:
+        terminalreporter.write_line(entry.line())
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Write ``--energy-json``."""
+    del exitstatus
+    _state(session.config).write_json()
+
+
+# -- fixtures ------------------------------------------------------------------------------
+class EnergyMeter:
+    """What the ``energy`` fixture gives: ``with energy(device=0, **window_kwargs) as w: ...``."""
+
+    def __init__(self, request) -> None:
+        self._item = request.node
+        self._state = _state(request.config)
+        self._budget = _budget(self._item)
+
+    @contextlib.contextmanager
+    def __call__(self, device: int | str | None = None, **window_kwargs):
+        """Meter the block on ``device``; yields the EnergyWindow (``w.call()``, ``w.result``).
+
+        Keywords go to :class:`~nvmeter.meter.window.EnergyWindow` (``idle`` defaults to
+        ``--energy-idle``). The window is judged against the marker's budget, if any, when
+        the test's call ends. Skips the test when there is no GPU.
+        """
+        from nvmeter.meter.window import EnergyWindow
+
+        board = self._state.board(device)
+        window_kwargs.setdefault("idle", self._state.idle)
+        with EnergyWindow(board, **window_kwargs) as w:
+            yield w
+        self._state.record(self._item, w.result, self._budget)
+
+    def board(self, device: int | str | None = None):
+        """The board a window on ``device`` meters (to drive a simulated one)."""
+        return self._state.board(device)
+
+    @property
+    def results(self) -> list:
+        """This test's finished windows' Measurements, in order."""
+        return [e.measurement for e in self._state.entries if e.nodeid == self._item.nodeid]
+
+
+@pytest.fixture
+def energy(request) -> EnergyMeter:
+    """Meter blocks of a test: an :class:`EnergyMeter`, a context manager per block."""
+    return EnergyMeter(request)
+
+
+@pytest.fixture
+def energy_board(request):
+    """The board the ``energy`` marker meters (its ``device``, else index 0); skips without a GPU."""
+    budget = _budget(request.node)
+    return _state(request.config).board(budget.device if budget else None)

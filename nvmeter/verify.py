@@ -1,0 +1,100 @@
+"""Stored figures against their recomputation from raw readings.
+
+Every record nvmeter writes keeps its raw readings beside the figures derived from them
+(``derived`` blocks). ``nvmeter summarize`` (score records) and ``nvmeter show`` (probe and
+run records) rebuild each record from its raw readings, derive every figure again with this
+nvmeter, and refuse a record whose stored figures differ: it was altered, or written by code
+whose figures differ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+from nvmeter import errors
+
+# Stored and recomputed figures agree to this relative tolerance: JSON keeps every float
+# exactly (shortest repr), so only the order of floating-point operations could differ.
+REL_TOL = 1e-9
+
+
+def plain(value):
+    """Numpy scalars as Python ones, tuples as lists, nan as None (as JSON stores them)."""
+    if hasattr(value, "item") and callable(value.item) and not isinstance(value, (list, dict)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def first_difference(stored, fresh, where: str = "derived") -> tuple[str, object, object] | None:
+    """The first place where ``stored`` and ``fresh`` (plain JSON values) disagree, or None.
+
+    Keys are visited in sorted order, list items in order; numbers agree to ``REL_TOL``.
+
+    Returns:
+        (where, stored value, fresh value) of the first disagreement.
+
+    """
+    if isinstance(fresh, dict):
+        if not isinstance(stored, dict):
+            return where, stored, fresh
+        for key in sorted(set(stored) | set(fresh)):
+            if key not in stored or key not in fresh:
+                return f"{where}.{key}", stored.get(key, "(missing)"), fresh.get(key, "(missing)")
+            found = first_difference(stored[key], fresh[key], f"{where}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(fresh, list):
+        if not isinstance(stored, list) or len(stored) != len(fresh):
+            return where, stored, fresh
+        for i, (a, b) in enumerate(zip(stored, fresh, strict=True)):
+            found = first_difference(a, b, f"{where}[{i}]")
+            if found:
+                return found
+        return None
+    numbers = (int, float)
+    if isinstance(fresh, numbers) and not isinstance(fresh, bool):
+        same = (
+            isinstance(stored, numbers)
+            and not isinstance(stored, bool)
+            and math.isclose(stored, fresh, rel_tol=REL_TOL, abs_tol=1e-12)
+        )
+        return None if same else (where, stored, fresh)
+    return None if stored == fresh else (where, stored, fresh)
+
+
+def short(value) -> str:
+    """``repr(value)``, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check(path: Path, checks: Iterable[tuple[str, object, object]]) -> None:
+    """Refuse a record whose stored figures differ from their recomputation.
+
+    Args:
+        path: The record's file (named in the error).
+        checks: (where, stored block, recomputed block) triples; the recomputed block is
+            passed through :func:`plain` here.
+
+    Raises:
+        RecordError: one line naming the first figure that differs, with both values.
+
+    """
+    for where, stored, fresh in checks:
+        found = first_difference(stored, plain(fresh), where)
+        if found:
+            at, was, now = found
+            raise errors.RecordError(
+                f"{path}: {at} disagrees with its recomputation from the raw readings "
+                f"(stored {short(was)}, recomputed {short(now)}); the record was altered, "
+                "or written by an nvmeter whose figures differ"
+            )

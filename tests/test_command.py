@@ -1,0 +1,247 @@
+"""``nvmeter run`` on the simulated board: the metered command, its exit, signals, records."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from nvmeter import errors, records
+from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
+from nvmeter.command import CommandRun, SimulatedLife, load_run, resolve_command, run_command
+from nvmeter.meter.span import AlignedSpan
+
+PY = sys.executable
+
+
+def nvmeter(*args, **kwargs):
+    return subprocess.run([PY, "-m", "nvmeter", *args], capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def sleeper(seconds, before=""):
+    """A command that prints 'ready' once it runs, then sleeps."""
+    return [PY, "-c", f"import time, signal\n{before}\nprint('ready', flush=True)\ntime.sleep({seconds})"]
+
+
+@pytest.fixture
+def plain_file(tmp_path):
+    """A file without execute permission."""
+    path = tmp_path / "notes.txt"
+    path.write_text("not a program\n")
+    path.chmod(0o644)
+    return path
+
+
+def truth_above_no_context_idle(board, m):
+    span = AlignedSpan(m.start, m.end, m.samples)
+    return board.true_energy_j(span.t_a_s, span.t_b_s) - board.config.idle_no_context_w * span.duration_s
+
+
+def test_the_window_holds_the_imposed_load_within_its_bound():
+    board = SimulatedBoard(SimConfig(seed=3))
+    life = SimulatedLife(board)
+    result = run_command(sleeper(0.8), [board], life=life)
+    m = result.boards[0].window
+    assert result.returncode == 0 and not result.interrupted
+    assert m.reliable, m.reason
+    assert abs(m.above_idle_j - truth_above_no_context_idle(board, m)) <= m.err_j
+    # what was imposed: the context's step and the load, for the child's life on the virtual clock
+    imposed_j = (life.load_w + 42.5) * (life.t1_s - life.t0_s)
+    assert m.above_idle_j == pytest.approx(imposed_j, rel=0.02)
+    # the virtual clock followed the child's real life
+    assert life.t1_s - life.t0_s == pytest.approx(result.wall_s, abs=0.1)
+    assert 0.8 <= result.wall_s < 5
+    assert m.idle.source == "quiescent" and m.idle_w == pytest.approx(78.7, abs=1.0)
+    assert result.idle == {"kind": "before", "path": None}
+
+
+def test_a_board_lost_mid_run_lets_the_command_finish_then_says_nothing_was_measured(tmp_path):
+    board = SimulatedBoard(SimConfig(seed=6))
+    board.inject(Fault.GPU_LOST, at_s=board.clock.now() + 2.2)  # after the idle span and the edge
+    done = tmp_path / "done"
+    argv = [PY, "-c", f"import time, pathlib; time.sleep(2.0); pathlib.Path({str(done)!r}).touch()"]
+    with pytest.raises(errors.GpuLost, match="nothing measured"):
+        run_command(argv, [board], life=SimulatedLife(board))
+    assert done.exists()
+
+
+def test_given_idle_is_named_and_used():
+    board = SimulatedBoard(SimConfig(seed=4))
+    result = run_command(["true"], [board], idle=70.0, life=SimulatedLife(board))
+    assert result.boards[0].window.idle_w == 70.0
+    assert "idle 70.0 W, given" in result.lines()[-1]
+
+
+def test_the_record_round_trips_and_verifies(tmp_path):
+    board = SimulatedBoard(SimConfig(seed=5))
+    result = run_command(["true"], [board], life=SimulatedLife(board))
+    path = tmp_path / "run.json"
+    records.write_json(path, result.to_dict())
+    again = load_run(path)  # verifies every stored figure against its recomputation
+    assert isinstance(again, CommandRun) and again.argv == ("true",)
+    assert again.lines() == result.lines()
+    data = json.loads(path.read_text())
+    data["derived"]["boards"][0]["above_idle_j"] += 1.0
+    path.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match=r"derived\.boards\[0\]\.above_idle_j disagrees"):
+        load_run(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "error", "code"),
+    [
+        (["no-such-command-xyz"], errors.CommandNotFound, 127),
+        (["./no/such/file"], errors.CommandNotFound, 127),
+        (["{plain_file}"], errors.CommandNotExecutable, 126),
+        (["/tmp"], errors.CommandNotExecutable, 126),
+        ([], errors.UsageError, 2),
+    ],
+)
+def test_bad_commands_are_refused_before_measuring(argv, error, code, plain_file):
+    argv = [a.format(plain_file=plain_file) for a in argv]
+    with pytest.raises(error) as info:
+        resolve_command(argv)
+    assert info.value.exit_code == code
+
+
+# -- through the CLI, as a user runs it ---------------------------------------------------
+def one_line(result, code):
+    assert result.returncode == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_cli_meters_a_command_and_writes_the_record(tmp_path):
+    out = tmp_path / "run.json"
+    result = nvmeter("run", "--simulate", "--json", str(out), "--", *sleeper(1.0))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ready\n"  # the command's own output, untouched
+    lines = result.stderr.splitlines()
+    assert "exited 0 after" in lines[0]
+    board_line = lines[1]
+    for words in (
+        "Simulated H200",
+        " J, ",
+        "J above idle",
+        "no CUDA context, measured before",
+        "mean",
+        "W over",
+    ):
+        assert words in board_line, board_line
+    data = json.loads(out.read_text())
+    assert data["kind"] == "run" and data["schema_version"] == records.CURRENT["run"]
+    fig = data["derived"]["boards"][0]
+    sim = data["simulated"]
+    imposed_j = (sim["load_w"] + sim["context_w"]) * (sim["t1_s"] - sim["t0_s"])
+    assert abs(fig["above_idle_j"] - imposed_j) <= fig["err_j"] + 0.01 * imposed_j
+    assert fig["reliable"] and data["signals"] == [] and data["returncode"] == 0
+    shown = nvmeter("show", str(out))
+    assert shown.returncode == 0, shown.stderr
+    assert board_line.removeprefix("nvmeter: ") in shown.stdout
+
+
+def test_cli_passes_the_exit_status_through(tmp_path):
+    out = tmp_path / "run.json"
+    result = nvmeter("run", "--simulate", "--json", str(out), "--", PY, "-c", "import sys; sys.exit(3)")
+    assert result.returncode == 3, result.stderr
+    assert "exited 3 after" in result.stderr
+    assert json.loads(out.read_text())["returncode"] == 3
+
+
+def test_cli_says_when_the_command_exits_at_once():
+    result = nvmeter("run", "--simulate", "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert "under one counter period" in result.stderr
+    assert "samples:" in result.stderr  # a short command gets the sample buffer's reading too
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "words"),
+    [
+        (["no-such-command-xyz", "--flag"], 127, "command not found: no-such-command-xyz"),
+        (["{plain_file}"], 126, "not executable"),
+        ([], 2, "nothing to run"),
+    ],
+)
+def test_cli_refuses_bad_commands_in_one_line(argv, code, words, tmp_path, plain_file):
+    argv = [a.format(plain_file=plain_file) for a in argv]
+    out = tmp_path / "run.json"
+    line = one_line(nvmeter("run", "--simulate", "--json", str(out), "--", *argv), code)
+    assert words in line
+    assert not out.exists()
+
+
+def test_cli_refuses_an_unwritable_record_before_running(tmp_path):
+    marker = tmp_path / "ran"
+    line = one_line(
+        nvmeter("run", "--simulate", "--json", str(tmp_path / "no" / "r.json"), "--", "touch", str(marker)), 2
+    )
+    assert "does not exist" in line
+    assert not marker.exists()
+
+
+def test_device_all_waits_for_several_board_windows():
+    assert "--device all" in one_line(nvmeter("run", "--simulate", "--device", "all", "--", "true"), 2)
+
+
+def test_idle_from_a_probe_file(tmp_path):
+    probe = tmp_path / "probe.json"
+    made = nvmeter("probe", "--simulate", "--quick", "--only", "idle", "--out", str(probe))
+    assert made.returncode == 0, made.stderr
+    result = nvmeter("run", "--simulate", "--idle", str(probe), "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert f"no CUDA context, from {probe}" in result.stderr
+
+
+def start_metered(tmp_path, argv):
+    """nvmeter run in a session of its own (no terminal), once its command said 'ready'."""
+    out = tmp_path / "run.json"
+    proc = subprocess.Popen(
+        [PY, "-m", "nvmeter", "run", "--simulate", "--json", str(out), "--", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout.readline() == "ready\n"
+    return proc, out
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 128 + 2)])
+def test_a_signal_mid_run_reaches_the_command_and_the_record_says_so(tmp_path, sig, status):
+    proc, out = start_metered(tmp_path, sleeper(60))
+    os.kill(proc.pid, sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == status, stderr
+    assert "interrupted" in stderr and "J above idle" in stderr
+    data = json.loads(out.read_text())
+    assert data["signals"] == [sig.name]
+    assert data["derived"]["interrupted"] is True
+    assert data["derived"]["boards"][0]["above_idle_j"] > 0
+    assert data["wall_s"] < 30  # the command ended when told, not after its 60 s
+
+
+def test_a_command_that_handles_the_signal_keeps_its_own_exit_status(tmp_path):
+    handler = "signal.signal(signal.SIGTERM, lambda *a: (print('bye', flush=True), exit(0)))"
+    proc, out = start_metered(tmp_path, sleeper(60, before=handler))
+    os.kill(proc.pid, signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert stdout == "bye\n"
+    assert json.loads(out.read_text())["derived"]["interrupted"] is True
+
+
+def test_the_third_signal_kills_a_command_that_ignores_them(tmp_path):
+    proc, out = start_metered(tmp_path, sleeper(60, before="signal.signal(signal.SIGTERM, signal.SIG_IGN)"))
+    for _ in range(3):
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            continue
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + 9, stderr
+    assert json.loads(out.read_text())["signals"] == ["SIGTERM"] * 3

@@ -1,0 +1,141 @@
+"""EnergyMonitor's named windows on the simulated board, against the model's exact energy."""
+
+import itertools
+
+import pytest
+
+from nvmeter import errors
+from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+from nvmeter.meter.baseline import IdleBaseline
+from nvmeter.meter.monitor import EnergyMonitor
+from nvmeter.meter.span import AlignedSpan
+
+LOAD_W = 400.0
+
+
+@pytest.fixture
+def board():
+    b = SimulatedBoard(SimConfig(seed=11))
+    b.set_context(True)
+    b.clock.sleep(1.0)
+    return b
+
+
+@pytest.fixture
+def meter(board):
+    return EnergyMonitor(board, sync="none")
+
+
+def work(board, seconds, load_w=LOAD_W):
+    board.set_load(load_w)
+    board.clock.sleep(seconds)
+    board.set_load(0.0)
+
+
+def truth_j(board, m):
+    """The model's energy above context idle between the window's edges."""
+    span = AlignedSpan(m.start, m.end, m.samples)
+    return board.true_energy_j(span.t_a_s, span.t_b_s) - board.config.idle_context_w * span.duration_s
+
+
+def within_bound(board, m):
+    assert m.reliable, m.reason
+    assert abs(m.above_idle_j - truth_j(board, m)) <= m.err_j, (m, truth_j(board, m))
+
+
+def test_idle_is_measured_once_and_shared(board, meter):
+    assert isinstance(meter.idle, IdleBaseline) and meter.idle.source == "quiescent"
+    assert meter.idle.power_w == pytest.approx(board.config.idle_context_w, abs=1.0)
+    meter.begin("a")
+    work(board, 0.3)
+    first = meter.end("a")
+    meter.begin("a")  # a closed name opens again
+    work(board, 0.3)
+    second = meter.end("a")
+    assert first.idle is second.idle is meter.idle
+
+
+def test_nested_windows_each_hold_their_own_work(board, meter):
+    meter.begin("epoch")
+    steps = []
+    for _ in range(3):
+        meter.begin("step")
+        work(board, 0.5)
+        steps.append(meter.end("step"))
+        board.clock.sleep(0.2)
+    epoch = meter.end("epoch")
+    for m in [*steps, epoch]:
+        within_bound(board, m)
+        assert m.calls == 1  # nothing declared: the window is one call
+    # the epoch holds its steps' work and their edges, which draw idle power and the
+    # polling's +2.8 W (up to ~0.5 s of polling a step)
+    inner = sum(m.above_idle_j for m in steps)
+    slack = sum(m.err_j for m in steps) + epoch.err_j
+    assert inner - slack <= epoch.above_idle_j <= inner + slack + 3 * 2.8 * 0.5
+    assert epoch.window_s > sum(m.window_s for m in steps)
+
+
+def test_overlapping_windows_are_independent(board, meter):
+    meter.begin("a")
+    work(board, 0.4)
+    meter.begin("b")
+    work(board, 0.4, load_w=200.0)
+    a = meter.end("a")
+    work(board, 0.4)
+    b = meter.end("b")
+    for m in (a, b):
+        within_bound(board, m)
+    assert a.above_idle_j == pytest.approx(0.4 * LOAD_W + 0.4 * 200.0, rel=0.05)
+    assert b.above_idle_j == pytest.approx(0.4 * 200.0 + 0.4 * LOAD_W, rel=0.05)
+    # b's window holds a's end edge: it ends later and runs longer than its own work
+    assert b.work_t1_s > a.work_t1_s
+
+
+def test_calls_are_declared_by_name(board, meter):
+    meter.begin("counted")
+    meter.begin("fixed", calls=10)
+    for _ in range(4):
+        work(board, 0.1)
+        meter.call("counted")
+        meter.call("fixed")  # a window begun with calls= keeps them
+    fixed = meter.end("fixed")
+    counted = meter.end("counted")
+    assert counted.calls == 4 and fixed.calls == 10
+    assert fixed.per_call_mj == pytest.approx(fixed.above_idle_j * 100)
+    assert counted.per_call_mj == pytest.approx(counted.above_idle_j * 250)
+
+
+def test_long_windows_keep_reading_the_sample_buffer(board, meter):
+    meter.begin("outer")
+    for _ in range(6):  # 6 s: the buffer holds ~2.4 s, so it must be read in between
+        meter.begin("inner")
+        work(board, 0.8)
+        meter.end("inner")
+    outer = meter.end("outer")
+    times = [s.t_s for s in outer.samples]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert max(gaps) < 0.05
+    assert times[0] <= outer.work_t0_s and times[-1] >= outer.work_t1_s
+
+
+def test_names_are_checked(meter):
+    meter.begin("x")
+    with pytest.raises(errors.UsageError, match="already open"):
+        meter.begin("x")
+    with pytest.raises(errors.UsageError, match="no window 'y' is open"):
+        meter.end("y")
+    with pytest.raises(errors.UsageError, match="no window 'y' is open"):
+        meter.call("y")
+    assert meter.open_windows == ("x",)
+    meter.cancel("x")
+    assert meter.open_windows == ()
+    with pytest.raises(errors.UsageError):
+        meter.end("x")
+
+
+def test_idle_can_be_given(board):
+    meter = EnergyMonitor(board, idle=121.2, sync="none")
+    meter.begin("w")
+    work(board, 0.3)
+    m = meter.end("w")
+    assert m.idle.source == "given" and m.idle_w == 121.2

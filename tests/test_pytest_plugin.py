@@ -1,0 +1,233 @@
+"""The pytest plugin, through pytest's own pytester, on the simulated board."""
+
+import json
+from importlib.metadata import entry_points
+
+import pytest
+
+from nvmeter import errors
+from nvmeter.pytest_plugin import Budget, judge
+
+pytest_plugins = ["pytester"]
+
+# The inner tests put LOAD_W above idle on the simulated board for 1 s of its clock, as
+# CALLS calls: about LOAD_W J in all, LOAD_W * 1000 / CALLS mJ a call.
+HEADER = """
+import pytest
+
+LOAD_W = 300.0
+CALLS = 10
+
+
+def work(board, seconds=1.0):
+    board.set_load(LOAD_W)
+    board.clock.sleep(seconds)
+    board.set_load(0.0)
+"""
+PER_CALL_MJ = 300.0 * 1000 / 10
+
+
+def run(pytester, body, *args):
+    pytester.makepyfile(HEADER + body)
+    return pytester.runpytest("--energy-simulate", "-rsw", *args)
+
+
+def test_the_plugin_is_registered_through_pytest11(pytester):
+    assert "nvmeter.pytest_plugin" in {e.value for e in entry_points(group="pytest11")}
+    result = pytester.runpytest("--markers")
+    result.stdout.fnmatch_lines(["*@pytest.mark.energy(max_mj_per_call, calls=1, device=None)*"])
+
+
+def test_a_marked_test_within_its_budget_passes(pytester):
+    result = run(
+        pytester,
+        f"""
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 1.2}, calls=CALLS)
+def test_step(energy_board):
+    work(energy_board)
+""",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*nvmeter energy*", "*test_step: * mJ/call above idle (10 calls*PASS*within*"]
+    )
+
+
+def test_a_marked_test_over_its_budget_fails_with_the_figure(pytester):
+    result = run(
+        pytester,
+        f"""
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 0.8}, calls=CALLS)
+def test_step(energy_board):
+    work(energy_board)
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*energy * mJ/call exceeds the budget of 24,000.0 mJ/call*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_budget_inside_the_bound_fails_by_default_and_warns_on_request(pytester):
+    # plain edges: a bound of a counter period of power at each edge, tens of J
+    body = f"""
+@pytest.mark.energy(max_mj_per_call={300.0 * 1000})
+def test_step(energy):
+    with energy(method="plain", calls=1) as w:
+        work(energy.board())
+"""
+    result = run(pytester, body)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*its bound straddles the budget*--energy-undecided=warn*"])
+    result = run(pytester, body, "--energy-undecided=warn")
+    result.assert_outcomes(passed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*EnergyBudgetWarning*straddles*"])
+
+
+def test_an_unreliable_figure_fails_by_default_and_warns_on_request(pytester):
+    body = """
+@pytest.mark.energy(max_mj_per_call=1e9)
+def test_step(energy):
+    with energy() as w:  # no calls declared
+        work(energy.board())
+"""
+    result = run(pytester, body)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*is not reliable: no calls were declared*"])
+    pytester.makeini("[pytest]\nenergy_undecided = warn\n")
+    result = run(pytester, body)
+    result.assert_outcomes(passed=1, warnings=1)
+
+
+def test_the_fixture_meters_blocks_and_the_summary_lists_them(pytester, tmp_path):
+    out = tmp_path / "energy.json"
+    result = run(
+        pytester,
+        """
+def test_two_blocks(energy):
+    board = energy.board()
+    for seconds in (0.5, 1.0):
+        with energy(device=0) as w:
+            work(board, seconds)
+            w.call(CALLS)
+    first, second = energy.results
+    assert second.above_idle_j == pytest.approx(2 * first.above_idle_j, rel=0.05)
+    assert second.per_call_mj == pytest.approx(LOAD_W * 100, rel=0.05)
+""",
+        f"--energy-json={out}",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*nvmeter energy*", "*test_two_blocks*MEASURED*", "*test_two_blocks*MEASURED*"]
+    )
+    data = json.loads(out.read_text())
+    assert data["kind"] == "pytest-energy" and data["schema_version"] == 1
+    assert [e["outcome"] for e in data["entries"]] == ["measured", "measured"]
+    assert data["entries"][1]["window"]["derived"]["per_call_mj"] == pytest.approx(30_000, rel=0.05)
+
+
+def test_every_window_of_a_marked_test_is_judged(pytester):
+    result = run(
+        pytester,
+        f"""
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 1.2})
+def test_step(energy):
+    for seconds in (0.5, 2.0):
+        with energy(calls=CALLS):
+            work(energy.board(), seconds)
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*window 2: energy * exceeds the budget*"])
+
+
+def test_a_marked_test_using_the_fixture_must_meter_something(pytester):
+    result = run(
+        pytester,
+        """
+@pytest.mark.energy(max_mj_per_call=1.0)
+def test_step(energy):
+    pass
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no window was metered through the energy fixture*"])
+
+
+def test_a_failing_test_keeps_its_own_error(pytester):
+    result = run(
+        pytester,
+        """
+@pytest.mark.energy(max_mj_per_call=1.0)
+def test_step(energy_board):
+    work(energy_board)
+    assert 1 == 2, "the test's own failure"
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the test's own failure*"])
+    assert "nvmeter energy" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("mark", "words"),
+    [
+        ("max_mj_per_call=-1", "max_mj_per_call must be a number > 0"),
+        ("max_mj_per_call=5, calls=0", "calls must be a whole number >= 1"),
+        ("max_mj=5", "unknown key(s)*max_mj*"),
+    ],
+)
+def test_a_malformed_marker_is_one_line(pytester, mark, words):
+    result = run(pytester, f"\n@pytest.mark.energy({mark})\ndef test_step():\n    pass\n")
+    result.assert_outcomes(errors=1)  # at setup, before the test runs
+    result.stdout.fnmatch_lines([f"*{words}*"])
+    assert "During handling" not in result.stdout.str()
+
+
+def test_no_gpu_is_a_clean_skip_with_its_reason(pytester, monkeypatch):
+    class NoGpuBoard:
+        def __init__(self, *args, **kwargs):
+            raise errors.NoGpu("NVML sees no GPU (test)")
+
+    monkeypatch.setattr("nvmeter.boards.nvml.NvmlBoard", NoGpuBoard)
+    pytester.makepyfile(
+        """
+import pytest
+
+@pytest.mark.energy(max_mj_per_call=1.0)
+def test_marked():
+    raise AssertionError("must not run")
+
+def test_fixture(energy):
+    with energy():
+        raise AssertionError("must not run")
+"""
+    )
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines(["*no GPU to meter: NVML sees no GPU (test)*"])
+
+
+def test_the_json_path_is_checked_before_the_run(pytester, tmp_path):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest(f"--energy-json={tmp_path / 'no' / 'e.json'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--energy-json: cannot write*does not exist*"])
+
+
+class FakeMeasurement:
+    def __init__(self, per_call_mj, err_mj, reason=None):
+        self.per_call_mj, self.per_call_mj_err, self.reason = per_call_mj, err_mj, reason
+        self.reliable = reason is None
+
+
+@pytest.mark.parametrize(
+    ("figure", "bound", "outcome"),
+    [(90, 10, "pass"), (95, 10, "undecided"), (105, 10, "undecided"), (111, 10, "fail"), (100, 0, "pass")],
+)
+def test_the_verdict_follows_figure_and_bound(figure, bound, outcome):
+    assert judge(FakeMeasurement(figure, bound), Budget(100.0)).outcome == outcome
+
+
+def test_an_unreliable_figure_is_never_judged_a_pass():
+    verdict = judge(FakeMeasurement(1.0, 0.1, reason="no calls"), Budget(100.0))
+    assert verdict.outcome == "unreliable" and "no calls" in verdict.text
