@@ -1,25 +1,18 @@
-"""Window accuracy on a real GPU: nvmeter's three readings and ZeusMonitor against long references.
+"""Schema-1 window-accuracy files (results/window-accuracy-h200*.json): analyze and fit.
 
-Run on the H200 (one device call, ~8 min):
-    python bench/window_accuracy.py run --out $OUT/window-accuracy-h200.json
-Then here:
-    python bench/window_accuracy.py analyze results/window-accuracy-h200.json --plot docs/window-accuracy.png
+Runs 1 and 2 (2026-11-29) were made by the first bench, one kind of work (calls of 15
+FP32 4096^2 products) against 60 s references, each trial read three ways (aligned
+edges, plain edges, the sample buffer) with ZeusMonitor 0.16 trials interleaved. The
+bench that made them is replaced by :mod:`accuracy.runner` (schema 2); this module
+keeps their analysis so every figure in docs/window.md still recomputes:
 
-The workload: calls of 15 FP32 4096^2 products (random operands, TF32 off), each
-synchronised (~41 ms). Reference: per-call energy above idle over 60 s windows with
-aligned edges, before, between and after the trials (their spread shows drift).
-Each nvmeter trial yields three readings of the same work: aligned edges (the
-window), plain edges (one counter read right at the work's start and end, the start
-placed at a random phase of the counter), and the sample buffer. Zeus trials are
-interleaved with them. Everything raw is kept so every figure can be recomputed.
+    python bench/window_accuracy.py analyze results/window-accuracy-h200-run2.json
+    python bench/window_accuracy.py fit results/window-accuracy-h200.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import random
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,215 +20,6 @@ import numpy as np
 
 SCHEMA_VERSION = 1
 WINDOWS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
-MATMULS_PER_CALL = 15
-N = 4096
-
-
-def _setup():
-    import torch
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    g = torch.Generator(device="cuda").manual_seed(0)
-    a = torch.randn(N, N, device="cuda", generator=g)
-    b = torch.randn(N, N, device="cuda", generator=g)
-    out = torch.empty_like(a)
-
-    def matmuls(k: int) -> None:
-        for _ in range(k):
-            torch.matmul(a, b, out=out)
-        torch.cuda.synchronize()
-
-    matmuls(20)
-    return matmuls, torch.cuda.synchronize
-
-
-def _plain_read(board):
-    from nvmeter.meter.series import CounterSeries
-
-    t0 = board.clock.now()
-    v = board.energy_mj()
-    return CounterSeries((t0,), (board.clock.now(),), (v,))
-
-
-def _work(matmuls, *, seconds=None, count=None, on_call=None) -> int:
-    """One call of ``count`` products, or calls of MATMULS_PER_CALL for ``seconds``; returns calls."""
-    if count is not None:
-        matmuls(count)
-        if on_call:
-            on_call()
-        return 1
-    calls, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        matmuls(MATMULS_PER_CALL)
-        calls += 1
-        if on_call:
-            on_call()
-    return calls
-
-
-def _nvmeter_trial(board, idle, matmuls, sync, *, rng, **work):
-    """One window read three ways; returns the aligned Measurement's dict plus the work's edges."""
-    from nvmeter.meter.window import EnergyWindow
-
-    with EnergyWindow(board, idle=idle, sync=sync, method="aligned") as w:
-        board.clock.sleep(rng.uniform(0, 0.1))  # the plain start lands at a random counter phase
-        plain_start = _plain_read(board)
-        calls = _work(matmuls, on_call=w.call, **work)
-        plain_end = _plain_read(board)
-    readings = _three(w.result, plain_start, plain_end)
-    return {
-        "calls": calls,
-        "work_s": plain_end.t0_s[0] - plain_start.t1_s[0],
-        "enter_wait_s": plain_start.t0_s[0] - w.result.start.t0_s[0],
-        "raw": w.result.to_dict(),
-        "plain_start": plain_start.to_dict(),
-        "plain_end": plain_end.to_dict(),
-        "readings": {
-            k: {
-                "per_call_mj": m.per_call_mj,
-                "per_call_mj_err": m.per_call_mj_err,
-                "window_s": m.window_s,
-                "reliable": m.reliable,
-            }
-            for k, m in readings.items()
-        },
-    }
-
-
-def _zeus_trial(monitor, idle_w, matmuls, **work):
-    monitor.begin_window("trial")
-    calls = _work(matmuls, **work)
-    m = monitor.end_window("trial")
-    gross_j = float(sum(m.gpu_energy.values()))
-    return {
-        "calls": calls,
-        "time_s": m.time,
-        "gross_j": gross_j,
-        "per_call_mj": (gross_j - idle_w * m.time) * 1e3 / calls,
-    }
-
-
-def _trial(kind, board, idle, matmuls, sync, monitor, rng, warmup_s=0.0, **work) -> dict | None:
-    """A trial of one reader (None for Zeus when it is unavailable), after ``warmup_s`` of calls."""
-    if kind == "zeus" and monitor is None:
-        return None
-    if warmup_s:
-        _work(matmuls, seconds=warmup_s)
-    if kind == "nvmeter":
-        return _nvmeter_trial(board, idle, matmuls, sync, rng=rng, **work)
-    return _zeus_trial(monitor, idle.power_w, matmuls, **work)
-
-
-def run(out: Path, ref_s: float, trials: int, singles: int, warmup_s: float, cold_windows_s) -> None:
-    from nvmeter.boards.nvml import NvmlBoard
-    from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
-    from nvmeter.meter.window import EnergyWindow
-
-    matmuls, sync = _setup()
-    board = NvmlBoard(0)
-    rng = random.Random(20261129)
-    try:
-        from zeus.monitor import ZeusMonitor
-
-        monitor = ZeusMonitor(gpu_indices=[0])
-        zeus_version = __import__("zeus").__version__
-    except Exception as exc:  # report, and run nvmeter's methods anyway
-        monitor, zeus_version = None, f"unavailable: {exc!r}"
-    record = {
-        "kind": "window-accuracy",
-        "schema_version": SCHEMA_VERSION,
-        "board": board.identity().to_dict(),
-        "zeus": zeus_version,
-        "matmuls_per_call": MATMULS_PER_CALL,
-        "n": N,
-        "ref_s": ref_s,
-        "warmup_s": warmup_s,
-        "idle_spans": [],
-        "references": [],
-        "trials": [],
-        "singles": [],
-        "overhead": [],
-    }
-
-    def save():
-        out.write_text(json.dumps(record, allow_nan=True))
-
-    def log(msg):
-        print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-    spans = [measure_quiescent(board, 3.0) for _ in range(2)]
-    idle = IdleBaseline.from_spans(spans, "quiescent")
-    record["idle_spans"] = [s.to_dict() for s in spans]
-    record["idle"] = {"power_w": idle.power_w, "err_w": idle.err_w, "samples_power_w": idle.samples_power_w}
-    log(f"idle {idle}")
-
-    def reference(tag):
-        with EnergyWindow(board, idle=idle, sync=sync, method="aligned") as w:
-            t0 = time.perf_counter()
-            calls = 0
-            while time.perf_counter() - t0 < ref_s:
-                matmuls(MATMULS_PER_CALL)
-                calls += 1
-                w.call()
-        record["references"].append({"tag": tag, "calls": calls, "raw": w.result.to_dict()})
-        log(f"reference {tag}: {w.result}")
-        save()
-
-    # warm trials follow warmup_s of calls; cold ones (nvmeter only) start straight from idle
-    plan = [(s, k, warmup_s) for s in WINDOWS_S for _ in range(trials) for k in ("nvmeter", "zeus")]
-    plan += [(s, "nvmeter", 0.0) for s in cold_windows_s for _ in range(trials)]
-    rng.shuffle(plan)
-    reference("before")
-    for i, (seconds, kind, warm_s) in enumerate(plan):
-        if i == len(plan) // 2:
-            reference("between")
-        time.sleep(rng.uniform(0.3, 0.8))
-        trial = _trial(kind, board, idle, matmuls, sync, monitor, rng, warm_s, seconds=seconds)
-        if trial is None:
-            continue
-        record["trials"].append({"window_s": seconds, "kind": kind, "warmup_s": warm_s, **trial})
-        if i % 10 == 0:
-            log(f"trial {i + 1}/{len(plan)}")
-            save()
-    reference("after")
-
-    singles_plan = [(k, kind) for k in (7, 37) for _ in range(singles) for kind in ("nvmeter", "zeus")]
-    rng.shuffle(singles_plan)
-    for count, kind in singles_plan:
-        time.sleep(rng.uniform(0.4, 0.9))
-        trial = _trial(kind, board, idle, matmuls, sync, monitor, rng, count=count)
-        if trial is None:
-            continue
-        record["singles"].append({"matmuls": count, "kind": kind, **trial})
-    log("singles done")
-    save()
-
-    # overhead: the same 2 s block metered and unmetered, energy read by the sample buffer afterwards
-    from nvmeter.meter.series import integrate_samples_j
-
-    for _ in range(4):
-        for metered in (False, True):
-            time.sleep(0.5)
-            t0 = time.perf_counter()
-            if metered:
-                with EnergyWindow(board, idle=idle, sync=sync) as w:
-                    t0 = time.perf_counter()
-                    for _ in range(40):
-                        matmuls(MATMULS_PER_CALL)
-                        w.call()
-                    t1 = time.perf_counter()
-            else:
-                for _ in range(40):
-                    matmuls(MATMULS_PER_CALL)
-                t1 = time.perf_counter()
-            time.sleep(0.15)
-            samples = board.power_samples()
-            energy = integrate_samples_j(samples, t0, t1 + 0.06) - idle.samples_power_w * (t1 + 0.06 - t0)
-            record["overhead"].append(
-                {"metered": metered, "calls": 40, "work_s": t1 - t0, "samples_above_idle_j": energy}
-            )
-    log("overhead done")
-    save()
 
 
 def analyze(path: Path, plot: Path | None) -> dict:
@@ -408,35 +192,3 @@ def _plot(table: dict, path: Path) -> None:
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("run")
-    r.add_argument("--out", type=Path, required=True)
-    r.add_argument("--ref-s", type=float, default=60.0)
-    r.add_argument("--trials", type=int, default=10)
-    r.add_argument("--singles", type=int, default=20)
-    r.add_argument("--warmup-s", type=float, default=0.5, help="calls before each window trial, s")
-    r.add_argument("--cold", type=float, nargs="*", default=[], help="window lengths also tried cold, s")
-    f = sub.add_parser("fit", help="the board-state constants of nvmeter/meter/errormodel.py, from a run")
-    f.add_argument("file", type=Path)
-    a = sub.add_parser("analyze")
-    a.add_argument("file", type=Path)
-    a.add_argument("--plot", type=Path)
-    a.add_argument("--json", type=Path)
-    args = p.parse_args()
-    if args.cmd == "run":
-        run(args.out, args.ref_s, args.trials, args.singles, args.warmup_s, args.cold)
-    elif args.cmd == "fit":
-        print(json.dumps(fit(args.file), indent=1))
-    else:
-        summary = analyze(args.file, args.plot)
-        print(json.dumps(summary, indent=1))
-        if args.json:
-            args.json.write_text(json.dumps(summary, indent=1) + "\n")
-
-
-if __name__ == "__main__":
-    main()
