@@ -62,7 +62,8 @@ def fit(path: Path, kinds: tuple[str, ...] = FIT_KINDS) -> dict:
     """The state constants from ``kinds`` of one record.
 
     ``state_rel``: the largest |error| beyond the reading bound among warm 2 s and 4 s
-    windows, as a share of their energy above idle (as in model 1). The transient term
+    windows, as a share of their energy above idle (as in model 1; ``long_from_s`` says
+    when a cut run had none and shorter windows stood in). The transient term
     (``cold_rel`` in model 1): among transient windows, the largest |error| left beyond the
     reading bound and ``state_rel``, as a share of the energy above idle of their first
     ramp (the model's ramp, s). Also, per warm window length, the errors' mean and SD (for
@@ -75,13 +76,19 @@ def fit(path: Path, kinds: tuple[str, ...] = FIT_KINDS) -> dict:
     model = _model()
     ramp_s = _ramp_s(model)
     trials = [t for k in kinds for t in analysis.kind_data(rec, k).trials if t.ref_ok and t.m is not None]
-    long = [_excess_j(t) / abs(t.m.above_idle_j) for t in trials if t.mode == "warm" and t.key >= 2.0]
+    # the longest warm windows, where a pause's traces have faded; shorter ones if a cut run has none
+    for shortest in (2.0, 1.0, 0.0):
+        long = [
+            _excess_j(t) / abs(t.m.above_idle_j) for t in trials if t.mode == "warm" and t.key >= shortest
+        ]
+        if long:
+            break
     state_rel = max(0.0, max(long)) if long else math.nan
     transient = []
     for t in (t for t in trials if t.mode == "transient"):
         above = abs(t.m.above_idle_j)
         ramp_j = above * min(1.0, ramp_s / t.m.work_s)
-        transient.append((_excess_j(t) - state_rel * above) / ramp_j)
+        transient.append((_excess_j(t) - (state_rel if long else 0.0) * above) / ramp_j)
     by_window = {}
     for key in sorted({t.key for t in trials if t.mode == "warm"}):
         errs = np.array([t.err for t in trials if t.mode == "warm" and t.key == key])
@@ -106,6 +113,7 @@ def fit(path: Path, kinds: tuple[str, ...] = FIT_KINDS) -> dict:
             _transient_name(model): max(0.0, max(transient)) if transient else None,
         },
         "long_trials": len(long),
+        "long_from_s": shortest,
         "transient_trials": len(transient),
         "warm_by_window": by_window,
         "singles": {
