@@ -312,7 +312,7 @@ def test_a_failing_trial_type_is_recorded_and_the_rest_runs(tmp_path, monkeypatc
     assert part["done"]
     assert [e["type"] for e in part["errors"]] == ["measure", "measure"]
     assert "measure() changed" in part["errors"][0]["error"]
-    assert any(s["why"] == "measure failed twice" for s in part["skipped"]) or _types(part)["measure"] == 0
+    assert any(s["why"] == "its type failed twice" for s in part["skipped"]) or _types(part)["measure"] == 0
     assert _types(part)["warm"] and _types(part)["single"]
 
 
@@ -359,3 +359,25 @@ def test_schema_1_files_still_analyze():
     spec.loader.exec_module(module)
     summary = module.analyze(ROOT / "results" / "window-accuracy-h200-run2.json")
     assert summary["windows"]["aligned@0.5"]["n"] == 10
+
+
+def test_the_gpu_kinds_build_calibrate_and_call_on_the_cpu(monkeypatch):
+    """The torch kinds' code paths, small and on the CPU (the H200 run uses the real sizes)."""
+    monkeypatch.setattr(
+        kinds, "SIZES", {"matmul_n": 64, "big_n": 96, "copy_bytes": 1 << 16, "launch_elems": 32}
+    )
+    monkeypatch.setattr(kinds, "CALIBRATE_WARM_S", 0.01)
+    for name in kinds.ALL_KINDS:
+        work = kinds.build(name, device="cpu", log=lambda msg: None)
+        p = work.params
+        assert p["units"] >= 1 and 1 <= p["single_units"] <= p["units"]
+        assert work.single_share == p["single_units"] / p["units"]
+        assert p["calibration"]["unit_ms"] > 0 and p["sizes"]["matmul_n"] == 64
+        work.call()
+        work.single()
+        again = kinds.build(name, p, device="cpu", log=lambda msg: None)  # a resumed run: same counts
+        assert again.params["units"] == p["units"] and again.params["calibration"] == p["calibration"]
+        work.close()
+    fp32 = kinds.build("fp32", device="cpu", log=lambda msg: None).params
+    assert (fp32["units"], fp32["single_units"]) == (15, 7)  # the call of runs 1 and 2
+    assert kinds.build("duty", device="cpu", log=lambda msg: None).params["host_sleep_ms"] == 15.0

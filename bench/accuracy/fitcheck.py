@@ -53,9 +53,15 @@ def _transient_name(model) -> str:
     return "transient_rel"
 
 
+def _reading_err_j(m) -> float:
+    """The reading part of a Measurement's bound, J (its whole bound less the state part if unnamed)."""
+    reading = getattr(m, "reading_err_j", None)
+    return reading if reading is not None else m.err_j - getattr(m, "state_err_j", 0.0)
+
+
 def _excess_j(t: analysis.Trial) -> float:
     """How far the window's energy above idle lies from the reference's, beyond its reading bound, J."""
-    return abs(t.per_call_mj - t.expected_mj) * t.m.calls / 1e3 - t.m.reading_err_j
+    return abs(t.per_call_mj - t.expected_mj) * t.m.calls / 1e3 - _reading_err_j(t.m)
 
 
 def fit(path: Path, kinds: tuple[str, ...] = FIT_KINDS) -> dict:

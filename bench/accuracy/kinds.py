@@ -37,6 +37,9 @@ ALL_KINDS = FIT_KINDS + CHECK_KINDS
 
 # One isolated call in the single-call trials lasts about this long (issue 10's target).
 SINGLE_TARGET_MS = 20.0
+# Calls of the guessed count before calibration times any: past the clocks' ~0.3 s ramp
+# after idle (docs/window.md), with margin.
+CALIBRATE_WARM_S = 1.0
 
 
 @dataclass
@@ -85,16 +88,20 @@ SPECS = {
 }
 
 
-def _units_fn(name: str, torch) -> tuple[Callable[[int], None], Callable[[], None]]:
+# Sizes of the kinds' buffers (the CPU tests shrink them).
+SIZES = {"matmul_n": 4096, "big_n": 8192, "copy_bytes": 2 << 30, "launch_elems": 1024}
+
+
+def _units_fn(name: str, torch, device: str) -> tuple[Callable[[int], None], Callable[[], None]]:
     """``run(n)``: n units of the kind's work, unsynchronised; and a function freeing its buffers."""
     torch.backends.cuda.matmul.allow_tf32 = False
-    g = torch.Generator(device="cuda").manual_seed(0)
+    g = torch.Generator(device=device).manual_seed(0)
     bufs: dict = {}
     if name in ("fp32", "duty", "fp32big", "bf16cap"):
-        n = 8192 if name in ("fp32big", "bf16cap") else 4096
+        n = SIZES["big_n"] if name in ("fp32big", "bf16cap") else SIZES["matmul_n"]
         dtype = torch.bfloat16 if name == "bf16cap" else torch.float32
-        a = torch.randn(n, n, device="cuda", generator=g).to(dtype)
-        b = torch.randn(n, n, device="cuda", generator=g).to(dtype)
+        a = torch.randn(n, n, device=device, generator=g).to(dtype)
+        b = torch.randn(n, n, device=device, generator=g).to(dtype)
         bufs.update(a=a, b=b, out=torch.empty_like(a))
 
         def run(k: int) -> None:
@@ -102,10 +109,10 @@ def _units_fn(name: str, torch) -> tuple[Callable[[int], None], Callable[[], Non
                 torch.matmul(bufs["a"], bufs["b"], out=bufs["out"])
 
     elif name == "copy":
-        nbytes = 2 << 30
+        nbytes = SIZES["copy_bytes"]
         bufs.update(
-            src=torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device="cuda", generator=g),
-            dst=torch.empty(nbytes, dtype=torch.uint8, device="cuda"),
+            src=torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=device, generator=g),
+            dst=torch.empty(nbytes, dtype=torch.uint8, device=device),
         )
 
         def run(k: int) -> None:
@@ -113,7 +120,7 @@ def _units_fn(name: str, torch) -> tuple[Callable[[int], None], Callable[[], Non
                 bufs["dst"].copy_(bufs["src"])
 
     elif name == "launch":
-        bufs.update(x=torch.zeros(1024, device="cuda"))
+        bufs.update(x=torch.zeros(SIZES["launch_elems"], device=device))
 
         def run(k: int) -> None:
             x = bufs["x"]
@@ -125,18 +132,20 @@ def _units_fn(name: str, torch) -> tuple[Callable[[int], None], Callable[[], Non
 
     def close() -> None:
         bufs.clear()
-        torch.cuda.empty_cache()
+        if device == "cuda":
+            torch.cuda.empty_cache()
 
     return run, close
 
 
-def build(name: str, params: dict | None = None, log=print) -> Work:
+def build(name: str, params: dict | None = None, log=print, device: str = "cuda") -> Work:
     """A GPU kind on CUDA device 0 (``CUDA_VISIBLE_DEVICES`` picks the board).
 
     Args:
         name: One of :data:`ALL_KINDS`.
         params: A previous run's recorded params: reuse its counts (no calibration).
         log: Where calibration reports.
+        device: ``"cuda"``; the CPU tests pass ``"cpu"`` (with small :data:`SIZES`).
 
     Raises:
         ValueError: an unknown kind.
@@ -146,8 +155,8 @@ def build(name: str, params: dict | None = None, log=print) -> Work:
     spec = SPECS.get(name)
     if spec is None:
         raise ValueError(f"no kind of work named {name!r} (kinds: {', '.join(SPECS)})")
-    run, close = _units_fn(name, torch)
-    sync = torch.cuda.synchronize
+    run, close = _units_fn(name, torch, device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     run(2)  # first use: cuBLAS handles, allocator
     sync()
     if params and "units" in params:
@@ -183,7 +192,8 @@ def build(name: str, params: dict | None = None, log=print) -> Work:
             "host_sleep_ms": spec.host_sleep_ms,
             "calibration": calibration,
             "torch": torch.__version__,
-            "device_name": torch.cuda.get_device_name(0),
+            "device_name": torch.cuda.get_device_name(0) if device == "cuda" else device,
+            "sizes": dict(SIZES),
         },
         close=close,
     )
@@ -192,10 +202,10 @@ def build(name: str, params: dict | None = None, log=print) -> Work:
 def _calibrate(spec: _Spec, run, sync, calls: int = 5) -> tuple[int, int, dict]:
     """Counts for the call's target from the time of ``calls`` calls of the guessed count (~2 s warm).
 
-    The GPU's clocks ramp for ~0.3 s after idle (docs/window.md), so the guessed calls
-    run for about a second first; the median call of the timed ones sets the count.
+    The guessed calls run for ``CALIBRATE_WARM_S`` first; the median of the timed ones
+    sets the count.
     """
-    warm_end = time.perf_counter() + 1.0
+    warm_end = time.perf_counter() + CALIBRATE_WARM_S
     while time.perf_counter() < warm_end:
         run(spec.guess_units)
         sync()

@@ -269,14 +269,16 @@ class KindRun:
             if k:
                 self._reference(f"block-{k}")
             k += 1
+            late, broken = [], []
             for unit in block:
                 if self.clock.now() + self.timing.unit_s(unit) + self.timing.closing_s() > deadline:
-                    self._skip([unit], "deadline")
-                    continue
-                if self.failures.get(unit.type, 0) >= 2:
-                    self._skip([unit], f"{unit.type} failed twice")
-                    continue
-                self._trial(unit)
+                    late.append(unit)
+                elif self.failures.get(unit.type, 0) >= 2:
+                    broken.append(unit)
+                else:
+                    self._trial(unit)
+            self._skip(late, "deadline")
+            self._skip(broken, "its type failed twice")
         self._reference("close")
         self._idle_span("end")
         self.part["free_call_ms"] = [round(x, 4) for x in self.stream.free_ms]
@@ -302,10 +304,14 @@ class KindRun:
             full=replace(plan_mod.FULL, **no_zeus),
             floor=replace(plan_mod.FLOOR, **no_zeus),
         )
-        trials = plan_mod.units(self.name, counts, self.config.seed)
-        blocks = plan_mod.blocks(self.name, trials, self.timing, self.config.block_s, self.config.seed)
         done = self.store.done_ids(self.name)
-        blocks = [b for b in ([u for u in blk if u.id not in done] for blk in blocks) if b]
+        trials = [u for u in plan_mod.units(self.name, counts, self.config.seed) if u.id not in done]
+        # below FLOOR when even that does not fit (the opening reference is taken)
+        blocks, dropped = plan_mod.trim(
+            trials, self.timing, budget, self.name, self.config.block_s, self.config.seed, self._have()
+        )
+        est = plan_mod.estimate_s(blocks, self.timing) - self.timing.idle_span_s
+        self._skip(dropped, "time")
         self.part["plan"] = {
             "counts": counts.to_dict(),
             "estimate_s": est,
