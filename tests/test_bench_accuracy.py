@@ -381,3 +381,54 @@ def test_the_gpu_kinds_build_calibrate_and_call_on_the_cpu(monkeypatch):
     fp32 = kinds.build("fp32", device="cpu", log=lambda msg: None).params
     assert (fp32["units"], fp32["single_units"]) == (15, 7)  # the call of runs 1 and 2
     assert kinds.build("duty", device="cpu", log=lambda msg: None).params["host_sleep_ms"] == 15.0
+
+
+class _StateBoard(SimulatedBoard):
+    """A simulated board with a state read that costs ``cost_s`` and warms 1 °C every 10 s."""
+
+    def __init__(self, cost_s: float) -> None:
+        super().__init__(SimConfig(seed=5), VirtualClock(1000.0))
+        self.cost_s = cost_s
+        self.reads = 0
+
+    def state(self):
+        self.reads += 1
+        self.clock.sleep(self.cost_s)
+        t = self.clock.now()
+        data = {
+            "t_s": t,
+            "temperature_c": 40.0 + (t - 1000.0) / 10,
+            "sm_clock_mhz": 1980.0,
+            "clock_event_reasons": 4,
+        }
+
+        class State:
+            def to_dict(self):
+                return data
+
+        return State()
+
+
+@pytest.mark.parametrize("cost_s", [0.0001, 0.005])
+def test_state_reads_stay_out_of_a_warm_streams_gaps_when_slow(tmp_path, cost_s):
+    board = _StateBoard(cost_s)
+    out = tmp_path / "state.json"
+    runner.run(out, runner.Config(kinds=("fp32",), budget_s=90.0, verbose=False), board=board)
+    rec = json.loads(out.read_text())
+    units = rec["kinds"]["fp32"]["units"]
+    warm = [u for u in units if u["type"] == "warm"]
+    assert warm and all(u["state_before"] for u in units if u["type"] in ("transient", "single", "measure"))
+    missing = sum(1 for u in warm if u["state_after"] is None)
+    if cost_s > runner.SLOW_STATE_S:
+        assert missing == len(warm)  # a slow read would have broken the stream after every window
+    else:
+        assert missing == 0 and all(isinstance(u["state_after"]["temperature_c"], float) for u in warm)
+    s = analysis.summarize_kind(analysis.kind_data(rec, "fp32"))
+    assert s["state"]["power_cap_share"] == 1.0 and s["state"]["temperature_c"][1] > 45.0
+    # the board warms 1 °C every 10 s: a trial counts against a reference only within ±1 °C of it
+    for t in analysis.kind_data(rec, "fp32").trials:
+        temps = analysis._temps(t.unit)
+        if t.ref_ok and temps:
+            assert min(t.ref.temps) - 1 <= sum(temps) / len(temps) <= max(t.ref.temps) + 1
+        if t.temp_ok is False:
+            assert not t.ref_ok

@@ -69,6 +69,10 @@ class Config:
     verbose: bool = True
 
 
+# A board-state read longer than this would eat into a warm stream's 10 ms gap budget.
+SLOW_STATE_S = 0.002
+
+
 class _Stop(Exception):
     """SIGTERM arrived: save and leave."""
 
@@ -219,6 +223,8 @@ class KindRun:
         self.meter_s: list[float] = []
         self.measure_s: list[float] = []
         self.refs_taken = sum(1 for u in self.part["units"] if u["type"] == "ref")
+        self._state: tuple[dict | None, int] = (None, -1)
+        self._slow_state = False
 
     # -- the kind ----------------------------------------------------------
     def run(self, deadline: float) -> None:
@@ -386,7 +392,7 @@ class KindRun:
         """One EnergyWindow around ``body(w, t_entry)``, with its timings, states and raw readings."""
         from nvmeter.meter.window import EnergyWindow
 
-        state_before = read_state(self.board)
+        state_before = self._state_before()
         win = EnergyWindow(self.board, idle=self.idle, sync=self.work.sync)
         last_end = self.stream.last_end_s
         calls_ms: list[float] = []
@@ -412,7 +418,7 @@ class KindRun:
             "calls": len(calls_ms),
             "call_ms": calls_ms,
             "state_before": state_before,
-            "state_after": read_state(self.board),
+            "state_after": self._state_now(),
             "per_call_mj": m.per_call_mj,
             "per_call_mj_err": m.per_call_mj_err,
             "reliable": m.reliable,
@@ -432,18 +438,48 @@ class KindRun:
         return body
 
     def _lead(self) -> tuple[int, float]:
-        """Calls until the run is ``lead_s`` long (saving first if it is broken anyway)."""
+        """Calls until the run is ``lead_s`` long (saving first if it is broken anyway).
+
+        When calls are needed, the board state is read before them and stands for the
+        state at entry (nothing then sits between the lead's last call and the entry).
+        """
+        if self.stream.unbroken_s() >= self.config.lead_s:
+            return 0, self.stream.unbroken_s()
         if self.stream.unbroken_s() == 0.0:
             self.store.save()
+        state = self._state_now(force=True)
         made = self.stream.lead(self.config.lead_s)
+        self._state = (state, self.stream.calls)
         return made, self.stream.unbroken_s()
 
     def _pause(self, pause_s: float) -> None:
-        """No calls for ``pause_s`` since the last call ended (the save happens inside it)."""
+        """No calls for ``pause_s`` since the last call ended (the save and a state read happen inside it)."""
         self.work.sync()
         last = self.stream.last_end_s if self.stream.last_end_s is not None else self.clock.now()
         self.store.save()
+        self._state_now(force=True)
         self.clock.sleep(last + pause_s - self.clock.now())
+
+    def _state_now(self, force: bool = False) -> dict | None:
+        """The board state now, kept as the latest; None between windows of a stream once reads prove slow.
+
+        A read sits in the gap between two windows of a warm stream, so one that takes
+        over ``SLOW_STATE_S`` would break the stream: from then on only reads where the
+        work pauses anyway (``force``) are made.
+        """
+        if self._slow_state and not force:
+            return None
+        t0 = self.clock.now()
+        state = read_state(self.board)
+        if self.clock.now() - t0 > SLOW_STATE_S:
+            self._slow_state = True
+        self._state = (state, self.stream.calls)
+        return state
+
+    def _state_before(self) -> dict | None:
+        """The latest state when no call ran since it was read; else a fresh one."""
+        state, calls = self._state
+        return state if calls == self.stream.calls else self._state_now()
 
     def _reference(self, tag: str) -> None:
         lead_calls, unbroken = self._lead()
@@ -525,7 +561,7 @@ class KindRun:
             raise RuntimeError("ZeusMonitor is absent")
         lead_calls, unbroken = self._lead()
         last_end = self.stream.last_end_s
-        state_before = read_state(self.board)
+        state_before = self._state_before()
         calls_ms: list[float] = []
         self.stream.collect = calls_ms
         try:
@@ -551,7 +587,7 @@ class KindRun:
             "calls": len(calls_ms),
             "call_ms": calls_ms,
             "state_before": state_before,
-            "state_after": read_state(self.board),
+            "state_after": self._state_now(),
             "time_s": m.time,
             "gross_j": gross_j,
             "idle_w": self.idle.power_w,
