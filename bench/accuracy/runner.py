@@ -203,7 +203,9 @@ def run(out: Path, config: Config, *, simulate: bool = False, board=None) -> Sto
         store.save()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    _log(f"saved {out} ({Path(out).stat().st_size / 1e6:.2f} MB)")
+    size_mb = Path(out).stat().st_size / 1e6
+    over = "; over the 3 MB a board file should keep to" if size_mb > 3 else ""
+    _log(f"saved {out} ({size_mb:.2f} MB{over})")
     return store
 
 
@@ -287,7 +289,7 @@ class KindRun:
             self._skip(broken, "its type failed twice")
         self._reference("close")
         self._idle_span("end")
-        self.part["free_call_ms"] = [round(x, 4) for x in self.stream.free_ms]
+        self.part["free_call_ms"] = [round(x, 3) for x in self.stream.free_ms]
         self.part["done"] = True
         self.store.save()
         n = sum(1 for u in self.part["units"] if u["type"] != "ref")
@@ -416,7 +418,7 @@ class KindRun:
             "enter_ms": (t1 - t0) * 1e3,
             "exit_ms": (t3 - t2) * 1e3,
             "calls": len(calls_ms),
-            "call_ms": calls_ms,
+            "call_ms": [round(x, 3) for x in calls_ms],
             "state_before": state_before,
             "state_after": self._state_now(),
             "per_call_mj": m.per_call_mj,
@@ -453,10 +455,11 @@ class KindRun:
         return made, self.stream.unbroken_s()
 
     def _pause(self, pause_s: float) -> None:
-        """No calls for ``pause_s`` since the last call ended (the save and a state read happen inside it)."""
+        """No calls for ``pause_s`` since the last call ended; a save (if it fits) and a state read in it."""
         self.work.sync()
         last = self.stream.last_end_s if self.stream.last_end_s is not None else self.clock.now()
-        self.store.save()
+        if last + pause_s - self.clock.now() > 1.5 * self.store.save_s:
+            self.store.save()
         self._state_now(force=True)
         self.clock.sleep(last + pause_s - self.clock.now())
 
@@ -585,7 +588,7 @@ class KindRun:
             "enter_ms": (t1 - t0) * 1e3,
             "exit_ms": (t3 - t2) * 1e3,
             "calls": len(calls_ms),
-            "call_ms": calls_ms,
+            "call_ms": [round(x, 3) for x in calls_ms],
             "state_before": state_before,
             "state_after": self._state_now(),
             "time_s": m.time,

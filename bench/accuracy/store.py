@@ -20,6 +20,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from pathlib import Path
 
 KIND = "window-accuracy"
@@ -72,6 +73,7 @@ class Store:
     def __init__(self, path: Path, data: dict) -> None:
         self.path = Path(path)
         self.data = data
+        self.save_s = 0.0  # how long the last save took, s (the runner fits saves into pauses)
 
     @classmethod
     def open(cls, path: Path, board: dict, run: dict) -> Store:
@@ -131,6 +133,7 @@ class Store:
 
     def save(self) -> None:
         """Write the whole record atomically (units as cleaned when added; the rest cleaned now)."""
+        t0 = time.perf_counter()
         kinds = {
             name: {**compact({k: v for k, v in part.items() if k != "units"}), "units": part["units"]}
             for name, part in self.data["kinds"].items()
@@ -138,3 +141,4 @@ class Store:
         write_atomic(
             self.path, {**compact({k: v for k, v in self.data.items() if k != "kinds"}), "kinds": kinds}
         )
+        self.save_s = time.perf_counter() - t0
