@@ -7,6 +7,7 @@ import math
 import sys
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -432,3 +433,35 @@ def test_state_reads_stay_out_of_a_warm_streams_gaps_when_slow(tmp_path, cost_s)
             assert min(t.ref.temps) - 1 <= sum(temps) / len(temps) <= max(t.ref.temps) + 1
         if t.temp_ok is False:
             assert not t.ref_ok
+
+
+class _FakeZeus:
+    """ZeusMonitor's window API over the simulated board's true energy."""
+
+    def __init__(self, board):
+        self.board = board
+        self.open = {}
+
+    def begin_window(self, key):
+        self.open[key] = self.board.clock.now()
+
+    def end_window(self, key):
+        t0, t1 = self.open.pop(key), self.board.clock.now()
+        return SimpleNamespace(time=t1 - t0, gpu_energy={0: self.board.true_energy_j(t0, t1)})
+
+
+def test_zeus_windows_follow_warm_half_second_windows_and_are_analysed(tmp_path, monkeypatch):
+    board = _board()
+    monkeypatch.setattr(runner, "_zeus", lambda enabled: (_FakeZeus(board), "fake 0.16"))
+    out = tmp_path / "zeus.json"
+    runner.run(out, runner.Config(kinds=("bf16cap",), budget_s=150.0, verbose=False), board=board)
+    rec = json.loads(out.read_text())
+    assert rec["runs"][0]["zeus"] == "fake 0.16"
+    units = rec["kinds"]["bf16cap"]["units"]
+    zeus = [i for i, u in enumerate(units) if u["type"] == "zeus"]
+    assert zeus
+    for i in zeus:
+        assert units[i - 1]["type"] in ("warm", "zeus") and units[i]["calls"] == len(units[i]["call_ms"])
+    row = analysis.analyze([out])["files"][str(out)]["kinds"]["bf16cap"]["rows"]["zeus@0.5"]
+    assert row["n"] == len(zeus) and row["bound_contains"] is None
+    assert row["median_abs_err"] < 0.02  # the true energy, less the counter's idle: close to the reference
