@@ -374,11 +374,14 @@ def test_the_gpu_kinds_build_calibrate_and_call_on_the_cpu(monkeypatch):
         assert p["units"] >= 1 and 1 <= p["single_units"] <= p["units"]
         assert work.single_share == p["single_units"] / p["units"]
         assert p["calibration"]["unit_ms"] > 0 and p["sizes"]["matmul_n"] == 64
-        work.call()
-        work.single()
-        again = kinds.build(name, p, device="cpu", log=lambda msg: None)  # a resumed run: same counts
-        assert again.params["units"] == p["units"] and again.params["calibration"] == p["calibration"]
         work.close()
+        # a resumed run takes the recorded counts (here small: a CPU's calibrated call is long)
+        again = kinds.build(name, {**p, "units": 3, "single_units": 1}, device="cpu", log=lambda msg: None)
+        assert again.params["units"] == 3 and again.params["calibration"] == p["calibration"]
+        assert again.single_share == 1 / 3
+        again.call()
+        again.single()
+        again.close()
     fp32 = kinds.build("fp32", device="cpu", log=lambda msg: None).params
     assert (fp32["units"], fp32["single_units"]) == (15, 7)  # the call of runs 1 and 2
     assert kinds.build("duty", device="cpu", log=lambda msg: None).params["host_sleep_ms"] == 15.0
