@@ -69,6 +69,8 @@ class Config:
     verbose: bool = True
 
 
+# Least time a kind is started with, s: its idle spans, two references and a few trials.
+MIN_KIND_S = 40.0
 # A board-state read longer than this would eat into a warm stream's 10 ms gap budget.
 SLOW_STATE_S = 0.002
 
@@ -172,7 +174,10 @@ def run(out: Path, config: Config, *, simulate: bool = False, board=None) -> Sto
     def on_term(signum, frame):
         raise _Stop(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, on_term) if not simulate else None
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread: no handler (the record is still saved as it goes)
+        previous = None
     clock = board.clock
     start = clock.now()
     try:
@@ -181,6 +186,10 @@ def run(out: Path, config: Config, *, simulate: bool = False, board=None) -> Sto
             part = store.kind(name)
             if part["done"]:
                 _log(f"{name}: done in an earlier run; skipped")
+                continue
+            if deadline - clock.now() < MIN_KIND_S:
+                # an idle span, two references and a few trials need this much; a later run resumes it
+                _log(f"{name}: {deadline - clock.now():.0f} s left of its share; not started")
                 continue
             try:
                 KindRun(board, name, config, store, monitor, simulate).run(deadline)
