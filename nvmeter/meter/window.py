@@ -94,6 +94,7 @@ class EnergyWindow:
     """
 
     def __new__(cls, device=0, *, devices=None, **kwargs):
+        """An EnergyWindow, or a JobWindow when ``devices`` names several boards."""
         if devices is not None:  # several boards: one JobWindow (it imports this module, so lazily)
             from nvmeter.meter.job import JobWindow
 

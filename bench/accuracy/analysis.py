@@ -1,0 +1,439 @@
+"""Errors of every trial against its reference, per kind of work, window length and trial type.
+
+Everything is recomputed from the raw readings: each window's Measurement is rebuilt
+with ``Measurement.from_dict`` after its idle is replaced by the kind's two quiescent
+spans together (``IdleBaseline.from_spans``, start and end), so trials and references
+share one idle and its bound. A trial's reference is the one nearest in time among
+those within ``REF_WINDOW_S`` whose temperature range (±``REF_TEMP_C``) holds the
+trial's; a trial with none is counted apart (``ref_ok`` False), never silently compared.
+
+Figures per row (kind x type x window): n, median signed and median/max |error| of
+per-call mJ above idle, the share of stated bounds (``per_call_mj_err``) that contain
+the reference, the shares within ±1% and ±2%, and for ZeusMonitor its errors. Per kind:
+the warm windows' gaps before entry and nvmeter's own ms at entry and exit; the meter's
+overhead (work time per call in warm windows against the references); the board state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+# A trial's reference: within this many seconds (centre to centre) and degrees (issue 10).
+REF_WINDOW_S = 60.0
+REF_TEMP_C = 1.0
+# NVML clock-event reason bit of the software power cap (nvml.h; nvmeter.boards.protocol).
+SW_POWER_CAP = 0x4
+MODES = ("warm", "transient", "single", "measure", "zeus")
+
+
+def load(path: Path) -> dict:
+    """A record file (schema 2)."""
+    return json.loads(Path(path).read_text())
+
+
+def idle_of(part: dict):
+    """The kind's idle: its quiescent spans together (start and end; one if the run was cut)."""
+    from nvmeter.meter.baseline import IdleBaseline
+    from nvmeter.meter.span import AlignedSpan
+
+    spans = [AlignedSpan.from_dict(s["span"]) for s in part["idle_spans"]]
+    return IdleBaseline.from_spans(spans, "quiescent")
+
+
+def measurement(raw: dict, idle, model_version: int | None = None):
+    """The Measurement of ``raw`` with ``idle`` (and, if given, error model ``model_version``)."""
+    from nvmeter.meter.measurement import Measurement
+
+    raw = {**raw, "idle": {**raw["idle"], **_idle_dict(idle)}}
+    m = Measurement.from_dict(raw)
+    if model_version is not None:
+        m = replace(m, model_version=model_version)
+    return m
+
+
+def _idle_dict(idle) -> dict:
+    return {
+        "power_w": idle.power_w,
+        "err_w": idle.err_w,
+        "source": idle.source,
+        "samples_power_w": idle.samples_power_w,
+    }
+
+
+def _temps(unit: dict) -> list[float]:
+    out = []
+    for key in ("state_before", "state_after"):
+        t = (unit.get(key) or {}).get("temperature_c")
+        if isinstance(t, (int, float)) and math.isfinite(t):
+            out.append(float(t))
+    return out
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference: the same calls for >= 10 s in one window."""
+
+    id: str
+    t_s: float
+    temps: tuple[float, ...]
+    per_call_mj: float
+    per_call_mj_err: float
+    work_ms_per_call: float
+    unit: dict
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial, read against its reference.
+
+    Attributes:
+        unit: The recorded unit.
+        mode: ``warm``, ``transient``, ``single``, ``measure`` or ``zeus``.
+        key: The row it belongs to: a window length (s), ``"single"`` or ``"measure"``.
+        m: Its Measurement (None for Zeus).
+        per_call_mj, per_call_mj_err: Its reading and bound (bound None for Zeus).
+        ref: Its reference (None if the kind has none).
+        ref_dt_s: Time from it to the reference, s. temp_ok: The temperature matched.
+        expected_mj: What the reference says it should read.
+    """
+
+    unit: dict
+    mode: str
+    key: object
+    m: object
+    per_call_mj: float
+    per_call_mj_err: float | None
+    ref: Ref | None
+    ref_dt_s: float
+    temp_ok: bool | None
+    expected_mj: float
+
+    @property
+    def ref_ok(self) -> bool:
+        """A reference within 60 s and (where temperatures are known) ±1 °C."""
+        return self.ref is not None and self.ref_dt_s <= REF_WINDOW_S and self.temp_ok is not False
+
+    @property
+    def err(self) -> float:
+        """Relative error against the reference."""
+        return self.per_call_mj / self.expected_mj - 1
+
+    @property
+    def contains(self) -> bool | None:
+        """The stated bound holds the reference (None for Zeus)."""
+        if self.per_call_mj_err is None:
+            return None
+        return bool(abs(self.per_call_mj - self.expected_mj) <= self.per_call_mj_err)
+
+
+@dataclass(frozen=True)
+class KindData:
+    """A kind's references and trials, rebuilt."""
+
+    name: str
+    work: dict
+    idle: object
+    idle_spans: int
+    refs: tuple[Ref, ...]
+    trials: tuple[Trial, ...]
+    part: dict
+
+
+def kind_data(rec: dict, name: str, model_version: int | None = None) -> KindData:
+    """Rebuild one kind of a record: idle, references, trials matched to them."""
+    part = rec["kinds"][name]
+    idle = idle_of(part)
+    refs, raw_trials = [], []
+    for u in part["units"]:
+        if u["type"] == "ref":
+            m = measurement(u["raw"], idle, model_version)
+            refs.append(
+                Ref(
+                    u["id"],
+                    (u["t0_s"] + u["t1_s"]) / 2,
+                    tuple(_temps(u)),
+                    m.per_call_mj,
+                    m.per_call_mj_err,
+                    m.work_s / m.calls * 1e3,
+                    u,
+                )
+            )
+        elif "raw" in u or u["type"] == "zeus":
+            raw_trials.append(u)
+    trials = tuple(_trial(u, refs, idle, model_version) for u in raw_trials)
+    return KindData(name, part.get("work") or {}, idle, len(part["idle_spans"]), tuple(refs), trials, part)
+
+
+def _trial(u: dict, refs: list[Ref], idle, model_version) -> Trial:
+    mode = u["type"]
+    if mode == "zeus":
+        m = None
+        pcm = (u["gross_j"] - idle.power_w * u["time_s"]) * 1e3 / u["calls"]
+        bound = None
+    else:
+        m = measurement(u["raw"], idle, model_version)
+        pcm, bound = m.per_call_mj, m.per_call_mj_err
+    key = {"single": "single", "measure": "measure"}.get(mode, u.get("window_s"))
+    t = (u["t0_s"] + u["t1_s"]) / 2
+    temps = _temps(u)
+    ref, dt, temp_ok = match(t, statistics.fmean(temps) if temps else None, refs, u.get("run"))
+    share = u.get("single_share", 1.0) if mode == "single" else 1.0
+    expected = ref.per_call_mj * share if ref else math.nan
+    return Trial(u, mode, key, m, pcm, bound, ref, dt, temp_ok, expected)
+
+
+def match(
+    t_s: float, temp_c: float | None, refs: list[Ref], run: int | None = None
+) -> tuple[Ref | None, float, bool | None]:
+    """The reference for a trial at ``t_s`` and ``temp_c``: nearest in time of those that match.
+
+    Only references of the same ``run`` count (when given): a resumed record's clocks
+    may restart between runs.
+
+    Returns:
+        (reference, |time apart| s, temperature matched: True/False, None when unknown).
+    """
+    if run is not None:  # a resumed record: each run has its own clock
+        refs = [r for r in refs if r.unit.get("run", run) == run]
+    if not refs:
+        return None, math.inf, None
+
+    def temp_ok(r: Ref) -> bool | None:
+        if temp_c is None or not r.temps:
+            return None
+        return min(r.temps) - REF_TEMP_C <= temp_c <= max(r.temps) + REF_TEMP_C
+
+    near = [r for r in refs if abs(r.t_s - t_s) <= REF_WINDOW_S]
+    good = [r for r in near if temp_ok(r) is not False]
+    pool = good or near or refs
+    best = min(pool, key=lambda r: abs(r.t_s - t_s))
+    return best, abs(best.t_s - t_s), temp_ok(best)
+
+
+def _share(flags) -> float | None:
+    flags = [f for f in flags if f is not None]
+    return float(np.mean(flags)) if flags else None
+
+
+def row_stats(trials: list[Trial]) -> dict:
+    """Figures of one row, over trials with a good reference (and counts of the rest)."""
+    ok = [t for t in trials if t.ref_ok and math.isfinite(t.err)]
+    errs = np.array([t.err for t in ok])
+    out = {
+        "n": len(ok),
+        "n_without_ref": len(trials) - len(ok),
+        "median_err": float(np.median(errs)) if ok else None,
+        "median_abs_err": float(np.median(np.abs(errs))) if ok else None,
+        "max_abs_err": float(np.max(np.abs(errs))) if ok else None,
+        "within_1pct": _share([abs(e) <= 0.01 for e in errs]),
+        "within_2pct": _share([abs(e) <= 0.02 for e in errs]),
+        "bound_contains": _share([t.contains for t in ok]),
+    }
+    if ok and ok[0].per_call_mj_err is not None:
+        out["median_bound_rel"] = float(np.median([t.per_call_mj_err / abs(t.per_call_mj) for t in ok]))
+        out["unreliable"] = sum(1 for t in ok if not t.m.reliable)
+        out["median_window_s"] = float(np.median([t.m.window_s for t in ok]))
+        out["median_work_s"] = float(np.median([t.m.work_s for t in ok]))
+    everyone = [t for t in trials if t.ref is not None and math.isfinite(t.err)]
+    if len(everyone) > len(ok):  # the same figures with the trials lacking a good reference
+        out["all"] = {
+            "n": len(everyone),
+            "max_abs_err": float(np.max(np.abs([t.err for t in everyone]))),
+            "within_1pct": _share([abs(t.err) <= 0.01 for t in everyone]),
+            "bound_contains": _share([t.contains for t in everyone]),
+        }
+    return out
+
+
+def _dist(values) -> dict | None:
+    v = np.array([x for x in values if x is not None], dtype=float)
+    if not v.size:
+        return None
+    return {
+        "n": int(v.size),
+        "median": float(np.median(v)),
+        "p95": float(np.percentile(v, 95)),
+        "max": float(v.max()),
+    }
+
+
+def gaps(kd: KindData) -> dict:
+    """Warm windows: the gap before entry and nvmeter's own time at entry and exit, ms."""
+    warm = [t.unit for t in kd.trials if t.mode == "warm"]
+    meter = [u["enter_ms"] + u["exit_ms"] for u in warm]
+    gap = [u.get("gap_before_entry_ms") for u in warm]
+    return {
+        "gap_before_entry_ms": _dist(gap),
+        "gap_within_10ms": _share([g <= 10.0 for g in gap if g is not None]),
+        "enter_ms": _dist(u["enter_ms"] for u in warm),
+        "exit_ms": _dist(u["exit_ms"] for u in warm),
+        "nvmeter_ms": _dist(meter),
+        "nvmeter_within_5ms": _share([x <= 5.0 for x in meter]),
+        "unbroken_lead_s_min": min((u.get("unbroken_s", 0.0) for u in warm), default=None),
+        "lead_calls_total": sum(u.get("lead_calls", 0) for u in warm),
+    }
+
+
+def overhead(kd: KindData) -> dict:
+    """Work time per call in warm windows against the references (and calls outside windows)."""
+    warm = [t for t in kd.trials if t.mode == "warm"]
+    if not warm or not kd.refs:
+        return {}
+    win_ms = sum(t.m.work_s for t in warm) / sum(t.m.calls for t in warm) * 1e3
+    ref_work = [r.unit for r in kd.refs]
+    ref_ms = sum(u["t1_s"] - u["t0_s"] for u in ref_work) / sum(u["calls"] for u in ref_work) * 1e3
+    call_in = [x for t in warm for x in t.unit.get("call_ms", [])]
+    call_ref = [x for u in ref_work for x in u.get("call_ms", [])]
+    free = kd.part.get("free_call_ms") or []
+    return {
+        "ms_per_call_windows": win_ms,
+        "ms_per_call_refs": ref_ms,
+        "overhead": win_ms / ref_ms - 1,
+        "call_ms_median_windows": float(np.median(call_in)) if call_in else None,
+        "call_ms_median_refs": float(np.median(call_ref)) if call_ref else None,
+        "call_ms_median_outside": float(np.median(free)) if free else None,
+    }
+
+
+def board_state(kd: KindData) -> dict:
+    """Temperatures, SM clocks and how often the power cap held the clocks, over every window edge."""
+    states = [
+        s
+        for u in kd.part["units"]
+        for s in (u.get("state_before"), u.get("state_after"))
+        if isinstance(s, dict) and s
+    ]
+    temps = [s["temperature_c"] for s in states if isinstance(s.get("temperature_c"), (int, float))]
+    clocks = [s["sm_clock_mhz"] for s in states if isinstance(s.get("sm_clock_mhz"), (int, float))]
+    reasons = [s["clock_event_reasons"] for s in states if isinstance(s.get("clock_event_reasons"), int)]
+    return {
+        "edges": len(states),
+        "temperature_c": [min(temps), max(temps)] if temps else None,
+        "sm_clock_mhz_median": float(np.median(clocks)) if clocks else None,
+        "power_cap_share": _share([r >= 0 and bool(r & SW_POWER_CAP) for r in reasons]) if reasons else None,
+    }
+
+
+def detector(kd: KindData) -> dict | None:
+    """How the Measurement's own ``transient`` flag agrees with the trial type (None if it has none)."""
+    out: dict = {}
+    for t in kd.trials:
+        flag = getattr(t.m, "transient", None) if t.m is not None else None
+        if flag is None or t.mode == "zeus":
+            continue
+        cell = out.setdefault(t.mode, {"transient": 0, "steady": 0})
+        cell["transient" if flag else "steady"] += 1
+    return out or None
+
+
+def summarize_kind(kd: KindData) -> dict:
+    """Every figure of one kind."""
+    rows: dict = {}
+    for mode in MODES:
+        keys = sorted({t.key for t in kd.trials if t.mode == mode}, key=str)
+        for key in keys:
+            trials = [t for t in kd.trials if t.mode == mode and t.key == key]
+            rows[f"{mode}@{key}"] = {"mode": mode, "window": key, **row_stats(trials)}
+    ref_mj = [r.per_call_mj for r in kd.refs]
+    return {
+        "work": kd.work,
+        "idle": {"power_w": kd.idle.power_w, "err_w": kd.idle.err_w, "spans": kd.idle_spans},
+        "references": [
+            {
+                "id": r.id,
+                "t_s": r.t_s - kd.refs[0].t_s,
+                "per_call_mj": r.per_call_mj,
+                "bound_rel": r.per_call_mj_err / abs(r.per_call_mj),
+                "temperature_c": list(r.temps),
+                "work_ms_per_call": r.work_ms_per_call,
+            }
+            for r in kd.refs
+        ],
+        "reference_spread": float(np.ptp(ref_mj) / np.mean(ref_mj)) if len(ref_mj) > 1 else None,
+        "trials": len(kd.trials),
+        "trials_without_ref": sum(1 for t in kd.trials if not t.ref_ok),
+        "rows": rows,
+        "pooled_windows": row_stats(
+            [t for t in kd.trials if t.mode in ("warm", "transient") and 0.25 <= (t.key or 0) <= 4.0]
+        ),
+        "gaps": gaps(kd),
+        "overhead": overhead(kd),
+        "state": board_state(kd),
+        "detector": detector(kd),
+        "skipped": len(kd.part.get("skipped", [])),
+        "errors": [e.get("error") for e in kd.part.get("errors", [])],
+        "done": kd.part.get("done", False),
+    }
+
+
+def analyze(paths: list[Path], model_version: int | None = None) -> dict:
+    """Summaries of every kind in every file: ``{"files": {path: {"board", "kinds": {...}}}}``."""
+    out: dict = {"files": {}}
+    for path in paths:
+        rec = load(path)
+        kinds = {}
+        for name, part in rec["kinds"].items():
+            if not part["idle_spans"]:
+                continue
+            kinds[name] = summarize_kind(kind_data(rec, name, model_version))
+        out["files"][str(path)] = {
+            "board": rec["board"].get("uuid"),
+            "zeus": rec["runs"][-1].get("zeus") if rec.get("runs") else None,
+            "kinds": kinds,
+        }
+    return out
+
+
+def _pct(x, digits: int = 2) -> str:
+    return "-" if x is None else f"{x * 100:.{digits}f}%"
+
+
+def _frac(share, n) -> str:
+    return "-" if share is None else f"{round(share * n)}/{n}"
+
+
+def markdown(summary: dict) -> str:
+    """One table per kind for docs/window.md (median / max |error|; bounds holding; within ±1%)."""
+    lines = []
+    for path, f in summary["files"].items():
+        for name, k in f["kinds"].items():
+            lines += [
+                f"### {name} ({path}, board {f['board'][:12]}…)",
+                "",
+                f"{k['work'].get('description', '')}; references: {len(k['references'])}, spread "
+                f"{_pct(k['reference_spread'])}; idle {k['idle']['power_w']:.1f} ± "
+                f"{k['idle']['err_w']:.2f} W.",
+                "",
+                "| trials | window | n | median / max \\|error\\| | median error | bound holds "
+                "| within ±1% | median bound |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |",
+            ]
+            for row in k["rows"].values():
+                n = row["n"]
+                window = f"{row['window']:g} s" if isinstance(row["window"], float) else row["window"]
+                lines.append(
+                    f"| {row['mode']} | {window} | {n} "
+                    f"| {_pct(row['median_abs_err'])} / {_pct(row['max_abs_err'])} "
+                    f"| {_pct(row['median_err'])} | {_frac(row['bound_contains'], n)} "
+                    f"| {_frac(row['within_1pct'], n)} "
+                    f"| {_pct(row.get('median_bound_rel'))} |"
+                )
+            g, o = k["gaps"], k["overhead"]
+            meter = g.get("nvmeter_ms") or {}
+            gap = g.get("gap_before_entry_ms") or {}
+            lines += [
+                "",
+                f"Warm windows: gap before entry median {gap.get('median', math.nan):.2f} ms (max "
+                f"{gap.get('max', math.nan):.2f}); nvmeter's own time at entry and exit median "
+                f"{meter.get('median', math.nan):.2f} ms (max {meter.get('max', math.nan):.2f}). Overhead "
+                f"{_pct(o.get('overhead'), 3)} (work ms per call in windows against the references). "
+                f"Trials without a reference within 60 s and ±1 °C: {k['trials_without_ref']}.",
+                "",
+            ]
+    return "\n".join(lines)

@@ -1,0 +1,180 @@
+"""``python bench/window_accuracy.py run|plan|analyze|fit|check``: a thin layer over the package."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from accuracy import kinds as kinds_mod
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    names = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in names if k not in kinds_mod.ALL_KINDS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown kinds {', '.join(unknown) or '(none)'}; kinds: {', '.join(kinds_mod.ALL_KINDS)}"
+        )
+    return names
+
+
+def _schema(path: Path) -> int:
+    with open(path) as f:
+        return json.load(f).get("schema_version", 1)
+
+
+def analyze(path: Path, plot: Path | None = None) -> dict:
+    """One file's summary (schema 1: the first bench's analysis)."""
+    if _schema(path) == 1:
+        from accuracy import legacy
+
+        return legacy.analyze(path, plot)
+    from accuracy import analysis
+
+    summary = analysis.analyze([path])
+    if plot:
+        from accuracy.plot import plot as draw
+
+        draw(summary, plot)
+    return summary
+
+
+def fit(path: Path, kinds: tuple[str, ...] = kinds_mod.FIT_KINDS) -> dict:
+    """The error model's state constants from one file (schema 1: as model 1 was fitted)."""
+    if _schema(path) == 1:
+        from accuracy import legacy
+
+        return legacy.fit(path)
+    from accuracy import fitcheck
+
+    return fitcheck.fit(path, kinds)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="window_accuracy.py", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("run", "plan"):
+        r = sub.add_parser(name, help="run the bench on board 0" if name == "run" else "print the plan only")
+        r.add_argument(
+            "--kinds", type=_kinds, default=kinds_mod.FIT_KINDS, help="comma-separated kinds of work"
+        )
+        r.add_argument("--budget-s", type=float, default=420.0, help="wall time for all kinds, s")
+        r.add_argument("--block-s", type=float, default=45.0, help="trials between references, s")
+        r.add_argument("--ref-s", type=float, default=10.0, help="reference window, s")
+        r.add_argument("--idle-s", type=float, default=2.0, help="each quiescent idle span, s")
+        r.add_argument("--seed", type=int, default=20261201)
+        if name == "run":
+            r.add_argument("--out", type=Path, required=True, help="the record (a re-run resumes it)")
+            r.add_argument("--simulate", action="store_true", help="the simulated board and the kinds' twins")
+            r.add_argument("--no-zeus", action="store_true", help="leave ZeusMonitor out")
+            r.add_argument("--quiet", action="store_true", help="log references and blocks, not every trial")
+        else:
+            r.add_argument("--call-ms", type=float, default=40.0, help="one call, ms, for the estimate")
+            r.add_argument("--meter-ms", type=float, default=5.0, help="nvmeter's own time per window, ms")
+    a = sub.add_parser("analyze", help="errors against the references, per kind")
+    a.add_argument("files", type=Path, nargs="+")
+    a.add_argument("--json", type=Path, help="write the summary here")
+    a.add_argument("--markdown", type=Path, help="write the tables here")
+    a.add_argument("--plot", type=Path, help="write the figure here")
+    f = sub.add_parser("fit", help="the error model's state constants, from one board's fit kinds")
+    f.add_argument("file", type=Path)
+    f.add_argument("--kinds", type=_kinds, default=kinds_mod.FIT_KINDS)
+    f.add_argument("--json", type=Path, help="write the fit here (check reads it with --constants)")
+    c = sub.add_parser("check", help="issue 10's targets on another board's check kinds")
+    c.add_argument("file", type=Path)
+    c.add_argument("--constants", type=Path, help="a fit's JSON (else the current error model)")
+    c.add_argument("--kinds", type=_kinds, default=kinds_mod.CHECK_KINDS)
+    c.add_argument("--json", type=Path)
+    return p
+
+
+def _config(args):
+    from accuracy.runner import Config
+
+    return Config(
+        kinds=args.kinds,
+        budget_s=args.budget_s,
+        block_s=args.block_s,
+        ref_s=args.ref_s,
+        idle_s=args.idle_s,
+        seed=args.seed,
+        zeus=not getattr(args, "no_zeus", False),
+        verbose=not getattr(args, "quiet", False),
+    )
+
+
+def _plan(args) -> None:
+    from accuracy import plan
+
+    for i, kind in enumerate(args.kinds):
+        timing = plan.Timing(
+            call_s=args.call_ms / 1e3, ref_s=args.ref_s, idle_s=args.idle_s, meter_s=args.meter_ms / 1e3
+        )
+        budget = args.budget_s / len(args.kinds)
+        counts, est = plan.fit_counts(kind, budget, timing, args.block_s, args.seed)
+        blocks = plan.blocks(kind, plan.units(kind, counts, args.seed), timing, args.block_s, args.seed)
+        print(f"{kind}: ~{est:.0f} s of {budget:.0f} s, {len(blocks)} blocks, {json.dumps(counts.to_dict())}")
+        if i == 0:
+            for b in blocks:
+                print("  ", " ".join(u.id for u in b))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = _parser().parse_args(argv)
+    if args.cmd == "run":
+        from accuracy.runner import run
+        from accuracy.store import RecordMismatch
+
+        try:
+            run(args.out, _config(args), simulate=args.simulate)
+        except RecordMismatch as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.cmd == "plan":
+        _plan(args)
+        return 0
+    if args.cmd == "analyze":
+        return _analyze(args)
+    if args.cmd == "fit":
+        result = fit(args.file, args.kinds)
+        text = json.dumps(result, indent=1)
+        if args.json:
+            args.json.write_text(text + "\n")
+        print(text)
+        return 0
+    from accuracy import fitcheck
+
+    constants = json.loads(args.constants.read_text())["constants"] if args.constants else None
+    result = fitcheck.check(args.file, constants, args.kinds)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    print(fitcheck.report(result))
+    return 0 if result["all_hold"] else 1
+
+
+def _analyze(args) -> int:
+    if all(_schema(p) == 1 for p in args.files):
+        for p in args.files:
+            summary = analyze(p, args.plot)
+            print(json.dumps(summary, indent=1))
+            if args.json:
+                args.json.write_text(json.dumps(summary, indent=1) + "\n")
+        return 0
+    from accuracy import analysis
+
+    summary = analysis.analyze(args.files)
+    text = analysis.markdown(summary)
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
+    if args.plot:
+        from accuracy.plot import plot
+
+        plot(summary, args.plot)
+    print(text)
+    return 0

@@ -1,0 +1,656 @@
+"""Run the plan on one board: for each kind of work, idle spans, references and trials.
+
+One process per board (``CUDA_VISIBLE_DEVICES`` picks it). For each kind, in order:
+
+1. its buffers and a few timed calls (GPU kinds calibrate their counts here);
+2. a quiescent idle span (``idle_s``, context open) unless a resumed record has one;
+3. the plan (:mod:`accuracy.plan`) sized to the kind's share of the budget;
+4. per block: a reference (``ref_s`` of calls after ``lead_s`` of them, one
+   EnergyWindow), then the block's trials; a closing reference after the last;
+5. a second idle span. The analysis takes the trials' idle from both spans.
+
+Every window records its calls' ms, the gap before entry (previous call's end to
+entry), nvmeter's own time at entry and at exit, the board state before and after
+(``board.state()``) and the Measurement's raw dict. The record is saved at every point
+where the work pauses anyway (before a pause, measure(), an idle span, a reference whose
+lead is broken) and at each kind's end, so a cut call keeps all but the warm stream in
+flight; SIGTERM (``timeout``) saves before exiting. A re-run with the same ``--out``
+resumes: finished kinds are skipped, a cut kind continues with a fresh reference.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import platform
+import signal
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from accuracy import kinds as kinds_mod
+from accuracy import plan as plan_mod
+from accuracy.store import Store, compact
+from accuracy.stream import LEAD_S, MAX_GAP_S, CallStream
+
+
+@dataclass(frozen=True)
+class Config:
+    """A run's settings.
+
+    Attributes:
+        kinds: Kinds of work, in order.
+        budget_s: Wall time for all kinds together, s (each kind gets its share; time a
+            kind leaves passes on to the next).
+        block_s: Trials between two references, s (estimated).
+        ref_s: A reference window, s (issue 10: >= 10 s).
+        idle_s: Each quiescent idle span, s (issue 10: 2 s).
+        lead_s: Calls without a gap before a warm trial or a reference, s.
+        target_rel_err: measure()'s target.
+        measure_max_window_s: measure()'s longest window, s.
+        seed: Seeds the plan's pauses and order.
+        zeus: Interleave ZeusMonitor windows (when the import works).
+        verbose: Log every trial.
+    """
+
+    kinds: tuple[str, ...] = kinds_mod.FIT_KINDS
+    budget_s: float = 420.0
+    block_s: float = 45.0
+    ref_s: float = 10.0
+    idle_s: float = 2.0
+    lead_s: float = LEAD_S
+    target_rel_err: float = 0.01
+    measure_max_window_s: float = 4.0
+    seed: int = 20261201
+    zeus: bool = True
+    verbose: bool = True
+
+
+# Least time a kind is started with, s: its idle spans, two references and a few trials.
+MIN_KIND_S = 40.0
+# A board-state read longer than this would eat into a warm stream's 10 ms gap budget.
+SLOW_STATE_S = 0.002
+
+
+class _Stop(Exception):
+    """SIGTERM arrived: save and leave."""
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def read_state(board) -> dict:
+    """The board's state now (``board.state()``; NVML directly on boards without it; {} if neither)."""
+    fn = getattr(board, "state", None)
+    if callable(fn):
+        try:
+            s = fn()
+            return s.to_dict() if hasattr(s, "to_dict") else dict(s)
+        except Exception as exc:
+            return {"error": repr(exc)}
+    handle = getattr(board, "_handle", None)
+    if handle is None:
+        return {}
+    from nvmeter.boards import nvml
+
+    nv = nvml._pynvml()
+    out = {"t_s": board.clock.now()}
+    for key, fn_, args in (
+        ("temperature_c", nv.nvmlDeviceGetTemperature, (handle, nv.NVML_TEMPERATURE_GPU)),
+        ("sm_clock_mhz", nv.nvmlDeviceGetClockInfo, (handle, nv.NVML_CLOCK_SM)),
+        ("clock_event_reasons", nv.nvmlDeviceGetCurrentClocksThrottleReasons, (handle,)),
+    ):
+        try:
+            out[key] = fn_(*args)
+        except Exception:
+            out[key] = None
+    return out
+
+
+def _zeus(enabled: bool):
+    """(ZeusMonitor on CUDA device 0, version) or (None, why not)."""
+    if not enabled:
+        return None, "absent: not asked for"
+    try:
+        import zeus
+        from zeus.monitor import ZeusMonitor
+
+        return ZeusMonitor(gpu_indices=[0], cpu_indices=[]), zeus.__version__
+    except Exception as exc:
+        return None, f"absent: {exc!r}"
+
+
+def run(out: Path, config: Config, *, simulate: bool = False, board=None) -> Store:
+    """Run ``config`` on board 0 (or ``board``), recording into ``out``.
+
+    Args:
+        out: The record (resumed when it exists for this board).
+        config: The run's settings.
+        simulate: Use the simulated board and the kinds' simulated twins.
+        board: A board to use (tests pass a SimulatedBoard; implies the twins).
+
+    Returns:
+        The store, saved.
+
+    Raises:
+        RecordMismatch: ``out`` is another board's or another record's.
+    """
+    if board is None:
+        if simulate:
+            from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+
+            board = SimulatedBoard(SimConfig(seed=config.seed % 2**32))
+        else:
+            import torch
+
+            torch.cuda.init()
+            from nvmeter import open_board
+
+            board = open_board(0)
+    simulate = simulate or getattr(board.identity(), "simulated", False)
+    if simulate and hasattr(board, "set_context"):
+        board.set_context(True, os.getpid())
+    monitor, zeus_version = _zeus(config.zeus and not simulate)
+    info = {
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config": asdict(config),
+        "zeus": zeus_version,
+        "host": platform.node(),
+        "python": sys.version.split()[0],
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "nvmeter_commit": os.environ.get("NVMETER_COMMIT"),
+    }
+    store = Store.open(out, board.identity().to_dict(), info)
+    store.save()
+    _log(
+        f"board {board.identity().short}; kinds {', '.join(config.kinds)}; "
+        f"budget {config.budget_s:.0f} s; zeus {zeus_version}"
+    )
+
+    def on_term(signum, frame):
+        raise _Stop(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread: no handler (the record is still saved as it goes)
+        previous = None
+    clock = board.clock
+    start = clock.now()
+    try:
+        for i, name in enumerate(config.kinds):
+            deadline = start + config.budget_s * (i + 1) / len(config.kinds)
+            part = store.kind(name)
+            if part["done"]:
+                _log(f"{name}: done in an earlier run; skipped")
+                continue
+            if deadline - clock.now() < MIN_KIND_S:
+                # an idle span, two references and a few trials need this much; a later run resumes it
+                _log(f"{name}: {deadline - clock.now():.0f} s left of its share; not started")
+                continue
+            try:
+                KindRun(board, name, config, store, monitor, simulate).run(deadline)
+            except _Stop:
+                raise
+            except Exception as exc:  # one kind failing must not cost the others
+                part["errors"].append(
+                    {
+                        "id": None,
+                        "type": "kind",
+                        "error": repr(exc),
+                        "traceback": traceback.format_exc()[-3000:],
+                    }
+                )
+                _log(f"{name}: FAILED {exc!r}\n{traceback.format_exc()}")
+            store.save()
+    except (_Stop, KeyboardInterrupt) as exc:
+        _log(f"stopped ({exc!r}); saving what ran")
+    finally:
+        store.save()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    size_mb = Path(out).stat().st_size / 1e6
+    over = "; over the 3 MB a board file should keep to" if size_mb > 3 else ""
+    _log(f"saved {out} ({size_mb:.2f} MB{over})")
+    return store
+
+
+class KindRun:
+    """One kind of work on one board: its idle spans, references and trials."""
+
+    def __init__(self, board, name: str, config: Config, store: Store, monitor, simulate: bool) -> None:
+        self.board = board
+        self.clock = board.clock
+        self.name = name
+        self.config = config
+        self.store = store
+        self.part = store.kind(name)
+        self.monitor = monitor
+        self.simulate = simulate
+        self.failures: dict[str, int] = {}
+        self.meter_s: list[float] = []
+        self.measure_s: list[float] = []
+        self.refs_taken = sum(1 for u in self.part["units"] if u["type"] == "ref")
+        self._state: tuple[dict | None, int] = (None, -1)
+        self._slow_state = False
+
+    # -- the kind ----------------------------------------------------------
+    def run(self, deadline: float) -> None:
+        """Everything for this kind, ending by ``deadline`` (board clock, s) as far as it can."""
+        if self.simulate:
+            work = kinds_mod.simulated(self.name, self.board)
+        else:
+            work = kinds_mod.build(self.name, self.part["work"], log=_log)
+        self.part["work"] = work.params
+        self.work = work
+        try:
+            self._run(deadline)
+        finally:
+            work.close()
+
+    def _run(self, deadline: float) -> None:
+        from nvmeter.meter.baseline import IdleBaseline
+        from nvmeter.meter.span import AlignedSpan
+
+        self.stream = CallStream(self.work.call, self.clock, MAX_GAP_S)
+        if not self.part["idle_spans"]:
+            self._idle_span("start")
+        span = AlignedSpan.from_dict(self.part["idle_spans"][0]["span"])
+        self.idle = IdleBaseline.from_spans([span], "quiescent")
+        self.timing = self._timing()
+        # the opening reference also shows what a window costs (nvmeter's time at entry and
+        # exit), which decides whether every warm trial needs a lead of its own
+        self._reference("open")
+        blocks = self._plan(deadline)
+        k = 0
+        while k < len(blocks):
+            # re-size the rest with what the kind's calls, windows and measure() really took
+            ref_s = 0.0 if k == 0 else self.timing.reference_s
+            budget = deadline - self.clock.now() + self.timing.reference_s - ref_s
+            rest = [u for b in blocks[k:] for u in b]
+            kept, dropped = plan_mod.trim(
+                rest, self.timing, budget, self.name, self.config.block_s, self.config.seed, self._have()
+            )
+            self._skip(dropped, "time")
+            blocks[k:] = kept
+            if k >= len(blocks):
+                break
+            block = blocks[k]
+            first = self.timing.unit_s(block[0])
+            if self.clock.now() + ref_s + first + self.timing.closing_s() > deadline:
+                self._skip([u for b in blocks[k:] for u in b], "deadline")
+                break
+            if k:
+                self._reference(f"block-{k}")
+            k += 1
+            late, broken = [], []
+            for unit in block:
+                if self.clock.now() + self.timing.unit_s(unit) + self.timing.closing_s() > deadline:
+                    late.append(unit)
+                elif self.failures.get(unit.type, 0) >= 2:
+                    broken.append(unit)
+                else:
+                    self._trial(unit)
+            self._skip(late, "deadline")
+            self._skip(broken, "its type failed twice")
+        self._reference("close")
+        self._idle_span("end")
+        self.part["free_call_ms"] = [round(x, 3) for x in self.stream.free_ms]
+        self.part["done"] = True
+        self.store.save()
+        n = sum(1 for u in self.part["units"] if u["type"] != "ref")
+        _log(
+            f"{self.name}: done, {n} trials, {len(self.part['skipped'])} skipped, "
+            f"{len(self.part['errors'])} errors"
+        )
+
+    def _plan(self, deadline: float) -> list[list]:
+        """The kind's blocks of trials, sized to the time left (less the trials already recorded)."""
+        budget = deadline - self.clock.now() + self.timing.reference_s  # the opening one is taken
+        # without ZeusMonitor there are no Zeus windows to plan
+        no_zeus = {} if self.monitor is not None else {"zeus": 0}
+        counts, est = plan_mod.fit_counts(
+            self.name,
+            budget,
+            self.timing,
+            self.config.block_s,
+            self.config.seed,
+            full=replace(plan_mod.FULL, **no_zeus),
+            floor=replace(plan_mod.FLOOR, **no_zeus),
+        )
+        done = self.store.done_ids(self.name)
+        trials = [u for u in plan_mod.units(self.name, counts, self.config.seed) if u.id not in done]
+        # below FLOOR when even that does not fit (the opening reference is taken)
+        blocks, dropped = plan_mod.trim(
+            trials, self.timing, budget, self.name, self.config.block_s, self.config.seed, self._have()
+        )
+        est = plan_mod.estimate_s(blocks, self.timing) - self.timing.idle_span_s
+        self._skip(dropped, "time")
+        self.part["plan"] = {
+            "counts": counts.to_dict(),
+            "estimate_s": est,
+            "budget_s": budget,
+            "timing": asdict(self.timing),
+            "blocks": [[u.id for u in b] for b in blocks],
+        }
+        _log(
+            f"{self.name}: idle {self.idle}; call {self.timing.call_s * 1e3:.1f} ms, nvmeter "
+            f"{self.timing.meter_s * 1e3:.1f} ms a window; plan {sum(map(len, blocks))} trials in "
+            f"{len(blocks)} blocks, ~{est:.0f} s of {budget:.0f} s"
+        )
+        return blocks
+
+    def _timing(self) -> plan_mod.Timing:
+        """Estimates from a few timed calls (and the single call) before the plan is sized."""
+        for _ in range(3):
+            self.stream.call()
+        call_s = statistics.median(self.stream.free_ms[-3:]) / 1e3
+        t0 = self.clock.now()
+        self.work.single()
+        single_s = self.clock.now() - t0
+        return plan_mod.Timing(
+            call_s=call_s,
+            single_s=single_s,
+            ref_s=self.config.ref_s,
+            lead_s=self.config.lead_s,
+            idle_s=self.config.idle_s,
+            measure_s=2.5 + self.config.measure_max_window_s / 2,
+        )
+
+    def _have(self) -> dict:
+        """Trials recorded so far, by (type, window_s or None)."""
+        have: dict = {}
+        for u in self.part["units"]:
+            if u["type"] != "ref":
+                key = (u["type"], u["window_s"] if u["type"] in ("warm", "transient") else None)
+                have[key] = have.get(key, 0) + 1
+        return have
+
+    def _skip(self, units: list, why: str) -> None:
+        for u in units:
+            self.part["skipped"].append({"id": u.id, "why": why})
+        if units:
+            _log(f"{self.name}: skipped {len(units)} trials ({why})")
+
+    # -- pieces --------------------------------------------------------------
+    def _idle_span(self, tag: str) -> None:
+        from nvmeter.meter.baseline import measure_quiescent
+
+        self.work.sync()
+        self.store.save()
+        self.clock.sleep(0.5)  # the power falls to idle within ~60 ms of the work (docs/window.md)
+        state = read_state(self.board)
+        span = measure_quiescent(self.board, self.config.idle_s)
+        self.part["idle_spans"].append(
+            compact(
+                {
+                    "tag": tag,
+                    "span": span.to_dict(),
+                    "power_w": span.power_w,
+                    "samples_power_w": span.samples_power_w,
+                    "duration_s": span.duration_s,
+                    "state_before": state,
+                    "state_after": read_state(self.board),
+                }
+            )
+        )
+        _log(f"{self.name}: idle span ({tag}) {span.power_w:.2f} W over {span.duration_s:.2f} s")
+
+    def _window(self, body) -> dict:
+        """One EnergyWindow around ``body(w, t_entry)``, with its timings, states and raw readings."""
+        from nvmeter.meter.window import EnergyWindow
+
+        state_before = self._state_before()
+        win = EnergyWindow(self.board, idle=self.idle, sync=self.work.sync)
+        last_end = self.stream.last_end_s
+        calls_ms: list[float] = []
+        self.stream.collect = calls_ms
+        try:
+            t0 = self.clock.now()
+            with win as w:
+                t1 = self.clock.now()
+                body(w, t1)
+                t2 = self.clock.now()
+            t3 = self.clock.now()
+        finally:
+            self.stream.collect = None
+        m = w.result
+        self.meter_s.append((t1 - t0) + (t3 - t2))
+        self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
+        return {
+            "t0_s": t1,
+            "t1_s": t2,
+            "gap_before_entry_ms": None if last_end is None else (t0 - last_end) * 1e3,
+            "enter_ms": (t1 - t0) * 1e3,
+            "exit_ms": (t3 - t2) * 1e3,
+            "calls": len(calls_ms),
+            "call_ms": [round(x, 3) for x in calls_ms],
+            "state_before": state_before,
+            "state_after": self._state_now(),
+            "per_call_mj": m.per_call_mj,
+            "per_call_mj_err": m.per_call_mj_err,
+            "reliable": m.reliable,
+            "reason": m.reason,
+            "transient": getattr(m, "transient", None),
+            "raw": m.to_dict(),
+        }
+
+    def _calls_for(self, seconds: float):
+        def body(w, t_entry):
+            while True:
+                self.stream.call()
+                w.call()
+                if self.clock.now() - t_entry >= seconds:
+                    return
+
+        return body
+
+    def _lead(self) -> tuple[int, float]:
+        """Calls until the run is ``lead_s`` long (saving first if it is broken anyway).
+
+        When calls are needed, the board state is read before them and stands for the
+        state at entry (nothing then sits between the lead's last call and the entry).
+        """
+        if self.stream.unbroken_s() >= self.config.lead_s:
+            return 0, self.stream.unbroken_s()
+        if self.stream.unbroken_s() == 0.0:
+            self.store.save()
+        state = self._state_now(force=True)
+        made = self.stream.lead(self.config.lead_s)
+        self._state = (state, self.stream.calls)
+        return made, self.stream.unbroken_s()
+
+    def _pause(self, pause_s: float) -> None:
+        """No calls for ``pause_s`` since the last call ended; a save (if it fits) and a state read in it."""
+        self.work.sync()
+        last = self.stream.last_end_s if self.stream.last_end_s is not None else self.clock.now()
+        if last + pause_s - self.clock.now() > 1.5 * self.store.save_s:
+            self.store.save()
+        self._state_now(force=True)
+        self.clock.sleep(last + pause_s - self.clock.now())
+
+    def _state_now(self, force: bool = False) -> dict | None:
+        """The board state now, kept as the latest; None between windows of a stream once reads prove slow.
+
+        A read sits in the gap between two windows of a warm stream, so one that takes
+        over ``SLOW_STATE_S`` would break the stream: from then on only reads where the
+        work pauses anyway (``force``) are made.
+        """
+        if self._slow_state and not force:
+            return None
+        t0 = self.clock.now()
+        state = read_state(self.board)
+        if self.clock.now() - t0 > SLOW_STATE_S:
+            self._slow_state = True
+        self._state = (state, self.stream.calls)
+        return state
+
+    def _state_before(self) -> dict | None:
+        """The latest state when no call ran since it was read; else a fresh one."""
+        state, calls = self._state
+        return state if calls == self.stream.calls else self._state_now()
+
+    def _reference(self, tag: str) -> None:
+        lead_calls, unbroken = self._lead()
+        rec = self._window(self._calls_for(self.config.ref_s))
+        uid = f"ref-{self.refs_taken:02d}"
+        self.refs_taken += 1
+        self.store.add_unit(
+            self.name,
+            {
+                "id": uid,
+                "type": "ref",
+                "tag": tag,
+                "window_s": self.config.ref_s,
+                "lead_calls": lead_calls,
+                "unbroken_s": unbroken,
+                **rec,
+            },
+        )
+        _log(
+            f"{self.name}: reference {tag}: {rec['per_call_mj']:,.1f} ± "
+            f"{rec['per_call_mj_err']:,.1f} mJ/call "
+            f"({rec['calls']} calls, {_temp(rec)})"
+        )
+
+    def _trial(self, unit) -> None:
+        t_start = self.clock.now()
+        try:
+            rec = getattr(self, f"_{unit.type}")(unit)
+        except (_Stop, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            self.failures[unit.type] = self.failures.get(unit.type, 0) + 1
+            self.part["errors"].append(
+                {
+                    "id": unit.id,
+                    "type": unit.type,
+                    "error": repr(exc),
+                    "traceback": traceback.format_exc()[-3000:],
+                }
+            )
+            _log(f"{self.name}: {unit.id} FAILED {exc!r}")
+            self.stream.collect = None
+            return
+        self.store.add_unit(self.name, {**unit.to_dict(), "wall_s": self.clock.now() - t_start, **rec})
+        if self.config.verbose:
+            pcm, err = rec.get("per_call_mj"), rec.get("per_call_mj_err")
+            bound = f" ± {err:,.1f}" if isinstance(err, float) else ""
+            extra = (
+                f" gap {rec['gap_before_entry_ms']:.1f} ms"
+                if rec.get("gap_before_entry_ms") is not None
+                else ""
+            )
+            _log(f"{self.name}: {unit.id}: {pcm:,.1f}{bound} mJ/call, {rec.get('calls')} calls{extra}")
+
+    # -- trials --------------------------------------------------------------
+    def _warm(self, unit) -> dict:
+        lead_calls, unbroken = self._lead()
+        return {
+            "lead_calls": lead_calls,
+            "unbroken_s": unbroken,
+            **self._window(self._calls_for(unit.window_s)),
+        }
+
+    def _transient(self, unit) -> dict:
+        self._pause(unit.pause_s)
+        return self._window(self._calls_for(unit.window_s))
+
+    def _single(self, unit) -> dict:
+        self._pause(unit.pause_s)
+
+        def body(w, t_entry):
+            self.stream.call(self.work.single)
+            w.call()
+
+        return {"single_share": self.work.single_share, **self._window(body)}
+
+    def _zeus(self, unit) -> dict:
+        if self.monitor is None:
+            raise RuntimeError("ZeusMonitor is absent")
+        lead_calls, unbroken = self._lead()
+        last_end = self.stream.last_end_s
+        state_before = self._state_before()
+        calls_ms: list[float] = []
+        self.stream.collect = calls_ms
+        try:
+            t0 = self.clock.now()
+            self.monitor.begin_window(unit.id)
+            t1 = self.clock.now()
+            while self.clock.now() - t1 < unit.window_s or not calls_ms:
+                self.stream.call()
+            t2 = self.clock.now()
+            m = self.monitor.end_window(unit.id)
+            t3 = self.clock.now()
+        finally:
+            self.stream.collect = None
+        gross_j = float(sum(m.gpu_energy.values()))
+        return {
+            "lead_calls": lead_calls,
+            "unbroken_s": unbroken,
+            "t0_s": t1,
+            "t1_s": t2,
+            "gap_before_entry_ms": None if last_end is None else (t0 - last_end) * 1e3,
+            "enter_ms": (t1 - t0) * 1e3,
+            "exit_ms": (t3 - t2) * 1e3,
+            "calls": len(calls_ms),
+            "call_ms": [round(x, 3) for x in calls_ms],
+            "state_before": state_before,
+            "state_after": self._state_now(),
+            "time_s": m.time,
+            "gross_j": gross_j,
+            "idle_w": self.idle.power_w,
+            "per_call_mj": (gross_j - self.idle.power_w * m.time) * 1e3 / len(calls_ms),
+        }
+
+    def _measure(self, unit) -> dict:
+        from nvmeter.meter.adaptive import measure
+
+        self.work.sync()
+        self.store.save()
+        wanted = {
+            "device": self.board,
+            "idle": self.idle,
+            "sync": self.work.sync,
+            "target_rel_err": self.config.target_rel_err,
+            "min_window_s": 0.5,
+            "max_window_s": self.config.measure_max_window_s,
+        }
+        accepted = inspect.signature(measure).parameters
+        kwargs = {k: v for k, v in wanted.items() if k in accepted}
+        state_before = read_state(self.board)
+        calls_ms: list[float] = []
+        self.stream.collect = calls_ms
+        try:
+            t0 = self.clock.now()
+            m = measure(self.stream.call, **kwargs)
+            t1 = self.clock.now()
+        finally:
+            self.stream.collect = None
+        self.measure_s.append(t1 - t0)
+        self.timing = self.timing.with_(measure_s=statistics.fmean(self.measure_s))
+        return {
+            "t0_s": t0,
+            "t1_s": t1,
+            "seconds": t1 - t0,
+            "kwargs": sorted(kwargs),
+            "calls": m.calls,
+            "calls_made": len(calls_ms),
+            "call_ms_median": statistics.median(calls_ms) if calls_ms else None,
+            "state_before": state_before,
+            "state_after": read_state(self.board),
+            "per_call_mj": m.per_call_mj,
+            "per_call_mj_err": m.per_call_mj_err,
+            "reliable": m.reliable,
+            "reason": m.reason,
+            "raw": m.to_dict(),
+        }
+
+
+def _temp(rec: dict) -> str:
+    temps = [s.get("temperature_c") for s in (rec.get("state_before") or {}, rec.get("state_after") or {})]
+    temps = [t for t in temps if isinstance(t, (int, float))]
+    return "-".join(f"{t:.0f}" for t in temps) + " °C" if temps else "temperature unknown"

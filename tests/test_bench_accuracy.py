@@ -1,0 +1,470 @@
+"""bench/accuracy (issue 10's window benchmark) on the simulated board: plan, runner, record, analysis."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+from nvmeter.clock import VirtualClock
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from accuracy import analysis, cli, fitcheck, kinds, plan, runner, store, stream  # noqa: E402
+
+
+def _board(start_s: float = 1000.0, seed: int = 3) -> SimulatedBoard:
+    return SimulatedBoard(SimConfig(seed=seed), VirtualClock(start_s))
+
+
+def _types(part: dict) -> Counter:
+    return Counter(u["type"] for u in part["units"])
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory):
+    """Two kinds on the simulated board, 150 s of virtual time each (a few host seconds)."""
+    out = tmp_path_factory.mktemp("acc") / "acc.json"
+    config = runner.Config(kinds=("fp32", "duty"), budget_s=300.0, verbose=False)
+    runner.run(out, config, board=_board())
+    return out
+
+
+# -- the plan -------------------------------------------------------------------
+def test_plan_ids_and_pauses_are_stable_and_in_range():
+    a = plan.units("fp32", plan.FULL, seed=1)
+    assert a == plan.units("fp32", plan.FULL, seed=1)
+    assert len({u.id for u in a}) == len(a)
+    assert a != plan.units("fp32", plan.FULL, seed=2)
+    counts = Counter(u.type for u in a)
+    assert counts == {"warm": 85, "zeus": 20, "transient": 30, "single": 20, "measure": 4}
+    assert all(0.2 <= u.pause_s <= 1.0 for u in a if u.type == "transient")
+    assert all(u.pause_s >= 0.5 for u in a if u.type == "single")
+    # a trimmed plan keeps the ids (and pauses) of the trials it keeps
+    small = {u.id: u for u in plan.units("fp32", plan.FLOOR, seed=1)}
+    assert all(small[u.id] == u for u in a if u.id in small)
+
+
+def test_blocks_hold_every_trial_once_in_stream_order_with_zeus_after_a_warm_half_second():
+    timing = plan.Timing()
+    trials = plan.units("bf16cap", plan.FULL, seed=4)
+    blocks = plan.blocks("bf16cap", trials, timing, 45.0, seed=4)
+    flat = [u for b in blocks for u in b]
+    assert sorted(u.id for u in flat) == sorted(u.id for u in trials)
+    order = {"warm": 0, "zeus": 0, "measure": 1, "transient": 2, "single": 3}
+    for b in blocks:
+        ranks = [order[u.type] for u in b]
+        assert ranks == sorted(ranks)  # warm stream, measure(), transients, singles
+        for i, u in enumerate(b):
+            if u.type == "zeus" and i:
+                assert b[i - 1].type in ("warm", "zeus")
+        assert {u.type for u in b} >= {"warm", "single"}  # every block has some of each
+    assert len(blocks) == math.ceil(sum(timing.unit_s(u) for u in trials) / 45.0)
+
+
+def test_fit_counts_returns_the_full_plan_when_it_fits_and_never_goes_below_the_floor():
+    timing = plan.Timing()
+    full, est = plan.fit_counts("fp32", 10_000, timing, 45.0, 1)
+    assert full == plan.FULL and est < 10_000
+    mid, est = plan.fit_counts("fp32", 170.0, timing, 45.0, 1)
+    assert est <= 170.0
+    assert all(plan.FLOOR.warm[w] <= mid.warm[w] <= plan.FULL.warm[w] for w in plan.WARM_S)
+    assert mid.warm[4.0] < plan.FULL.warm[4.0]
+    tiny, _ = plan.fit_counts("fp32", 10.0, timing, 45.0, 1)
+    assert tiny == plan.FLOOR
+
+
+def test_a_meter_that_breaks_the_stream_makes_every_warm_trial_lead():
+    fast = plan.Timing(meter_s=0.004)
+    slow = plan.Timing(meter_s=0.2)
+    warm = plan.Unit("warm-1s-00", "warm", 1.0)
+    assert not fast.needs_lead and slow.needs_lead
+    assert slow.unit_s(warm) - fast.unit_s(warm) == pytest.approx(slow.lead_s + 0.196)
+
+
+def test_trim_drops_above_the_floors_first_then_everything_in_proportion():
+    timing = plan.Timing()
+    rest = plan.units("fp32", plan.FULL, seed=1)
+    floor_cost = plan.estimate_s(
+        plan.blocks("fp32", plan.units("fp32", plan.FLOOR, 1), timing, 45, 1), timing
+    )
+    kept, dropped = plan.trim(rest, timing, floor_cost + 1, "fp32", 45.0, 1)
+    counts = Counter(plan._key(u) for b in kept for u in b)
+    assert counts[("warm", 0.5)] == 20 and counts[("single", None)] == 20 and counts[("measure", None)] == 4
+    assert all(counts[("warm", w)] >= plan.FLOOR.warm[w] for w in plan.WARM_S)
+    assert len(dropped) + sum(counts.values()) == len(rest)
+    # far too little time: below the hard floor, every type shrinks together
+    kept, _ = plan.trim(rest, timing, 60.0, "fp32", 45.0, 1)
+    counts = Counter(u.type for b in kept for u in b)
+    assert counts["single"] and counts["warm"]
+    # what was recorded already counts towards the floor
+    have = {("single", None): 20}
+    kept, _ = plan.trim(rest, timing, floor_cost - 10, "fp32", 45.0, 1, have)
+    counts = Counter(plan._key(u) for b in kept for u in b)
+    assert counts[("single", None)] < 20 and counts[("warm", 0.5)] == 20
+
+
+# -- the stream -----------------------------------------------------------------
+def test_stream_times_calls_and_a_gap_breaks_the_run():
+    clock = VirtualClock()
+    s = stream.CallStream(lambda: clock.sleep(0.04), clock)
+    assert s.unbroken_s() == 0.0 and s.gap_s() is None
+    made = s.lead(2.0)
+    assert made == pytest.approx(50, abs=1) and s.unbroken_s() >= 2.0
+    assert s.free_ms == pytest.approx([40.0] * made)
+    clock.sleep(0.005)
+    assert s.unbroken_s() >= 2.0  # 5 ms does not break it
+    clock.sleep(0.02)
+    assert s.unbroken_s() == 0.0
+    s.collect = []
+    s.call()
+    assert s.collect == pytest.approx([40.0]) and s.unbroken_s() == pytest.approx(0.04)
+    assert s.run_for(0.1) == 3
+
+
+# -- the record -----------------------------------------------------------------
+def test_compact_rounds_floats_and_nulls_nan():
+    out = store.compact({"a": [1.23456789012, float("nan")], "b": (2, float("inf")), "c": "x"})
+    assert out == {"a": [1.234568, None], "b": [2, None], "c": "x"}
+
+
+def test_store_refuses_another_boards_record(tmp_path):
+    path = tmp_path / "r.json"
+    s = store.Store.open(path, {"uuid": "GPU-a"}, {"n": 1})
+    s.save()
+    assert store.Store.open(path, {"uuid": "GPU-a"}, {"n": 2}).data["runs"] == [{"n": 1}, {"n": 2}]
+    with pytest.raises(store.RecordMismatch, match="GPU-a"):
+        store.Store.open(path, {"uuid": "GPU-b"}, {})
+    path.write_text('{"kind": "probe", "schema_version": 1}')
+    with pytest.raises(store.RecordMismatch, match="not a schema-2"):
+        store.Store.open(path, {"uuid": "GPU-a"}, {})
+
+
+# -- the run on the simulated board ---------------------------------------------
+def test_sim_run_records_every_kind_of_trial_with_its_raw_readings(sim_run):
+    rec = json.loads(sim_run.read_text())
+    assert rec["schema_version"] == 2 and rec["board"]["simulated"]
+    assert sim_run.stat().st_size < 1.5e6  # two kinds; a board's four stay under 3 MB
+    assert rec["runs"][0]["zeus"].startswith("absent")
+    for name in ("fp32", "duty"):
+        part = rec["kinds"][name]
+        assert part["done"] and not part["errors"]
+        assert [s["tag"] for s in part["idle_spans"]] == ["start", "end"]
+        types = _types(part)
+        assert (
+            types["ref"] >= 2
+            and types["warm"]
+            and types["transient"]
+            and types["single"]
+            and types["measure"]
+        )
+        assert "zeus" not in types  # no ZeusMonitor: none planned
+        for u in part["units"]:
+            assert u["raw"]["calls"] >= 1 and u["state_before"] is not None
+            if u["type"] in ("warm", "transient", "single", "ref"):
+                assert len(u["call_ms"]) == u["calls"] == u["raw"]["calls"]
+                assert u["enter_ms"] > 0 and u["exit_ms"] > 0  # the aligned edges poll
+        for u in part["units"]:
+            if u["type"] == "warm":
+                assert u["unbroken_s"] >= 2.0 and u["gap_before_entry_ms"] <= 10.0
+            if u["type"] == "single":
+                assert u["calls"] == 1 and u["gap_before_entry_ms"] >= 500.0
+            if u["type"] == "transient":
+                assert u["gap_before_entry_ms"] >= 1e3 * u["pause_s"] - 1e-6
+    # the duty twin idles half of each call: its calls draw half the energy of fp32's
+    refs = {
+        n: [u["per_call_mj"] for u in rec["kinds"][n]["units"] if u["type"] == "ref"]
+        for n in ("fp32", "duty")
+    }
+    assert refs["duty"][0] == pytest.approx(refs["fp32"][0] * 15 / 41, rel=0.1)
+
+
+def test_sim_run_keeps_each_kind_within_its_share_of_the_budget(sim_run):
+    rec = json.loads(sim_run.read_text())
+    for name in ("fp32", "duty"):
+        spans = rec["kinds"][name]["idle_spans"]
+        took = spans[-1]["span"]["end"]["t1_s"][-1] - spans[0]["span"]["start"]["t0_s"][0]
+        assert 100.0 < took < 160.0  # 150 s each, less the set-up before the first span
+
+
+def test_analysis_recomputes_every_trial_against_a_reference(sim_run, tmp_path):
+    summary = analysis.analyze([sim_run])
+    kinds_ = summary["files"][str(sim_run)]["kinds"]
+    assert set(kinds_) == {"fp32", "duty"}
+    for k in kinds_.values():
+        assert k["trials_without_ref"] == 0 and k["idle"]["spans"] == 2
+        pooled = k["pooled_windows"]
+        assert pooled["n"] >= 10 and pooled["bound_contains"] >= 0.9
+        assert k["rows"]["warm@0.5"]["n"] >= 5
+        assert abs(k["overhead"]["overhead"]) < 0.005
+        assert k["gaps"]["nvmeter_ms"]["median"] > 5  # today's aligned edges poll ~0.1 s each side
+    md = analysis.markdown(summary)
+    assert "### fp32" in md and "| warm | 0.5 s |" in md
+    from accuracy.plot import plot
+
+    plot(summary, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+def test_analysis_takes_the_idle_from_both_spans(sim_run):
+    rec = json.loads(sim_run.read_text())
+    kd = analysis.kind_data(rec, "fp32")
+    powers = [s["power_w"] for s in rec["kinds"]["fp32"]["idle_spans"]]
+    assert kd.idle.power_w == pytest.approx(sum(powers) / 2)
+    trial = next(t for t in kd.trials if t.mode == "warm")
+    assert trial.m.idle.power_w == kd.idle.power_w
+    assert trial.unit["raw"]["idle"]["power_w"] == pytest.approx(powers[0], abs=1e-5)
+
+
+def test_match_wants_time_then_temperature_and_the_same_run():
+    def ref(i, t, temps, run=0):
+        return analysis.Ref(f"r{i}", t, temps, 1.0, 0.01, 40.0, {"run": run})
+
+    refs = [
+        ref(0, 0.0, (50.0, 52.0)),
+        ref(1, 50.0, (60.0, 61.0)),
+        ref(2, 300.0, (51.0,)),
+        ref(3, 10.0, (51.0,), 1),
+    ]
+    best, dt, ok = analysis.match(30.0, 51.5, refs, 0)
+    assert best.id == "r0" and dt == 30.0 and ok  # r1 is nearer but 9 °C off
+    best, dt, ok = analysis.match(30.0, 70.0, refs, 0)
+    assert best.id == "r1" and ok is False  # none matches: the nearest, flagged
+    assert analysis.match(10.0, 51.0, refs, 1)[0].id == "r3"
+    assert analysis.match(10.0, None, refs, 0)[2] is None
+    assert analysis.match(10.0, 51.0, refs, 5)[0] is None
+
+
+def test_fit_and_check_run_on_a_record(sim_run):
+    fitted = fitcheck.fit(sim_run, ("fp32",))
+    assert set(fitted["constants"]) == {"state_rel", fitcheck._transient_name(fitcheck._model())}
+    assert fitted["constants"]["state_rel"] >= 0 and fitted["transient_trials"] > 0
+    assert "0.5" in fitted["warm_by_window"]
+    result = fitcheck.check(sim_run, {"state_rel": 0.02, "no_such_constant": 1.0}, ("duty", "copy"))
+    assert result["ignored_constants"] == ["no_such_constant"]
+    by = {(r["kind"], r["target"].split(":")[0]): r for r in result["targets"]}
+    assert by[("copy", "recorded")]["holds"] is False
+    assert by[("duty", "overhead <= 0.5%")]["holds"] is True
+    assert by[("duty", "nvmeter's own time at a warm window's entry and exit <= 5 ms")]["holds"] is False
+    assert not result["all_hold"]
+    assert "FAILS" in fitcheck.report(result)
+
+
+def test_a_wider_state_term_widens_the_checked_bounds(sim_run):
+    from nvmeter.meter import errormodel
+
+    rec = json.loads(sim_run.read_text())
+    version, _ = fitcheck.model_with({"state_rel": 0.05})
+    assert errormodel.model(version).state_rel == 0.05
+    narrow = analysis.kind_data(rec, "fp32")
+    wide = analysis.kind_data(rec, "fp32", version)
+    a, b = narrow.trials[0], wide.trials[0]
+    assert b.per_call_mj == a.per_call_mj and b.per_call_mj_err > a.per_call_mj_err
+
+
+def test_a_cut_run_resumes_without_repeating_a_trial(tmp_path, monkeypatch):
+    out = tmp_path / "cut.json"
+    config = runner.Config(kinds=("fp32", "copy"), budget_s=200.0, verbose=False)
+    real = runner.KindRun._trial
+    seen = []
+
+    def cut(self, unit):
+        if len(seen) == 12:
+            raise KeyboardInterrupt  # as SIGTERM from `timeout` would
+        seen.append(unit.id)
+        return real(self, unit)
+
+    monkeypatch.setattr(runner.KindRun, "_trial", cut)
+    runner.run(out, config, board=_board(1000.0))
+    part = json.loads(out.read_text())["kinds"]["fp32"]
+    assert not part["done"] and len([u for u in part["units"] if u["type"] != "ref"]) == 12
+    monkeypatch.setattr(runner.KindRun, "_trial", real)
+    runner.run(out, config, board=_board(9000.0))
+    rec = json.loads(out.read_text())
+    assert len(rec["runs"]) == 2
+    for name in ("fp32", "copy"):
+        part = rec["kinds"][name]
+        ids = [u["id"] for u in part["units"]]
+        assert part["done"] and len(ids) == len(set(ids))
+    resumed = [u for u in rec["kinds"]["fp32"]["units"] if u["run"] == 1]
+    assert resumed[0]["type"] == "ref"  # a cut kind starts again with a reference
+    assert len(rec["kinds"]["fp32"]["idle_spans"]) == 2  # the first run's start span is kept
+    kd = analysis.kind_data(rec, "fp32")
+    assert all(t.ref.unit["run"] == t.unit["run"] for t in kd.trials)
+
+
+def test_a_failing_trial_type_is_recorded_and_the_rest_runs(tmp_path, monkeypatch):
+    import nvmeter.meter.adaptive
+
+    def broken(*args, **kwargs):
+        raise TypeError("measure() changed")
+
+    monkeypatch.setattr(nvmeter.meter.adaptive, "measure", broken)
+    out = tmp_path / "err.json"
+    runner.run(out, runner.Config(kinds=("launch",), budget_s=120.0, verbose=False), board=_board())
+    part = json.loads(out.read_text())["kinds"]["launch"]
+    assert part["done"]
+    assert [e["type"] for e in part["errors"]] == ["measure", "measure"]
+    assert "measure() changed" in part["errors"][0]["error"]
+    assert any(s["why"] == "its type failed twice" for s in part["skipped"]) or _types(part)["measure"] == 0
+    assert _types(part)["warm"] and _types(part)["single"]
+
+
+def test_another_boards_record_is_refused_by_the_cli(tmp_path, capsys):
+    out = tmp_path / "other.json"
+    out.write_text(json.dumps({"kind": "window-accuracy", "schema_version": 2, "board": {"uuid": "GPU-x"}}))
+    assert cli.main(["run", "--simulate", "--kinds", "fp32", "--out", str(out)]) == 2
+    assert "GPU-x" in capsys.readouterr().err
+
+
+def test_the_cli_names_unknown_kinds(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "--kinds", "fp32,nope"])
+    assert "nope" in capsys.readouterr().err
+
+
+def test_the_plan_command_prints_each_kinds_estimate(capsys):
+    assert cli.main(["plan", "--kinds", "copy,duty", "--budget-s", "240", "--call-ms", "20"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("s of 120 s") == 2
+
+
+def test_every_kind_has_a_simulated_twin():
+    board = _board()
+    board.set_context(True)
+    for name in kinds.ALL_KINDS:
+        work = kinds.simulated(name, board)
+        t0 = board.clock.now()
+        work.call()
+        call_s = board.clock.now() - t0
+        t0 = board.clock.now()
+        work.single()
+        assert board.clock.now() - t0 == pytest.approx(call_s * work.single_share, rel=1e-6)
+    with pytest.raises(ValueError, match="nope"):
+        kinds.simulated("nope", board)
+    assert set(kinds.SPECS) == set(kinds.ALL_KINDS) == set(kinds.SIM)
+
+
+def test_schema_1_files_still_analyze():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("window_accuracy", ROOT / "bench" / "window_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    summary = module.analyze(ROOT / "results" / "window-accuracy-h200-run2.json")
+    assert summary["windows"]["aligned@0.5"]["n"] == 10
+
+
+def test_the_gpu_kinds_build_calibrate_and_call_on_the_cpu(monkeypatch):
+    """The torch kinds' code paths, small and on the CPU (the H200 run uses the real sizes)."""
+    monkeypatch.setattr(
+        kinds, "SIZES", {"matmul_n": 64, "big_n": 96, "copy_bytes": 1 << 16, "launch_elems": 32}
+    )
+    monkeypatch.setattr(kinds, "CALIBRATE_WARM_S", 0.01)
+    for name in kinds.ALL_KINDS:
+        work = kinds.build(name, device="cpu", log=lambda msg: None)
+        p = work.params
+        assert p["units"] >= 1 and 1 <= p["single_units"] <= p["units"]
+        assert work.single_share == p["single_units"] / p["units"]
+        assert p["calibration"]["unit_ms"] > 0 and p["sizes"]["matmul_n"] == 64
+        work.close()
+        # a resumed run takes the recorded counts (here small: a CPU's calibrated call is long)
+        again = kinds.build(name, {**p, "units": 3, "single_units": 1}, device="cpu", log=lambda msg: None)
+        assert again.params["units"] == 3 and again.params["calibration"] == p["calibration"]
+        assert again.single_share == 1 / 3
+        again.call()
+        again.single()
+        again.close()
+    fp32 = kinds.build("fp32", device="cpu", log=lambda msg: None).params
+    assert (fp32["units"], fp32["single_units"]) == (15, 7)  # the call of runs 1 and 2
+    assert kinds.build("duty", device="cpu", log=lambda msg: None).params["host_sleep_ms"] == 15.0
+
+
+class _StateBoard(SimulatedBoard):
+    """A simulated board with a state read that costs ``cost_s`` and warms 1 °C every 10 s."""
+
+    def __init__(self, cost_s: float) -> None:
+        super().__init__(SimConfig(seed=5), VirtualClock(1000.0))
+        self.cost_s = cost_s
+        self.reads = 0
+
+    def state(self):
+        self.reads += 1
+        self.clock.sleep(self.cost_s)
+        t = self.clock.now()
+        data = {
+            "t_s": t,
+            "temperature_c": 40.0 + (t - 1000.0) / 10,
+            "sm_clock_mhz": 1980.0,
+            "clock_event_reasons": 4,
+        }
+
+        class State:
+            def to_dict(self):
+                return data
+
+        return State()
+
+
+@pytest.mark.parametrize("cost_s", [0.0001, 0.005])
+def test_state_reads_stay_out_of_a_warm_streams_gaps_when_slow(tmp_path, cost_s):
+    board = _StateBoard(cost_s)
+    out = tmp_path / "state.json"
+    runner.run(out, runner.Config(kinds=("fp32",), budget_s=90.0, verbose=False), board=board)
+    rec = json.loads(out.read_text())
+    units = rec["kinds"]["fp32"]["units"]
+    warm = [u for u in units if u["type"] == "warm"]
+    assert warm and all(u["state_before"] for u in units if u["type"] in ("transient", "single", "measure"))
+    missing = sum(1 for u in warm if u["state_after"] is None)
+    if cost_s > runner.SLOW_STATE_S:
+        assert missing == len(warm)  # a slow read would have broken the stream after every window
+    else:
+        assert missing == 0 and all(isinstance(u["state_after"]["temperature_c"], float) for u in warm)
+    s = analysis.summarize_kind(analysis.kind_data(rec, "fp32"))
+    assert s["state"]["power_cap_share"] == 1.0 and s["state"]["temperature_c"][1] > 45.0
+    # the board warms 1 °C every 10 s: a trial counts against a reference only within ±1 °C of it
+    for t in analysis.kind_data(rec, "fp32").trials:
+        temps = analysis._temps(t.unit)
+        if t.ref_ok and temps:
+            assert min(t.ref.temps) - 1 <= sum(temps) / len(temps) <= max(t.ref.temps) + 1
+        if t.temp_ok is False:
+            assert not t.ref_ok
+
+
+class _FakeZeus:
+    """ZeusMonitor's window API over the simulated board's true energy."""
+
+    def __init__(self, board):
+        self.board = board
+        self.open = {}
+
+    def begin_window(self, key):
+        self.open[key] = self.board.clock.now()
+
+    def end_window(self, key):
+        t0, t1 = self.open.pop(key), self.board.clock.now()
+        return SimpleNamespace(time=t1 - t0, gpu_energy={0: self.board.true_energy_j(t0, t1)})
+
+
+def test_zeus_windows_follow_warm_half_second_windows_and_are_analysed(tmp_path, monkeypatch):
+    board = _board()
+    monkeypatch.setattr(runner, "_zeus", lambda enabled: (_FakeZeus(board), "fake 0.16"))
+    out = tmp_path / "zeus.json"
+    runner.run(out, runner.Config(kinds=("bf16cap",), budget_s=150.0, verbose=False), board=board)
+    rec = json.loads(out.read_text())
+    assert rec["runs"][0]["zeus"] == "fake 0.16"
+    units = rec["kinds"]["bf16cap"]["units"]
+    zeus = [i for i, u in enumerate(units) if u["type"] == "zeus"]
+    assert zeus
+    for i in zeus:
+        assert units[i - 1]["type"] in ("warm", "zeus") and units[i]["calls"] == len(units[i]["call_ms"])
+    row = analysis.analyze([out])["files"][str(out)]["kinds"]["bf16cap"]["rows"]["zeus@0.5"]
+    assert row["n"] == len(zeus) and row["bound_contains"] is None
+    assert row["median_abs_err"] < 0.02  # the true energy, less the counter's idle: close to the reference
