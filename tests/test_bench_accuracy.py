@@ -21,7 +21,8 @@ from accuracy import analysis, cli, fitcheck, kinds, plan, runner, store, stream
 
 
 def _board(start_s: float = 1000.0, seed: int = 3) -> SimulatedBoard:
-    return SimulatedBoard(SimConfig(seed=seed), VirtualClock(start_s))
+    # thermally steady (no warming), so every trial has a reference within ±1 °C
+    return SimulatedBoard(SimConfig(seed=seed, c_per_w=0.0), VirtualClock(start_s))
 
 
 def _types(part: dict) -> Counter:
@@ -396,21 +397,12 @@ class _StateBoard(SimulatedBoard):
         self.reads = 0
 
     def state(self):
+        from nvmeter.boards.protocol import BoardState
+
         self.reads += 1
         self.clock.sleep(self.cost_s)
         t = self.clock.now()
-        data = {
-            "t_s": t,
-            "temperature_c": 40.0 + (t - 1000.0) / 10,
-            "sm_clock_mhz": 1980.0,
-            "clock_event_reasons": 4,
-        }
-
-        class State:
-            def to_dict(self):
-                return data
-
-        return State()
+        return BoardState(t, 1980.0, 3201.0, 40.0 + (t - 1000.0) / 10, 4)
 
 
 @pytest.mark.parametrize("cost_s", [0.0001, 0.005])

@@ -80,8 +80,8 @@ class SimConfig:
         sm_idle_mhz, sm_boost_mhz, memory_mhz: Clocks read idle and under load (KINDS.md of
             this workplace, H200: SM 345 MHz idle, 1,980 MHz after products; memory 3,201 MHz).
         ambient_c, c_per_w, thermal_tau_s: First-order temperature model: ambient plus
-            ``c_per_w`` per W, relaxing with ``thermal_tau_s`` (H200 lead: 56 -> 60 °C over 20 s
-            at ~690 W).
+            ``c_per_w`` per W, relaxing with ``thermal_tau_s`` (H200 lead, docs/facts.md: 56 -> 60 °C
+            over 20 s at ~690 W; these give 2.6 °C). A model to test the drift detector, not a fit.
         seed: RNG seed.
         name, uuid: The identity it reports (several simulated boards of one job need
             their own UUIDs; another name stands for another model).
@@ -117,9 +117,9 @@ class SimConfig:
     sm_idle_mhz: float = 345.0
     sm_boost_mhz: float = 1980.0
     memory_mhz: float = 3201.0
-    ambient_c: float = 28.0
-    c_per_w: float = 0.045
-    thermal_tau_s: float = 30.0
+    ambient_c: float = 30.0
+    c_per_w: float = 0.05
+    thermal_tau_s: float = 60.0
     seed: int = 0
     name: str = "Simulated H200"
     uuid: str = "GPU-5157a7ed-0000-4000-8000-000000000000"
