@@ -276,3 +276,54 @@ def report(result: dict) -> str:
         )
     lines.append("all targets hold" if result["all_hold"] else "NOT all targets hold")
     return "\n".join(lines)
+
+
+def fit_v2(path: Path, kinds: tuple[str, ...] = FIT_KINDS) -> dict:
+    """Error model 2's state constants from ``kinds`` of one record, each to hold every fit trial.
+
+    In order, each term taking what the ones before left: ``state_rel`` from the warm windows
+    (their excess beyond the reading bound, share of the energy above idle); ``transient_fixed_s``
+    from the single calls (what is left beyond ``state_rel``, in seconds of the work's power
+    above idle); ``transient_rel`` from the transient windows (what is left beyond both, share of
+    the energy above idle of the first ``transient_s``); ``state_floor_rel`` from the measure()
+    trials (their excess beyond reading and Student-t interval). Each is the largest seen, so the
+    fitted model contains every fit trial; the check on other kinds and another board says
+    whether that generalises.
+    """
+    from nvmeter.meter import spread
+
+    rec = analysis.load(path)
+    model = _model()
+    trials = [t for k in kinds for t in analysis.kind_data(rec, k).trials if t.ref_ok and t.m is not None]
+
+    def excess_j(t) -> float:
+        return abs(t.per_call_mj - t.expected_mj) * t.m.calls / 1e3 - t.m.reading_err_j
+
+    warm = [t for t in trials if t.mode == "warm"]
+    state_rel = max([0.0] + [excess_j(t) / abs(t.m.above_idle_j) for t in warm])
+    singles = [t for t in trials if t.mode == "single"]
+    fixed_s = max([0.0] + [(excess_j(t) - state_rel * abs(t.m.above_idle_j)) / t.m.work_w for t in singles])
+    transient_rel = 0.0
+    for t in (t for t in trials if t.mode == "transient"):
+        above = abs(t.m.above_idle_j)
+        first_j = above * min(1.0, model.transient_s / t.m.work_s)
+        left = excess_j(t) - state_rel * above - fixed_s * t.m.work_w
+        transient_rel = max(transient_rel, left / first_j)
+    floor = 0.0
+    for t in (t for t in trials if t.mode == "measure"):
+        halfwidth = spread.state_halfwidth_mj(t.m)
+        student_j = (halfwidth or 0.0) * t.m.calls / 1e3
+        floor = max(floor, (excess_j(t) - student_j) / abs(t.m.above_idle_j))
+    return {
+        "file": str(path),
+        "kinds": list(kinds),
+        "model_version": model.version,
+        "constants": {
+            "state_rel": state_rel,
+            "transient_fixed_s": fixed_s,
+            "transient_rel": transient_rel,
+            "state_floor_rel": floor,
+            "limited_rel": 0.0,
+        },
+        "trials": {"warm": len(warm), "single": len(singles), "measure": sum(t.mode == "measure" for t in trials)},
+    }

@@ -48,6 +48,8 @@ class ErrorModel:
         cold_lead_share: Cold when the lead-in drew under this share of the work's power above idle.
         pause_gap_s: Paused when no sample above half the work's power came for this long
             before entry, s (infinite: model 1 does not look).
+        transient_fixed_s: For a transient window, this many seconds of the work's power above
+            idle as well: the burst right after a pause, which a short window cannot average out.
         limited_rel: Extra share when the board reported a limiting clock-event reason.
         state_floor_rel: Floor of the sub-windows' Student-t interval, share of the energy above idle.
         confidence: Two-sided confidence of the Student-t interval.
@@ -62,6 +64,7 @@ class ErrorModel:
     lead_s: float
     cold_lead_share: float
     pause_gap_s: float = math.inf
+    transient_fixed_s: float = 0.0
     limited_rel: float = 0.0
     state_floor_rel: float = 0.0
     confidence: float = 0.95

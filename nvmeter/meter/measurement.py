@@ -166,10 +166,17 @@ class Measurement:
         return (e_b - e_a) / 1e3 + self.head_j - self.lag_j if e_b >= e_a else math.nan
 
     @property
-    def lead_above_w(self) -> float:
-        """The power above idle of the last sample before the work's start, W (0 if none)."""
-        before = [s for s in self.samples if s.t_s <= self.work_t0_s]
-        return max(0.0, before[-1].power_w - self.idle.samples_w) if before else 0.0
+    def lead_above_w(self) -> tuple[float, float]:
+        """(lowest, highest) power above idle of the samples in the two spacings before the work, W.
+
+        (0, 0) when there are none. Work that pauses between calls (a host wait) shows as a
+        spread: the 20 ms samples cannot say whether the board was busy right up to the start.
+        """
+        t0, spacing = self.work_t0_s, self.profile.sample_spacing_s
+        lead = [s.power_w - self.idle.samples_w for s in self.samples if t0 - 2 * spacing <= s.t_s <= t0]
+        if not lead:
+            return (0.0, 0.0)
+        return (max(0.0, min(lead)), max(0.0, max(lead)))
 
     @property
     def lag_j(self) -> float:
@@ -177,9 +184,10 @@ class Measurement:
 
         A window that starts inside a run of calls holds the trailing power of the call
         before it, and its own calls' trailing power falls in its tail: left in, a 0.5 s
-        window would read ~2% high (10 ms of 20). Taken off at the lead-in's power.
+        window of continuous work would read ~2% high (10 ms of 500). Taken off at the lowest
+        lead-in sample's power; the bound holds the rest (``_head_err_j``).
         """
-        return self.lead_above_w * self.profile.power_lag_s if self.in_work else 0.0
+        return self.lead_above_w[0] * self.profile.power_lag_s if self.in_work else 0.0
 
     @property
     def idle_w(self) -> float:
@@ -297,7 +305,8 @@ class Measurement:
         The sub-windows' Student-t interval (their spread beyond what their edges explain)
         plus the model's floor where there are enough of them, else the model's
         ``state_rel``, plus ``limited_rel`` on a limited board; and for a transient window
-        ``transient_rel`` of the energy above idle of its first ``transient_s``.
+        ``transient_fixed_s`` of the work's power above idle plus ``transient_rel`` of the
+        energy above idle of its first ``transient_s``.
         """
         above, m = abs(self.above_idle_j), self.model
         if not math.isfinite(above):
@@ -308,7 +317,9 @@ class Measurement:
         else:
             term = m.state_rel * above + (m.limited_rel * above if self.limited else 0.0)
         if self.transient and self.work_s > 0:
-            term += m.transient_rel * above * min(1.0, m.transient_s / self.work_s)
+            term += m.transient_fixed_s * self.work_w + m.transient_rel * above * min(
+                1.0, m.transient_s / self.work_s
+            )
         return term
 
     @property
@@ -346,7 +357,8 @@ class Measurement:
         # where the power changes inside the sample interval that holds the start: the work
         # begins at the entry's return, known to the samples' time mapping, not to a spacing;
         # a quarter spacing is the allowance (checked by bench/window_accuracy.py on cold windows)
-        lag_err_j = self.lead_above_w * self.profile.power_lag_err_s
+        low_w, high_w = self.lead_above_w
+        lag_err_j = (high_w - low_w) * self.profile.power_lag_s + high_w * self.profile.power_lag_err_s
         return self.profile.samples_vs_counter * abs(self.head_j) + 0.25 * spacing * jump_w + lag_err_j
 
     def _sampling_err_j(self) -> float:
