@@ -151,15 +151,12 @@ def probe(
     ] = None,
 ) -> None:
     """Characterise the board's energy telemetry and write a probe record (default ~2 min)."""
-    from nvmeter import probes, records
-    from nvmeter.probes.report import run_probes
+    from nvmeter import records
+    from nvmeter.probes.report import run_probes, selection
 
     records.check_writable(out_path)
-    unknown = sorted(set(only or ()) - set(probes.BY_NAME))
-    if unknown:
-        raise errors.UsageError(f"unknown probe(s) {', '.join(unknown)}; known: {', '.join(probes.BY_NAME)}")
+    chosen = selection(quick, tuple(only or ()))  # bad names fail before the board is opened
     rig = _open_rig(device, simulate)
-    chosen = [m for m in probes.selected(quick) if not only or m.NAME in only]
     board = rig.board.identity()
     expected_s = sum(m.budget_s(quick) for m in chosen)
     err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{expected_s:.0f} s)")
@@ -217,11 +214,13 @@ def check(
         board, trial = report.board, report.probes["reference"].trials["constant"]
     else:
         from nvmeter.probes.reference import run_trial
+        from nvmeter.probes.report import check_readings
 
         with _open_rig(device, simulate) as rig:
             board = rig.board.identity()
             err.print(f"running the J/TFLOP reference on {board.name} {board.uuid} (~12 s)")
             trial = run_trial(rig, "constant", quick=False)
+        check_readings("reference", trial)  # a counter that went backwards is a fault, not a band failure
     result = judge(board, trial, band)
     t = trial
     rows = [

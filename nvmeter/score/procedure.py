@@ -414,24 +414,21 @@ def _open(worker, record: RunRecord) -> None:
 
 # -- runs ------------------------------------------------------------------------------------
 def check_data(data_root: Path | None) -> None:
-    """MNIST and Fashion-MNIST must be cached before any run (every run needs both).
+    """MNIST and Fashion-MNIST must be cached, and intact, before any run (every run needs both).
 
-    Only their presence is checked here; every load verifies their hashes again, and a
-    file that fails there fails its run (recorded with the reason).
+    Each is loaded and verified here (sha256 of its IDX bytes; the load is memoised, and
+    the run's draws use it), so a missing or damaged cache fails before the board is
+    touched, with one piece of advice.
 
     Raises:
-        UsageError: a dataset is not in the cache (the message gives the fetch command).
+        UsageError: a dataset is not in the cache or fails its check (the message gives
+            the fetch command, which replaces a damaged copy).
 
     """
-    from nvmeter.workloads import cache, fetch
+    from nvmeter.workloads import data
 
     for name in ("mnist", "fashion"):
-        if not fetch.is_cached(name, data_root):
-            where = cache.dataset_dir(name, data_root).parent
-            raise errors.UsageError(
-                f"{name} is not in the data cache {where}; run `nvmeter data fetch {name}` "
-                f"(or set {cache.ENV_VAR} to a folder that holds it)"
-            )
+        data.load(name, data_root)
 
 
 def score(

@@ -120,7 +120,7 @@ def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
     for path in map(Path, paths):
         if path.is_dir():
             found += folder_runs(path)
-        elif path.is_file():
+        elif path.exists():  # read_json refuses what is not a regular file (a device, a FIFO)
             found.append((path, records.read_json(path, KIND)))
         else:
             raise errors.UsageError(f"{path}: no such folder or file")
@@ -400,7 +400,7 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise errors.UsageError("--plot needs matplotlib (pip install matplotlib)") from exc
-    from nvmeter import records
+    from nvmeter import files, records
 
     path = Path(path)
     records.check_writable(path)
@@ -419,6 +419,7 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(fd)
     try:
+        os.chmod(tmp, files.output_mode())  # mkstemp's 0600 is for temporaries, not for what we hand over
         fig.savefig(tmp, dpi=150)
         os.replace(tmp, path)
     except (OSError, ValueError) as exc:
