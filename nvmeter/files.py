@@ -1,4 +1,4 @@
-"""How nvmeter reads and writes files: regular files only, each kind with a size limit; outputs with the umask's mode.
+"""How nvmeter reads and writes files: regular files within a size limit; outputs with the umask's mode.
 
 Every file nvmeter reads goes through :func:`read_bytes`: it opens without blocking (a FIFO
 cannot stall it), refuses anything but a regular file (``/dev/zero``, a FIFO, a folder),

@@ -97,7 +97,7 @@ def test_the_window_s_idle_file_and_a_method_file_are_checked_too(tmp_path):
     big = tmp_path / "method.py"
     with open(big, "wb") as f:
         f.truncate(files.SOURCE_LIMIT_BYTES + 1)
-    with pytest.raises(errors.UsageError, match="limit for a method's .py file"):
+    with pytest.raises(errors.UsageError, match=r"limit for a method's \.py file"):
         Target.parse(f"{big}:method")
 
 
@@ -109,7 +109,7 @@ def test_a_cached_dataset_file_that_is_a_fifo_does_not_hang(tmp_path):
     for spec in sources.MNIST.files:
         os.mkfifo(folder / spec.gz_name)
     data._load.cache_clear()
-    with pytest.raises(errors.UsageError, match="is a FIFO.*nvmeter data fetch mnist"):
+    with pytest.raises(errors.UsageError, match=r"is a FIFO.*nvmeter data fetch mnist"):
         data.load("mnist", tmp_path)
 
 

@@ -119,10 +119,10 @@ def _folder_candidates(folder: Path, spec: FileSpec) -> list[Path]:
     names = {n + suffix for n in (spec.name, *_ALIASES.get(spec.name, ())) for suffix in ("", ".gz")}
     found = []
     base_depth = len(folder.parts)
-    for here, dirs, files in os.walk(folder):
+    for here, dirs, names_here in os.walk(folder):
         if len(Path(here).parts) - base_depth >= _FOLDER_DEPTH:
             dirs.clear()
-        found += [Path(here) / f for f in sorted(files) if f in names]
+        found += [Path(here) / f for f in sorted(names_here) if f in names]
     return found
 
 

@@ -14,6 +14,7 @@ its own checker.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 
@@ -33,7 +34,7 @@ def _numbers(values) -> bool:
 
 
 def _rising(values: list) -> bool:
-    return all(b >= a for a, b in zip(values, values[1:], strict=False))
+    return all(b >= a for a, b in itertools.pairwise(values))
 
 
 def series_fault(d: dict) -> str | None:
