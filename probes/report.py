@@ -48,8 +48,11 @@ class ProbeReport:
         return {name: rec.derived() for name, rec in self.probes.items()}
 
     def rows(self) -> list[tuple[str, str]]:
-        """Summary-table rows of every probe, in run order."""
-        return [row for rec in self.probes.values() for row in rec.rows()]
+        """Summary-table rows of every probe, in run order (first, the energy scope where module-wide)."""
+        scope = [("energy scope", f"{self.board.scope_note} (the counter covers the whole module)")]
+        return (scope if self.board.scope_note else []) + [
+            row for rec in self.probes.values() for row in rec.rows()
+        ]
 
     def to_dict(self) -> dict:
         """The JSON record (kind ``probe``)."""
