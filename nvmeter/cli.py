@@ -451,6 +451,7 @@ def score(
     with _removed_if_left_empty(Path(out_dir)), contextlib.ExitStack() as held:
         scoring.next_run(out_dir, target, level)  # a bad folder fails before the GPU is touched
         held.enter_context(scoring.folder_lock(out_dir))  # so does a folder another scorer writes into
+        scoring.check_data(None)  # and missing or damaged data (verified once; the runs reuse it)
         board, make_worker = scoring.open_board(_device(device), simulate, config.call_timeout_s)
         ident = board.identity()
         err.print(
