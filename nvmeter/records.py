@@ -129,6 +129,11 @@ def _link_if_free(tmp: Path, path: Path) -> None:
     )
 
 
+def _not_json(constant: str):
+    # Python's json reads NaN and Infinity, which are not JSON; nvmeter writes them as null
+    raise json.JSONDecodeError(f"{constant} is not a JSON value", constant, 0)
+
+
 def read_json(path: Path, kind: str) -> dict:
     """Read a record of ``kind``, checking its schema version.
 
@@ -140,7 +145,7 @@ def read_json(path: Path, kind: str) -> dict:
     path = Path(path)
     raw = files.read_bytes(path, files.RECORD_LIMIT_BYTES, f"an nvmeter {kind} record", errors.RecordError)
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
     except UnicodeDecodeError as exc:
         raise errors.RecordError(f"{path}: not JSON (not UTF-8 text: {exc.reason})") from exc
     except RecursionError as exc:

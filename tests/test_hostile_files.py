@@ -221,3 +221,11 @@ def test_records_are_written_with_the_umask_s_mode(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_nan_and_infinity_are_not_json(tmp_path, probe_data):
+    text = json.dumps(probe_data).replace('"settle_s": ', '"settle_s": NaN, "x": ', 1)
+    path = tmp_path / "nan.json"
+    path.write_text(text)
+    with pytest.raises(errors.RecordError, match=r"not JSON.*NaN is not a JSON value"):
+        records.read_json(path, "probe")

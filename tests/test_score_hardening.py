@@ -284,3 +284,19 @@ def test_ctrl_c_during_a_command_still_runs_its_cleanup(tmp_path, data):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "interrupted; records of finished runs kept" in one_line(err)
+
+
+# -- every output file gets the umask's mode -----------------------------------------------------------
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_the_plot_and_the_records_get_the_umask_s_mode(scored, data, tmp_path, umask):
+    out, *_ = scored
+    plot = tmp_path / "energy.png"
+    old = os.umask(umask)
+    try:
+        code, _, err = cli_here("summarize", out, "--plot", plot, data_root=data)
+        records.write_json(tmp_path / "r.json", {"kind": "score"})
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    assert plot.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o666 & ~umask
