@@ -1,12 +1,35 @@
-"""The console script: Ctrl-C while the CLI's imports load is one line too, not a traceback."""
+"""The console script: Ctrl-C at any moment is one line on stderr and exit 130, not a traceback.
+
+Until a command's own code runs (Python's imports, typer parsing the arguments, which would
+otherwise turn Ctrl-C into a silent exit 130), SIGINT is handled here: one line, exit 130,
+nothing written. While the command runs, :func:`nvmeter.cli._guarded` puts Python's own
+handler back, so Ctrl-C raises KeyboardInterrupt and the command's cleanup runs (workers
+reaped, finished records kept). Only the ~30 ms in which Python itself starts, before
+this module loads, are Python's.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+
+_LINE = b"nvmeter: interrupted; nothing written\n"
+
+
+def _interrupted(_signum, _frame) -> None:
+    os.write(2, _LINE)
+    os._exit(130)  # nothing of the command has run: nothing to clean up, nothing to keep
+
+
+def install() -> None:
+    """Handle SIGINT with :func:`_interrupted` (the console script and ``python -m nvmeter.cli``)."""
+    signal.signal(signal.SIGINT, _interrupted)
 
 
 def main() -> None:
     """Console entry point (``nvmeter``); exit 130 on Ctrl-C anywhere."""
+    install()
     try:
         from nvmeter.cli import main as cli_main
 

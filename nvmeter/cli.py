@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import signal
 import sys
+import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -54,22 +57,67 @@ def _say(line: str) -> None:
 
 
 def _guarded(fn):
-    """Turn nvmeter errors and Ctrl-C into one line on stderr and an exit code."""
+    """Turn nvmeter errors and Ctrl-C into one line on stderr and an exit code.
+
+    While the command runs, Ctrl-C is Python's KeyboardInterrupt, so its cleanup runs
+    (before and after, :mod:`nvmeter._entry` answers it with one line).
+    """
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except errors.NvmeterError as exc:
-            _say(f"nvmeter: {exc}")
-            raise typer.Exit(exc.exit_code) from None
-        except KeyboardInterrupt:
-            # score keeps the records of the runs it finished; the other commands write at the end
-            kept = "records of finished runs kept" if fn.__name__ == "score" else "nothing written"
-            _say(f"nvmeter: interrupted; {kept}")
-            raise typer.Exit(130) from None
+        with _python_sigint():
+            return _run(fn, *args, **kwargs)
 
     return wrapper
+
+
+# True in the console script (and python -m nvmeter.cli), False when a test invokes the app in-process
+_CONSOLE = False
+
+
+@contextlib.contextmanager
+def _python_sigint():
+    """Python's own SIGINT handler while a command runs; afterwards, what was there before.
+
+    In the console script the process is about to exit once the command is done (its
+    output complete), so a late Ctrl-C is ignored rather than reported as an interruption.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN if _CONSOLE else previous)
+
+
+def _one_line_warnings(python_s):
+    """A ``showwarning`` that prints each NvmeterWarning as one line and leaves the rest to ``python_s``."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, errors.NvmeterWarning):
+            _say(f"nvmeter: warning: {message}")
+        else:
+            python_s(message, category, filename, lineno, file, line)
+
+    return show
+
+
+def _run(fn, *args, **kwargs):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default", errors.NvmeterWarning)  # once per place it is raised
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            return fn(*args, **kwargs)
+    except errors.NvmeterError as exc:
+        _say(f"nvmeter: {exc}")
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        # score keeps the records of the runs it finished; the other commands write at the end
+        kept = "records of finished runs kept" if fn.__name__ == "score" else "nothing written"
+        _say(f"nvmeter: interrupted; {kept}")
+        raise typer.Exit(130) from None
 
 
 def _device(spec: str | None) -> int | str | None:
@@ -172,11 +220,10 @@ def probe(
     sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,
 ) -> None:
     """Characterise the board's energy telemetry and write a probe record (default ~2 min a board)."""
-    from nvmeter import probes, records
+    from nvmeter import records
+    from nvmeter.probes.report import selection
 
-    unknown = sorted(set(only or ()) - set(probes.BY_NAME))
-    if unknown:
-        raise errors.UsageError(f"unknown probe(s) {', '.join(unknown)}; known: {', '.join(probes.BY_NAME)}")
+    selection(quick, tuple(only or ()))  # bad names fail before a board is opened
     if device is None or device.strip() != "all":
         records.check_writable(out_path)
         _probe_one(_open_rig(device, simulate), out_path, quick, only, cache)
@@ -200,10 +247,10 @@ def probe(
 
 
 def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: bool) -> None:
-    from nvmeter import probes, records
-    from nvmeter.probes.report import run_probes
+    from nvmeter import records
+    from nvmeter.probes.report import run_probes, selection
 
-    chosen = [m for m in probes.selected(quick) if not only or m.NAME in only]
+    chosen = selection(quick, tuple(only or ()))
     board = rig.board.identity()
     expected_s = sum(m.budget_s(quick) for m in chosen)
     err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{expected_s:.0f} s)")
@@ -360,11 +407,13 @@ def check(
         board, trial = report.board, report.probes["reference"].trials["constant"]
     else:
         from nvmeter.probes.reference import run_trial
+        from nvmeter.probes.report import check_readings
 
         with _open_rig(device, simulate) as rig:
             board = rig.board.identity()
             err.print(f"running the J/TFLOP reference on {board.name} {board.uuid} (~12 s)")
             trial = run_trial(rig, "constant", quick=False)
+        check_readings("reference", trial)  # a counter that went backwards is a fault, not a band failure
     result = judge(board, trial, band)
     t = trial
     rows = [
@@ -441,7 +490,9 @@ def score(
             "--difficulty", "-n", help="Level 1-5 to judge at (default: a registered method's own)."
         ),
     ] = None,
-    runs: Annotated[int, typer.Option("--runs", help="Runs, each in a fresh worker process.")] = 3,
+    runs: Annotated[
+        int, typer.Option("--runs", help="Runs, each in a fresh worker process (at most 1,000).")
+    ] = 3,
     json_dir: Annotated[
         Path | None,
         typer.Option(
@@ -451,19 +502,26 @@ def score(
         ),
     ] = None,
     window_s: Annotated[
-        float, typer.Option("--window-s", help="Method window, s (whole calls, at least --min-calls).")
+        float,
+        typer.Option("--window-s", help="Method window, s (whole calls, at least --min-calls; at most 600)."),
     ] = 2.0,
     window_warmup_s: Annotated[
         float,
         typer.Option(
             "--window-warmup-s",
-            help="Unmetered method calls just before its window, s (at least one; 0: none).",
+            help="Unmetered method calls just before its window, s (at least one; 0: none; at most 600).",
         ),
     ] = 1.0,
-    min_calls: Annotated[int, typer.Option("--min-calls", help="Fewest calls in the method window.")] = 4,
-    control_s: Annotated[float, typer.Option("--control-s", help="Control window of null calls, s.")] = 2.0,
-    idle_s: Annotated[float, typer.Option("--idle-s", help="Each frozen idle span, s.")] = 2.0,
-    settle_s: Annotated[float, typer.Option("--settle-s", help="Settle after freezing the worker, s.")] = 1.0,
+    min_calls: Annotated[
+        int, typer.Option("--min-calls", help="Fewest calls in the method window (at most 1,000).")
+    ] = 4,
+    control_s: Annotated[
+        float, typer.Option("--control-s", help="Control window of null calls, s (at most 600).")
+    ] = 2.0,
+    idle_s: Annotated[float, typer.Option("--idle-s", help="Each frozen idle span, s (at most 600).")] = 2.0,
+    settle_s: Annotated[
+        float, typer.Option("--settle-s", help="Settle after freezing the worker, s (at most 600).")
+    ] = 1.0,
     reference: Annotated[
         str, typer.Option("--reference", help="J/TFLOP reference: quick (1 s of products) or full (5 s).")
     ] = "quick",
@@ -472,7 +530,11 @@ def score(
     ] = None,
     call_timeout_s: Annotated[
         float,
-        typer.Option("--call-timeout-s", help="A call longer than this is a hang: the worker is killed."),
+        typer.Option(
+            "--call-timeout-s",
+            help="A call, or the method's import, longer than this is a hang: the worker is killed "
+            "(at most 86,400).",
+        ),
     ] = 300.0,
     seed: Annotated[
         int | None, typer.Option("--seed", help="First run's seed (default: its run number); +1 per run.")
@@ -528,12 +590,13 @@ def score(
         window_ms_tolerance=window_ms_tolerance,
     )
     out_dir = json_dir if json_dir is not None else _folder_name(target.name, level)
-    if runs < 1:
-        raise errors.UsageError(f"--runs must be a whole number >= 1, not {runs}")
+    scoring.check_runs(runs)
     if seed is not None and seed < 0:
         raise errors.UsageError(f"--seed must be a whole number >= 0, not {seed}")
-    with _removed_if_left_empty(Path(out_dir)):
+    with _removed_if_left_empty(Path(out_dir)), contextlib.ExitStack() as held:
         scoring.next_run(out_dir, target, level)  # a bad folder fails before the GPU is touched
+        held.enter_context(scoring.folder_lock(out_dir))  # so does a folder another scorer writes into
+        scoring.check_data(None)  # and missing or damaged data (verified once; the runs reuse it)
         board, make_worker = scoring.open_board(_device(device), simulate, config.call_timeout_s)
         ident = board.identity()
         err.print(
@@ -671,7 +734,12 @@ def data_path() -> None:
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point: Ctrl-C before and after the command's own code is one line too."""
+    global _CONSOLE
+    from nvmeter import _entry
+
+    _entry.install()
+    _CONSOLE = True
     app()
 
 

@@ -62,6 +62,13 @@ class NotSupported(TelemetryError):
     """The board lacks this signal (pre-Volta, a MIG instance, a vGPU)."""
 
 
+class NotReady(TelemetryError):
+    """NVML kept answering NOT_READY (a board that just started): try again in a moment.
+
+    Not :class:`NotSupported`: the board has the signal, it is not ready yet.
+    """
+
+
 class GpuLost(TelemetryError):
     """The GPU fell off the bus or needs a reset; nothing it reports can be trusted."""
 
@@ -84,3 +91,10 @@ class DistributedError(NvmeterError):
     """A rank of a distributed window could not meter its boards, or did not arrive in time."""
 
     exit_code = 4
+
+
+class NvmeterWarning(UserWarning):
+    """Something a user should know that does not stop the command (a check left unknown).
+
+    The CLI prints each as one line, ``nvmeter: warning: …``, on stderr.
+    """

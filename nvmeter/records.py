@@ -8,13 +8,14 @@ earlier one live in :mod:`nvmeter.formats`; their history in words in docs/forma
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
 
-from nvmeter import errors, formats
+from nvmeter import errors, files, formats
 
 # kind -> the schema_version this nvmeter writes
 CURRENT = formats.CURRENT
@@ -63,11 +64,22 @@ def check_writable(path: Path) -> None:
         raise errors.UsageError(f"cannot write {path}: {exc.strerror}") from exc
 
 
-def write_json(path: Path, record: dict) -> None:
+def write_json(path: Path, record: dict, *, replace: bool = True) -> None:
     """Write ``record`` to ``path`` atomically (temp file in the same folder + rename).
 
+    The file gets the mode a plain ``open()`` would give it (:func:`nvmeter.files.output_mode`).
+
+    Args:
+        path: Where to write.
+        record: The JSON-able record (nan and inf become null).
+        replace: Whether an existing file at ``path`` may be replaced. With False the
+            record takes the name only if it is free (a hard link, atomic), so a record
+            is never overwritten (``nvmeter score``'s runs).
+
     Raises:
-        UsageError: the path is not writable; nothing is left behind.
+        UsageError: the path is not writable (nothing is left behind), or, with
+            ``replace=False``, it exists (the record is then kept under a name beside it,
+            which the message gives).
 
     """
     path = Path(path)
@@ -75,15 +87,15 @@ def write_json(path: Path, record: dict) -> None:
     text = json.dumps(_clean(record), indent=1, allow_nan=False)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
-        # mkstemp makes the file 0600; give it the mode a plain open() would
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, files.output_mode())  # mkstemp makes it 0600; a plain open() would not
         with os.fdopen(fd, "w") as f:
             f.write(text + "\n")
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+            return
+        _link_if_free(Path(tmp), path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise errors.UsageError(f"cannot write {path}: {exc.strerror}") from exc
@@ -92,23 +104,53 @@ def write_json(path: Path, record: dict) -> None:
         raise
 
 
+def _link_if_free(tmp: Path, path: Path) -> None:
+    """Give ``tmp`` the name ``path`` only if no file has it; else keep it beside and raise."""
+    try:
+        os.link(tmp, path)  # atomic, and fails if the name is taken: never replaces a record
+        tmp.unlink()
+        return
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+        # a file system without hard links: the folder's lock (nvmeter score) keeps other nvmeters out
+        if not path.exists():
+            os.replace(tmp, path)
+            return
+    kept = path.with_name(f"{path.name}.{os.getpid()}.conflict")
+    os.replace(tmp, kept)
+    raise errors.UsageError(
+        f"{path} appeared while this record was written (another writer in the folder); "
+        f"this record is kept as {kept}"
+    )
+
+
+def _not_json(constant: str):
+    # Python's json reads NaN and Infinity, which are not JSON; nvmeter writes them as null
+    raise json.JSONDecodeError(f"{constant} is not a JSON value", constant, 0)
+
+
 def read_json(path: Path, kind: str) -> dict:
     """Read a record of ``kind``, of any version this nvmeter knows, in the current version.
 
     Older versions are upgraded step by step (:mod:`nvmeter.formats`); the file is not changed.
 
     Raises:
-        RecordError: missing, unreadable, not JSON, another kind, an unknown version, or
-            a record that lacks a field of its version.
+        RecordError: missing, not a regular file, over :data:`nvmeter.files.RECORD_LIMIT_BYTES`,
+            unreadable, not JSON, another kind, an unknown version, or a record that lacks a
+            field of its version.
 
     """
     path = Path(path)
+    raw = files.read_bytes(path, files.RECORD_LIMIT_BYTES, f"an nvmeter {kind} record", errors.RecordError)
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise errors.RecordError(f"{path}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise errors.RecordError(f"{path}: cannot read it ({exc})") from exc
+        data = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    except UnicodeDecodeError as exc:
+        raise errors.RecordError(f"{path}: not JSON (not UTF-8 text: {exc.reason})") from exc
+    except RecursionError as exc:
+        raise errors.RecordError(f"{path}: not an nvmeter {kind} record (nested too deeply)") from exc
     except json.JSONDecodeError as exc:
         raise errors.RecordError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from exc
     return formats.upgrade(data, kind, str(path))

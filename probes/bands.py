@@ -8,6 +8,7 @@ should not be trusted for benchmarks until explained.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -76,8 +77,13 @@ BANDS: dict[str, Band] = {
 
 
 def band_for(board_name: str) -> Band | None:
-    """The band whose family appears in ``board_name`` (None if no band is known)."""
+    """The band whose family appears in ``board_name`` as a word (None if no band is known).
+
+    As a word: ``"NVIDIA H200 NVL"`` is an H200, ``"NVIDIA GH200 480GB"`` is not. A GH200's
+    counter covers its whole module (CPU and memory too, docs/facts.md), so the H200's
+    band, which rests on a board-only counter, must not judge it.
+    """
     for band in BANDS.values():
-        if band.family.lower() in board_name.lower():
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(band.family)}(?![A-Za-z0-9])", board_name, re.IGNORECASE):
             return band
     return None

@@ -64,8 +64,8 @@ class Trial:
 
     @property
     def j_per_tflop(self) -> float:
-        """Energy above idle per TFLOP, J."""
-        return self.above_idle_w / self.tflops
+        """Energy above idle per TFLOP, J (nan for a job that did no products: never inf)."""
+        return self.above_idle_w / self.tflops if self.tflops > 0 else float("nan")
 
     @property
     def exact(self) -> bool | None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from nvmeter import errors, probes, provenance, records, verify
 from nvmeter.boards.protocol import BoardIdentity
+from nvmeter.meter import sanity
 from nvmeter.provenance import Provenance
 from nvmeter.worker.rig import Rig
 
@@ -53,8 +54,11 @@ class ProbeReport:
         return profile_from_report(self)
 
     def rows(self) -> list[tuple[str, str]]:
-        """Summary-table rows of every probe, in run order."""
-        return [row for rec in self.probes.values() for row in rec.rows()]
+        """Summary-table rows of every probe, in run order (first, the energy scope where module-wide)."""
+        scope = [("energy scope", f"{self.board.scope_note} (the counter covers the whole module)")]
+        return (scope if self.board.scope_note else []) + [
+            row for rec in self.probes.values() for row in rec.rows()
+        ]
 
     def to_dict(self) -> dict:
         """The JSON record (kind ``probe``, its current version; docs/formats.md)."""
@@ -110,13 +114,20 @@ def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
     With ``board``, check that it was made on that board (UUID).
 
     Raises:
-        RecordError: unreadable, another schema, another board, malformed, or a stored
-            derived figure that differs from its recomputation from the raw series.
+        RecordError: unreadable, another schema, another board, malformed, no probes, a raw
+            series that cannot be real (the counter going backwards, a span ending before it
+            starts, a job without products: :mod:`nvmeter.meter.sanity`), or a stored derived
+            figure that differs from its recomputation from the raw series.
 
     """
     data = records.read_json(path, "probe")
     try:
         report = ProbeReport.from_dict(data)
+        if not report.probes:
+            raise errors.RecordError(f"{path} holds no probe results; run nvmeter probe again")
+        for name, entry in data["probes"].items():
+            for where, why in sanity.faults(entry["raw"], name):
+                raise errors.RecordError(f"{path}: damaged probe record: {why} (at {where})")
         report.derived()  # a damaged series fails here, not later in a table
     except KeyError as exc:
         raise errors.RecordError(f"{path}: the probe record lacks {exc}") from exc
@@ -154,6 +165,43 @@ def budget_s(quick: bool) -> float:
     return sum(m.budget_s(quick) for m in probes.selected(quick))
 
 
+def selection(quick: bool, only: tuple[str, ...] = ()) -> list:
+    """The probe modules a run makes, in order.
+
+    Raises:
+        UsageError: an unknown name in ``only``, or one that the ``quick`` subset skips (it
+            would silently not run; with nothing else, an empty record would be written).
+
+    """
+    unknown = sorted(set(only) - set(probes.BY_NAME))
+    if unknown:
+        raise errors.UsageError(f"unknown probe(s) {', '.join(unknown)}; known: {', '.join(probes.BY_NAME)}")
+    offered = [m.NAME for m in probes.selected(quick)]
+    skipped = sorted(set(only) - set(offered))
+    if skipped:  # asked for, and would silently not run
+        raise errors.UsageError(
+            f"--quick skips {', '.join(skipped)} (it runs {', '.join(offered)}); run it without --quick"
+        )
+    return [m for m in probes.selected(quick) if not only or m.NAME in only]
+
+
+def check_readings(name: str, record) -> None:
+    """A probe's readings must make physical sense before any figure is made of them.
+
+    Raises:
+        CounterFault: the energy counter went backwards (a driver reload, a counter fault).
+        TelemetryError: another reading that cannot be real.
+
+    """
+    for where, why in sanity.faults(record.to_dict(), name):
+        if why == sanity.COUNTER_BACKWARDS:
+            raise errors.CounterFault(
+                f"the energy counter went backwards during the {name} probe (at {where}; a driver "
+                "reload or a counter fault): its figures would be wrong; nothing written"
+            )
+        raise errors.TelemetryError(f"the {name} probe read something impossible: {why} (at {where})")
+
+
 def run_probes(
     rig: Rig,
     quick: bool = False,
@@ -169,14 +217,12 @@ def run_probes(
         on_probe: Called as each probe starts, with its module and elapsed host time (s).
 
     Raises:
-        UsageError: an unknown probe name. TelemetryError, WorkerError: as they happen;
-            the worker is always resumed and reaped.
+        UsageError: an unknown probe name, or one ``quick`` skips (:func:`selection`).
+        CounterFault: the energy counter went backwards during a probe.
+        TelemetryError, WorkerError: as they happen; the worker is always resumed and reaped.
 
     """
-    unknown = set(only) - set(probes.BY_NAME)
-    if unknown:
-        raise errors.UsageError(f"unknown probe(s) {sorted(unknown)}; known: {', '.join(probes.BY_NAME)}")
-    chosen = [m for m in probes.selected(quick) if not only or m.NAME in only]
+    chosen = selection(quick, only)
     started = _utc_now()
     t0 = time.monotonic()
     results = {}
@@ -185,4 +231,5 @@ def run_probes(
             if on_probe:
                 on_probe(module, time.monotonic() - t0)
             results[module.NAME] = module.run(rig, quick)
+            check_readings(module.NAME, results[module.NAME])
     return ProbeReport(rig.board.identity(), started, _utc_now(), quick, provenance.collect(), results)

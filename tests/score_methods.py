@@ -90,3 +90,32 @@ def reads_its_stdin(train_x, train_y, test_x):
 
 
 NOT_A_FUNCTION = 3
+
+
+_CALLS = []  # this worker's calls of the *_at methods (a fresh worker each run)
+
+
+def _fails_now() -> bool:
+    _CALLS.append(1)
+    return len(_CALLS) == int(os.environ["NVMETER_TEST_FAIL_AT"])
+
+
+def _until_then(train_x, train_y, test_x):
+    # passing answers (tiny) only where the run must get past the judge to the failing call
+    if os.environ.get("NVMETER_TEST_PASS"):
+        return tiny(train_x, train_y, test_x)
+    return chance(train_x, train_y, test_x)
+
+
+def oom_at(train_x, train_y, test_x):
+    """CUDA runs out of memory on call NVMETER_TEST_FAIL_AT (warm-ups count)."""
+    if _fails_now():
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (test)")
+    return _until_then(train_x, train_y, test_x)
+
+
+def exits_at(train_x, train_y, test_x):
+    """The process calls os._exit(1) on call NVMETER_TEST_FAIL_AT."""
+    if _fails_now():
+        os._exit(1)
+    return _until_then(train_x, train_y, test_x)

@@ -238,3 +238,38 @@ def test_two_boards_at_once_see_only_their_own_work():
     assert busy.reliable, busy.reason
     assert busy.above_idle_j > 100  # J: ~0.5 kW for a second
     assert abs(quiet.above_idle_j) < 0.05 * busy.above_idle_j
+
+
+def _window_in_forked_child(board, queue) -> None:
+    """In a child forked after the parent initialised NVML: a new window, and one on the parent's board."""
+    try:
+        from nvmeter.meter.window import EnergyWindow
+
+        results = []
+        for device in (0, board):
+            with EnergyWindow(device, idle=121.0, sync="none", calls=1) as w:
+                time.sleep(0.5)
+            results.append((w.result.window_s, w.result.per_call_mj))
+        queue.put(("ok", results))
+    except BaseException as exc:
+        queue.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+def test_a_window_works_in_a_child_forked_after_nvml_was_initialised(board):
+    """multiprocessing's fork start method; the child got 'NVML failed on the device count: Uninitialized'."""
+    import math
+    import multiprocessing
+
+    assert board.energy_mj() > 0  # NVML initialised in this process
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_window_in_forked_child, args=(board, queue))
+    child.start()
+    status, results = queue.get(timeout=60)
+    child.join(timeout=30)
+    print("child:", status, results)
+    assert status == "ok", results
+    for window_s, per_call_mj in results:
+        assert window_s > 0.45 and math.isfinite(per_call_mj)
+    assert child.exitcode == 0
+    assert board.energy_mj() > 0  # the parent's NVML still works

@@ -1,5 +1,6 @@
 """The probes recover what the simulated board was built with."""
 
+import dataclasses
 import json
 
 import pytest
@@ -70,7 +71,7 @@ def stored_derived(stored):
 def test_load_report_refuses_another_board(report, tmp_path):
     path = tmp_path / "probe.json"
     records.write_json(path, report.to_dict())
-    other = report.board.__class__(**{**report.board.to_dict(), "uuid": "GPU-other"})
+    other = dataclasses.replace(report.board, uuid="GPU-other")
     with pytest.raises(records.errors.RecordError, match="not on this board"):
         load_report(path, board=other)
 

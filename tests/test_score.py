@@ -258,7 +258,8 @@ def test_a_missing_dataset_is_one_line_and_leaves_no_folder(tmp_path, data):
     args = ("score", f"{METHODS}:tiny", "-n", "1", "--simulate", "--json", deep)
     code, _, err = cli_here(*args, data_root=tmp_path)
     assert code == 2
-    assert "mnist is not in the data cache" in one_line(err)
+    assert "MNIST is not in the data cache" in one_line(err)
+    assert "scoring" not in err  # refused before the board was opened
     assert not (tmp_path / "o" / "deep").exists()
 
 

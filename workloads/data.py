@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nvmeter import errors
+from nvmeter import errors, files
 from nvmeter.workloads import cache, idx, sources
 
 
@@ -45,26 +45,28 @@ def load(name: str, root: Path | None = None) -> Images:
 @functools.lru_cache(maxsize=4)
 def _load(name: str, folder: Path) -> Images:
     ds = sources.dataset(name)
+    # one piece of advice, said once: fetch checks the cached files and replaces damaged ones
+    again = f"run `nvmeter data fetch {name}` to replace it"
     arrays = {}
+    if folder.parent.exists() and not folder.parent.is_dir():
+        raise errors.UsageError(f"the data cache {folder.parent} is not a folder; set {cache.ENV_VAR} to one")
     for spec in ds.files:
         path = folder / spec.gz_name
-        try:
-            gz = path.read_bytes()
-        except FileNotFoundError:
+        if not path.exists():
             raise errors.UsageError(
                 f"{ds.title} is not in the data cache {folder.parent}; run `nvmeter data fetch {name}` "
                 f"(or set {cache.ENV_VAR} to a folder that holds it)"
-            ) from None
-        except OSError as exc:
-            raise errors.UsageError(f"cannot read {path}: {exc.strerror}") from exc
-        if spec.idx_sha256 is None and idx.sha256(gz) != spec.gz_sha256:
-            raise errors.UsageError(
-                f"{path}: not the official gzip (sha256 mismatch); delete it and fetch again"
             )
         try:
-            arrays[spec.role] = idx.check(idx.gunzip(gz, str(path)), spec, str(path))
+            gz = files.read_bytes(path, files.DATA_LIMIT_BYTES, f"the cached {ds.title} {spec.role} file")
         except errors.UsageError as exc:
-            raise errors.UsageError(f"{exc}; delete {path} and fetch again") from exc
+            raise errors.UsageError(f"{exc}; {again}") from exc
+        if spec.idx_sha256 is None and idx.sha256(gz) != spec.gz_sha256:
+            raise errors.UsageError(f"{path}: not the official gzip (sha256 mismatch); {again}")
+        try:
+            arrays[spec.role] = idx.check(idx.gunzip(gz, str(path), spec.size_bytes), spec, str(path))
+        except errors.UsageError as exc:
+            raise errors.UsageError(f"{exc}; {again}") from exc
     if arrays["labels"].max() > 9:
-        raise errors.UsageError(f"{folder}: labels outside 0..9")
+        raise errors.UsageError(f"{folder}: labels outside 0..9; {again}")
     return Images(name, arrays["images"], arrays["labels"])

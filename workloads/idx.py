@@ -7,7 +7,6 @@ matches the header, and the sha256 of its decompressed bytes is the published on
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import zlib
 
@@ -31,19 +30,38 @@ def is_gzip(data: bytes) -> bool:
     return data[:2] == _GZIP_MAGIC
 
 
-def gunzip(data: bytes, origin: str) -> bytes:
-    """Decompress gzip ``data`` (from ``origin``, named in errors).
+def gunzip(data: bytes, origin: str, limit_bytes: int | None) -> bytes:
+    """Decompress gzip ``data`` (from ``origin``, named in errors), every member of it.
+
+    Args:
+        data: The gzip bytes.
+        origin: Where they came from (a path or URL).
+        limit_bytes: Most bytes the output may have (an IDX file's exact size), so a small
+            file cannot decompress into gigabytes; None only for content whose hash was
+            checked first.
 
     Raises:
-        UsageError: the gzip stream is truncated or corrupt.
+        UsageError: the gzip stream is truncated or corrupt, or decompresses to more than
+            ``limit_bytes``. The message says what is wrong, not what to do: callers know
+            where the file came from and add that.
 
     """
+    out, rest = bytearray(), data
     try:
-        return gzip.decompress(data)
-    except (EOFError, OSError, zlib.error) as exc:
-        raise errors.UsageError(
-            f"{origin}: corrupt or truncated gzip ({exc}); delete it and fetch again"
-        ) from exc
+        while rest:
+            inflate = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip framing
+            room = 0 if limit_bytes is None else limit_bytes + 1 - len(out)
+            out += inflate.decompress(rest, room)
+            if limit_bytes is not None and len(out) > limit_bytes:
+                raise errors.UsageError(
+                    f"{origin}: decompresses to more than the {limit_bytes:,} bytes expected"
+                )
+            if not inflate.eof:
+                raise EOFError("the stream ends before its end marker")
+            rest = inflate.unused_data
+    except (EOFError, zlib.error) as exc:
+        raise errors.UsageError(f"{origin}: corrupt or truncated gzip ({exc})") from exc
+    return bytes(out)
 
 
 def check(raw: bytes, spec: FileSpec, origin: str) -> np.ndarray:

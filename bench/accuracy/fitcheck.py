@@ -325,5 +325,9 @@ def fit_v2(path: Path, kinds: tuple[str, ...] = FIT_KINDS) -> dict:
             "state_floor_rel": floor,
             "limited_rel": 0.0,
         },
-        "trials": {"warm": len(warm), "single": len(singles), "measure": sum(t.mode == "measure" for t in trials)},
+        "trials": {
+            "warm": len(warm),
+            "single": len(singles),
+            "measure": sum(t.mode == "measure" for t in trials),
+        },
     }

@@ -9,6 +9,7 @@ order and ignores that variable (docs/facts.md; NVML API reference).
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import time
@@ -63,43 +64,103 @@ def _warn_if_shadowed(module) -> None:
         print(message, file=sys.stderr)
 
 
+# NVML return codes (nvml.h), by name, where the binding lacks a constant (older nvidia-ml-py).
+_CODES = {
+    "NVML_ERROR_UNINITIALIZED": 1,
+    "NVML_ERROR_INVALID_ARGUMENT": 2,
+    "NVML_ERROR_NOT_SUPPORTED": 3,
+    "NVML_ERROR_NO_PERMISSION": 4,
+    "NVML_ERROR_NOT_FOUND": 6,
+    "NVML_ERROR_DRIVER_NOT_LOADED": 9,
+    "NVML_ERROR_LIBRARY_NOT_FOUND": 12,
+    "NVML_ERROR_FUNCTION_NOT_FOUND": 13,
+    "NVML_ERROR_GPU_IS_LOST": 15,
+    "NVML_ERROR_NOT_READY": 27,
+}
+# NOT_READY: a board that has just started answers it for a moment (reported by users of
+# other GPU-energy tools; docs/failures.md). Retried this many times, the waits doubling
+# from the first: at most ~0.3 s in all, so an edge read is never stalled for long.
+NOT_READY_TRIES = 6
+NOT_READY_FIRST_WAIT_S = 0.01
+
+
+def _code(name: str) -> int:
+    return getattr(_pynvml(), name, _CODES[name])
+
+
 def _translate(exc: Exception, what: str) -> errors.TelemetryError:
-    """Map an NVMLError to nvmeter's exception for it."""
-    nv = _pynvml()
+    """Map an NVMLError to nvmeter's exception for it (``what`` names the query and the board)."""
     code = getattr(exc, "value", None)
     table: dict[int, tuple[type[errors.TelemetryError], str]] = {
-        nv.NVML_ERROR_LIBRARY_NOT_FOUND: (errors.NvmlUnavailable, _NO_DRIVER_HINT),
-        nv.NVML_ERROR_DRIVER_NOT_LOADED: (errors.NvmlUnavailable, _NO_DRIVER_HINT),
-        nv.NVML_ERROR_NOT_SUPPORTED: (
+        _code("NVML_ERROR_LIBRARY_NOT_FOUND"): (errors.NvmlUnavailable, _NO_DRIVER_HINT),
+        _code("NVML_ERROR_DRIVER_NOT_LOADED"): (errors.NvmlUnavailable, _NO_DRIVER_HINT),
+        _code("NVML_ERROR_NOT_SUPPORTED"): (
             errors.NotSupported,
             f"{what} is not supported on this board (pre-Volta, a MIG instance or a vGPU)",
         ),
-        nv.NVML_ERROR_GPU_IS_LOST: (errors.GpuLost, f"the GPU was lost while reading {what}"),
-        nv.NVML_ERROR_NO_PERMISSION: (
+        _code("NVML_ERROR_FUNCTION_NOT_FOUND"): (
+            errors.NotSupported,
+            f"{what}: this driver lacks the NVML function the bindings call (an older driver)",
+        ),
+        _code("NVML_ERROR_GPU_IS_LOST"): (
+            errors.GpuLost,
+            f"the GPU was lost while reading {what} (it fell off the bus or needs a reset)",
+        ),
+        _code("NVML_ERROR_NO_PERMISSION"): (
             errors.PermissionDenied,
             f"NVML refused {what}: no permission (run as a user allowed to query the GPU)",
         ),
-        nv.NVML_ERROR_NOT_FOUND: (errors.DeviceNotFound, f"{what}: not found"),
-        nv.NVML_ERROR_INVALID_ARGUMENT: (errors.DeviceNotFound, f"{what}: invalid device"),
+        _code("NVML_ERROR_NOT_FOUND"): (errors.DeviceNotFound, f"{what}: not found"),
+        _code("NVML_ERROR_INVALID_ARGUMENT"): (errors.DeviceNotFound, f"{what}: invalid device"),
+        _code("NVML_ERROR_NOT_READY"): (
+            errors.NotReady,
+            f"{what}: counter not ready (NVML answered NOT_READY {NOT_READY_TRIES} times; "
+            "a board that has just started): try again in a few seconds",
+        ),
+        _code("NVML_ERROR_UNINITIALIZED"): (
+            errors.TelemetryError,
+            f"NVML failed on {what}: Uninitialized (NVML was not initialised in this process)",
+        ),
     }
     cls, message = table.get(code, (errors.TelemetryError, f"NVML failed on {what}: {exc}"))
     return cls(message)
 
 
 def _call(what: str, fn: Callable[..., T], *args) -> T:
-    """Call an NVML function, translating its errors."""
+    """Call an NVML function, translating its errors; NOT_READY is retried a few times first."""
     nv = _pynvml()
-    try:
-        return fn(*args)
-    except nv.NVMLError as exc:
-        raise _translate(exc, what) from exc
+    wait_s, attempt = NOT_READY_FIRST_WAIT_S, 1
+    while True:
+        try:
+            return fn(*args)
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) != _code("NVML_ERROR_NOT_READY") or attempt == NOT_READY_TRIES:
+                raise _translate(exc, what) from exc
+        _sleep(wait_s)
+        wait_s, attempt = 2 * wait_s, attempt + 1
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)  # a seam for the tests
 
 
 @functools.cache
 def _init() -> None:
-    """``nvmlInit`` once per process; NVML keeps its own reference count."""
+    """``nvmlInit`` once per process; NVML keeps its own reference count.
+
+    A child forked after this (multiprocessing's fork start method) inherits a library
+    that answers "Uninitialized", so the child forgets it was done and initialises again.
+    """
     nv = _pynvml()
     _call("NVML initialisation", nv.nvmlInit)
+
+
+def _forget_init_in_child() -> None:
+    _init.cache_clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_init_in_child)
 
 
 def _text(value) -> str:
@@ -192,6 +253,9 @@ def resolve_uuid(device: int | str | None) -> str:
 class NvmlBoard:
     """A real GPU through NVML. Implements :class:`nvmeter.boards.protocol.Board`.
 
+    Every error names the board (its UUID): on a host with several, the message says which.
+    The board works in a child forked after it was made (it takes a fresh handle there).
+
     Args:
         device: CUDA index (``CUDA_VISIBLE_DEVICES`` respected), ``GPU-…`` UUID or
             unique prefix, or None for index 0.
@@ -205,44 +269,70 @@ class NvmlBoard:
     def __init__(self, device: int | str | None = None, clock: Clock | None = None) -> None:
         self.clock = clock or RealClock()
         self.uuid = resolve_uuid(device)
-        nv = _pynvml()
-        self._handle = _call(f"GPU {self.uuid}", nv.nvmlDeviceGetHandleByUUID, self.uuid.encode())
+        self._pid = -1
+        self._handle_ = None
         self._identity: BoardIdentity | None = None
         self._sample_offset_s: float | None = None
+        self._open()  # a UUID NVML cannot open fails here, not at the first read
 
     def __repr__(self) -> str:
         return f"NvmlBoard({self.uuid})"
 
+    def _open(self):
+        """The NVML handle; a fresh one in a process forked after the last (handles do not cross a fork)."""
+        if self._pid != os.getpid():
+            _init()
+            nv = _pynvml()
+            self._handle_ = _call(f"GPU {self.uuid}", nv.nvmlDeviceGetHandleByUUID, self.uuid.encode())
+            self._pid = os.getpid()
+        return self._handle_
+
+    @property
+    def _handle(self):
+        return self._open()
+
+    def _q(self, what: str, fn: Callable[..., T], *args) -> T:
+        """``fn(handle, *args)``, its errors naming this board."""
+        return _call(f"{what} of {self.uuid}", fn, self._handle, *args)
+
     def identity(self) -> BoardIdentity:
-        """Name, UUID, PCI bus id, driver, VBIOS, power limit (W) and memory (MiB)."""
+        """Name, UUID, PCI bus id, driver, VBIOS, power limit (W; nan where not reported) and memory (MiB)."""
         if self._identity is None:
-            nv, h = _pynvml(), self._handle
+            nv = _pynvml()
             try:
-                vbios = _text(_call("the VBIOS version", nv.nvmlDeviceGetVbiosVersion, h))
+                vbios = _text(self._q("the VBIOS version", nv.nvmlDeviceGetVbiosVersion))
             except errors.NotSupported:
                 vbios = ""
+            try:  # a board without power telemetry: the limit is unknown, never 0 W
+                power_limit_w = self._q("the power limit", nv.nvmlDeviceGetEnforcedPowerLimit) / 1e3
+            except errors.NotSupported:
+                power_limit_w = math.nan
             self._identity = BoardIdentity(
-                name=_text(_call("the name", nv.nvmlDeviceGetName, h)),
+                name=_text(self._q("the name", nv.nvmlDeviceGetName)),
                 uuid=self.uuid,
-                pci_bus_id=_text(_call("the PCI info", nv.nvmlDeviceGetPciInfo, h).busId),
+                pci_bus_id=_text(self._q("the PCI info", nv.nvmlDeviceGetPciInfo).busId),
                 driver=_text(_call("the driver version", nv.nvmlSystemGetDriverVersion)),
                 vbios=vbios,
-                power_limit_w=_call("the power limit", nv.nvmlDeviceGetEnforcedPowerLimit, h) / 1e3,
-                memory_total_mib=_call("the memory info", nv.nvmlDeviceGetMemoryInfo, h).total / 2**20,
+                power_limit_w=power_limit_w,
+                memory_total_mib=self._q("the memory info", nv.nvmlDeviceGetMemoryInfo).total / 2**20,
             )
         return self._identity
 
     def energy_mj(self) -> int:
         """Total energy counter, mJ."""
         nv = _pynvml()
-        return int(_call("the energy counter", nv.nvmlDeviceGetTotalEnergyConsumption, self._handle))
+        return int(self._q("the energy counter", nv.nvmlDeviceGetTotalEnergyConsumption))
 
     def _field_w(self, field_id: int, what: str) -> float:
         nv = _pynvml()
-        (value,) = _call(what, nv.nvmlDeviceGetFieldValues, self._handle, [field_id])
-        if value.nvmlReturn != nv.NVML_SUCCESS:
-            raise _translate(nv.NVMLError(value.nvmlReturn), what)
-        return value.value.uiVal / 1e3
+
+        def read(handle):
+            (value,) = nv.nvmlDeviceGetFieldValues(handle, [field_id])
+            if value.nvmlReturn != nv.NVML_SUCCESS:  # each field has its own status (NOT_READY too)
+                raise nv.NVMLError(value.nvmlReturn)
+            return value
+
+        return self._q(what, read).value.uiVal / 1e3
 
     def power_instant_w(self) -> float:
         """Field ``NVML_FI_DEV_POWER_INSTANT``, W."""
@@ -259,12 +349,16 @@ class NvmlBoard:
         mapped onto ``self.clock``. An empty buffer gives an empty tuple.
         """
         nv = _pynvml()
-        try:
-            _, raw = nv.nvmlDeviceGetSamples(self._handle, nv.NVML_TOTAL_POWER_SAMPLES, 0)
-        except nv.NVMLError as exc:
-            if getattr(exc, "value", None) == nv.NVML_ERROR_NOT_FOUND:
-                return ()
-            raise _translate(exc, "the power-sample buffer") from exc
+
+        def read(handle):
+            try:
+                return nv.nvmlDeviceGetSamples(handle, nv.NVML_TOTAL_POWER_SAMPLES, 0)[1]
+            except nv.NVMLError as exc:
+                if getattr(exc, "value", None) == nv.NVML_ERROR_NOT_FOUND:
+                    return []  # an empty buffer
+                raise
+
+        raw = self._q("the power-sample buffer", read)
         offset = self._offset_s(raw[-1].timeStamp if raw else None)
         samples = sorted(
             (PowerSample(s.timeStamp * 1e-6 - offset, s.sampleValue.uiVal / 1e3) for s in raw),
@@ -285,7 +379,7 @@ class NvmlBoard:
     def utilization(self) -> Utilization:
         """GPU and memory utilisation, percent."""
         nv = _pynvml()
-        u = _call("utilisation", nv.nvmlDeviceGetUtilizationRates, self._handle)
+        u = self._q("utilisation", nv.nvmlDeviceGetUtilizationRates)
         return Utilization(float(u.gpu), float(u.memory))
 
     def compute_process_count(self) -> int:
@@ -298,7 +392,7 @@ class NvmlBoard:
 
     def _compute_processes(self) -> list:
         nv = _pynvml()
-        return _call("the compute processes", nv.nvmlDeviceGetComputeRunningProcesses, self._handle)
+        return self._q("the compute processes", nv.nvmlDeviceGetComputeRunningProcesses)
 
     def state(self) -> BoardState:
         """SM and memory clocks (MHz), GPU temperature (°C), clock-event reasons (bitmask).
@@ -306,22 +400,21 @@ class NvmlBoard:
         Each is one cheap NVML query (microseconds, no counter read); a query the board
         does not support reads nan (or -1 for the reasons) rather than failing the window.
         """
-        nv, h = _pynvml(), self._handle
+        nv = _pynvml()
         t_s = self.clock.now()
         # the bindings renamed "throttle" to "clocks event" reasons (nvidia-ml-py 12.535+)
         reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
         reasons_fn = reasons_fn or nv.nvmlDeviceGetCurrentClocksThrottleReasons
         return BoardState(
             t_s,
-            self._optional("the SM clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
-            self._optional("the memory clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
-            self._optional("the temperature", nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
-            int(self._optional("the clock-event reasons", reasons_fn, h, default=-1)),
+            self._optional("the SM clock", nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_SM),
+            self._optional("the memory clock", nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_MEM),
+            self._optional("the temperature", nv.nvmlDeviceGetTemperature, nv.NVML_TEMPERATURE_GPU),
+            int(self._optional("the clock-event reasons", reasons_fn, default=-1)),
         )
 
-    @staticmethod
-    def _optional(what: str, fn, *args, default: float = float("nan")) -> float:
+    def _optional(self, what: str, fn, *args, default: float = float("nan")) -> float:
         try:
-            return float(_call(what, fn, *args))
+            return float(self._q(what, fn, *args))
         except errors.NotSupported:
             return default

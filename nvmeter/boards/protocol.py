@@ -40,13 +40,29 @@ class BoardIdentity:
     simulated: bool = False
 
     @property
+    def energy_scope(self) -> str:
+        """What the energy counter covers: ``"module"`` or ``"board"``.
+
+        ``"module"`` on Grace Hopper (a name with ``GH200``): there the counter covers the
+        whole module, the Grace CPU and the memory as well as the GPU (docs/facts.md), so
+        energy "above idle" includes what the CPU and memory drew. ``"board"`` elsewhere.
+        """
+        return "module" if "GH200" in self.name.upper() else "board"
+
+    @property
+    def scope_note(self) -> str:
+        """``"module-wide: GPU, CPU and memory"`` for a module-scope counter, else ``""``."""
+        return "module-wide: GPU, CPU and memory" if self.energy_scope == "module" else ""
+
+    @property
     def short(self) -> str:
-        """``"H200 GPU-a6f4…"``: name without the vendor and an abbreviated UUID."""
-        return f"{self.name.removeprefix('NVIDIA ')} {self.uuid[:8]}…"
+        """``"H200 GPU-a6f4…"``: the name without the vendor, an abbreviated UUID, a module-wide scope."""
+        text = f"{self.name.removeprefix('NVIDIA ')} {self.uuid[:8]}…"
+        return f"{text}, energy {self.scope_note}" if self.scope_note else text
 
     def to_dict(self) -> dict:
-        """Plain dict for JSON."""
-        return dict(self.__dict__)
+        """Plain dict for JSON, with the energy scope (derived from the name; not read back)."""
+        return {**self.__dict__, "energy_scope": self.energy_scope}
 
     @classmethod
     def from_dict(cls, data: dict) -> BoardIdentity:

@@ -31,6 +31,9 @@ from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample, Util
 from nvmeter.clock import VirtualClock
 
 _GRID_S = 0.0005  # simulation step: fine against the ~20 ms bursts the probes resolve
+# What the faults name; NOT_SUPPORTED and NOT_READY hit the power reads only
+_PROCESSES = "the compute processes"
+_POWER_READS = ("the energy counter", "power", "the power-sample buffer")
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,8 @@ class SimConfig:
             ``c_per_w`` per W, relaxing with ``thermal_tau_s`` (H200 lead, docs/facts.md: 56 -> 60 °C
             over 20 s at ~690 W; these give 2.6 °C). A model to test the drift detector, not a fit.
         seed: RNG seed.
-        name, uuid: The identity it reports (several simulated boards of one job need
-            their own UUIDs; another name stands for another model).
+        name, uuid: The identity it reports (another name models another family, e.g. a
+            GH200 whose counter covers the module; another UUID a second board).
     """
 
     counter_period_s: float = 0.100
@@ -134,8 +137,13 @@ class Fault(enum.Enum):
 
     COUNTER_BACKWARDS = "counter_backwards"  # the counter drops by 5 J once
     COUNTER_RESET = "counter_reset"  # the counter restarts from 0 (a driver reload)
-    NOT_SUPPORTED = "not_supported"  # energy reads raise NotSupported
-    GPU_LOST = "gpu_lost"  # every read raises GpuLost
+    NOT_SUPPORTED = "not_supported"  # energy and power reads raise NotSupported
+    GPU_LOST = "gpu_lost"  # every read raises GpuLost (the board fell off the bus)
+    # energy and power reads raise NotReady (NVML_ERROR_NOT_READY after nvmeter's retries:
+    # a board just started); give inject() an end to make it pass
+    NOT_READY = "not_ready"
+    # the driver lacks the process-listing function (NVML_ERROR_FUNCTION_NOT_FOUND)
+    NO_PROCESS_LIST = "no_process_list"
 
 
 class _Trace:
@@ -225,6 +233,7 @@ class SimulatedBoard:
         self._samples: deque[PowerSample] = deque(maxlen=self.config.sample_buffer_len)
         self._next_sample_s = now - 2.9 + self._rng.uniform(0, self.config.sample_period_s)
         self._faults: list[tuple[float, Fault]] = []
+        self._fault_ends: dict[Fault, float] = {}
         self.energy_reads = 0
 
     def __repr__(self) -> str:
@@ -251,11 +260,13 @@ class SimulatedBoard:
             self._scheduled.append((at_s, above_idle_w))
             self._scheduled.sort()
 
-    def inject(self, fault: Fault, at_s: float | None = None) -> None:
-        """Make ``fault`` appear at virtual time ``at_s`` (default: now)."""
+    def inject(self, fault: Fault, at_s: float | None = None, until_s: float | None = None) -> None:
+        """Show ``fault`` from virtual time ``at_s`` (default: now) until ``until_s`` (default: for good)."""
         at_s = self.clock.now() if at_s is None else at_s
         self._faults.append((at_s, fault))
         self._fault_log.append((at_s, fault))
+        if until_s is not None:
+            self._fault_ends[fault] = until_s
 
     def true_energy_j(self, a_s: float, b_s: float) -> float:
         """The model's exact energy between two virtual times, J (test oracle)."""
@@ -391,15 +402,22 @@ class SimulatedBoard:
         gap = c.sample_period_s + self._rng.uniform(-c.sample_jitter_s, c.sample_jitter_s)
         self._next_sample_s = s_s + gap
 
-    def _check_faults(self, energy: bool) -> None:
+    def _check_faults(self, energy: bool, what: str | None = None) -> None:
         now = self.clock.now()
+        what = what or ("the energy counter" if energy else "a board query")
+        power = what in _POWER_READS
+        uuid = self.config.uuid
         for at_s, fault in list(self._faults):
-            if at_s > now:
+            if at_s > now or now >= self._fault_ends.get(fault, math.inf):
                 continue
             if fault is Fault.GPU_LOST:
-                raise errors.GpuLost("the GPU was lost while reading the energy counter (simulated)")
-            if fault is Fault.NOT_SUPPORTED and energy:
-                raise errors.NotSupported("the energy counter is not supported on this board (simulated)")
+                raise errors.GpuLost(f"the GPU was lost while reading {what} of {uuid} (simulated)")
+            if fault is Fault.NOT_SUPPORTED and power:
+                raise errors.NotSupported(f"{what} of {uuid} is not supported on this board (simulated)")
+            if fault is Fault.NOT_READY and power:
+                raise errors.NotReady(f"{what} of {uuid}: counter not ready (simulated)")
+            if fault is Fault.NO_PROCESS_LIST and what == _PROCESSES:
+                raise errors.NotSupported(f"the driver lacks the function that lists {what} (simulated)")
             if fault is Fault.COUNTER_BACKWARDS:
                 self._counter_offset_mj -= 5000.0
                 self._faults.remove((at_s, fault))
@@ -442,7 +460,7 @@ class SimulatedBoard:
 
     def _field(self, value_w: float) -> float:
         self._advance(self.clock.now())
-        self._check_faults(energy=False)
+        self._check_faults(energy=False, what="power")
         self.clock.sleep(self.config.field_read_s)
         return round(value_w * 1e3) / 1e3
 
@@ -457,13 +475,14 @@ class SimulatedBoard:
     def power_samples(self, since_s: float | None = None) -> tuple[PowerSample, ...]:
         """The sample buffer, oldest first."""
         self._advance(self.clock.now())
-        self._check_faults(energy=False)
+        self._check_faults(energy=False, what="the power-sample buffer")
         self.clock.sleep(self.config.samples_read_s)
         return tuple(s for s in self._samples if since_s is None or s.t_s > since_s)
 
     def utilization(self) -> Utilization:
         """100% under load, 0 otherwise."""
         self._advance(self.clock.now())
+        self._check_faults(energy=False, what="utilisation")
         busy = 100.0 if self._load_w > 0 and not self._frozen else 0.0
         return Utilization(busy, busy / 2)
 
@@ -473,6 +492,7 @@ class SimulatedBoard:
 
     def compute_pids(self) -> tuple[int, ...]:
         """The context's holder (the pid given to :meth:`set_context`) and :attr:`other_pids`."""
+        self._check_faults(energy=False, what=_PROCESSES)
         return ((self._context_pid,) if self._context else ()) + tuple(self.other_pids)
 
     def state(self) -> BoardState:

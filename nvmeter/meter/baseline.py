@@ -15,6 +15,7 @@ from typing import Protocol
 
 from nvmeter import errors, records
 from nvmeter.boards.protocol import Board
+from nvmeter.meter import sanity
 from nvmeter.meter.span import AlignedSpan, measure_span
 
 # A quiescent idle span before and after a window; 1 s holds ~10 counter periods,
@@ -77,7 +78,8 @@ class IdleBaseline:
         """The idle a probe file measured on this board (``level``: no_context, context, frozen).
 
         Raises:
-            RecordError: another board, another schema, or no idle probe in the file.
+            RecordError: another board, another schema, no idle probe in the file, or an
+                idle span that cannot be real (:mod:`nvmeter.meter.sanity`).
         """
         # read the raw span straight from the file: the meter does not depend on the probes
         data = records.read_json(path, "probe")
@@ -88,6 +90,8 @@ class IdleBaseline:
             raise errors.RecordError(f"{path} has no idle probe at level {level!r}") from exc
         if uuid != board.identity().uuid:
             raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.identity().uuid}")
+        for where, why in sanity.faults(raw, f"idle.{level}"):
+            raise errors.RecordError(f"{path}: damaged probe record: {why} (at {where})")
         try:
             span = AlignedSpan.from_dict(raw)
         except (KeyError, TypeError, ValueError) as exc:

@@ -86,7 +86,9 @@ def _reliable(energy: Energy) -> Check:
 
 def _idle_utilisation(energy: Energy) -> Check:
     if any(i.gpu_pct is None for i in energy.idle):
-        return Check("idle_utilization_zero", "note", "the board does not report utilisation: not checked")
+        return Check(
+            "idle_utilization_zero", "note", "unknown: the board does not report utilisation; not checked"
+        )
     busy = [f"{i.gpu_pct:g}%" for i in energy.idle if i.gpu_pct != 0]
     if busy:
         return Check("idle_utilization_zero", "fail", f"GPU busy during frozen idle: {', '.join(busy)}")
@@ -95,7 +97,11 @@ def _idle_utilisation(energy: Energy) -> Check:
 
 def _idle_processes(energy: Energy) -> Check:
     if any(i.pids is None for i in energy.idle):
-        return Check("idle_no_other_process", "note", "the board does not list its processes: not checked")
+        return Check(
+            "idle_no_other_process",
+            "note",
+            "unknown: the board or its driver does not list its processes; other processes not ruled out",
+        )
     others = sorted({p for i in energy.idle for p in i.others})
     if others:
         return Check("idle_no_other_process", "fail", f"other processes on the GPU during idle: {others}")

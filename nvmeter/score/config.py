@@ -62,6 +62,26 @@ WINDOW_MS_TOLERANCE = 0.10
 # Window draws: a seed block of their own after the task's (nvmeter.workloads.task.Plan).
 _WINDOW_SEED0 = 4_000
 
+# -- the upper limits, and why --------------------------------------------------------
+# A setting beyond these is a slip (--window-s 1e300 would run until interrupted), not a
+# measurement; each lies far past its default and past what any of our runs used.
+# Windows (method, control), s: 300x the default; a 600 s window of 1 ms calls keeps a
+# record of ~15 MB, well inside nvmeter.files.RECORD_LIMIT_BYTES.
+MAX_WINDOW_S = 600.0
+# Idle spans, their settle, and the warm-up before the method window, s: 300x the idle
+# default; the A100 scorer's longest was 5 s.
+MAX_IDLE_S = 600.0
+# A call, s: a day. The slowest method takes ~3 s a call (docs/results.md); a call a day
+# long is a hang whatever the method.
+MAX_CALL_TIMEOUT_S = 86_400.0
+# Calls and draws: the window's fewest calls, the timed and warm-up calls, the draws the
+# windows cycle through (each kept in the worker's memory).
+MAX_MIN_CALLS = 1_000
+MAX_DRAWS = 1_000
+MAX_WINDOW_DRAWS = 64
+# Runs of one command.
+MAX_RUNS = 1_000
+
 
 def _require(obj, names: tuple[str, ...], ok, what: str) -> None:
     """Raise UsageError naming the first of ``obj``'s attributes ``names`` that is not ``ok``."""
@@ -94,7 +114,8 @@ class ScoreConfig:
             the window's ms per call (less the control's).
 
     Raises:
-        UsageError: a non-positive duration or count, or an unknown reference or band.
+        UsageError: a duration or count that is not positive or is over its limit (the
+            ``MAX_*`` constants above, with their reasons), or an unknown reference or band.
 
     """
 
@@ -114,16 +135,31 @@ class ScoreConfig:
     window_ms_tolerance: float = WINDOW_MS_TOLERANCE
 
     def __post_init__(self) -> None:
-        def finite(v) -> bool:
-            return isinstance(v, (int, float)) and math.isfinite(v)
+        def number(low: float, high: float, *, above: bool = True):
+            def ok(v) -> bool:
+                fits = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                return fits and (v > low if above else v >= low) and v <= high
 
-        durations = ("window_s", "control_s", "idle_s", "call_timeout_s", "window_ms_tolerance")
-        _require(self, durations, lambda v: finite(v) and v > 0, "a number > 0")
-        _require(self, ("idle_settle_s", "window_warmup_s"), lambda v: finite(v) and v >= 0, "a number >= 0")
-        counts = ("min_calls", "mnist_draws", "window_draws")
-        _require(self, counts, lambda v: isinstance(v, int) and v >= 1, "a whole number >= 1")
+            return ok
+
+        def whole(low: int, high: int):
+            return lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high
+
+        windows, idle = ("window_s", "control_s"), ("idle_s",)
+        _require(self, windows, number(0, MAX_WINDOW_S), f"a number > 0 and at most {MAX_WINDOW_S:g} s")
+        _require(self, idle, number(0, MAX_IDLE_S), f"a number > 0 and at most {MAX_IDLE_S:g} s")
+        waits = ("idle_settle_s", "window_warmup_s")
+        _require(
+            self, waits, number(0, MAX_IDLE_S, above=False), f"a number >= 0 and at most {MAX_IDLE_S:g} s"
+        )
+        limit = MAX_CALL_TIMEOUT_S
+        _require(self, ("call_timeout_s",), number(0, limit), f"a number > 0 and at most {limit:g} s")
+        _require(self, ("window_ms_tolerance",), number(0, 10.0), "a number > 0 and at most 10")
+        _require(self, ("min_calls",), whole(1, MAX_MIN_CALLS), f"a whole number 1-{MAX_MIN_CALLS:,}")
+        _require(self, ("mnist_draws",), whole(1, MAX_DRAWS), f"a whole number 1-{MAX_DRAWS:,}")
+        _require(self, ("window_draws",), whole(1, MAX_WINDOW_DRAWS), f"a whole number 1-{MAX_WINDOW_DRAWS}")
         optional = ("holdout_draws", "warmup_calls")
-        _require(self, optional, lambda v: isinstance(v, int) and v >= 0, "a whole number >= 0")
+        _require(self, optional, whole(0, MAX_DRAWS), f"a whole number 0-{MAX_DRAWS:,}")
         if self.reference not in ("quick", "full"):
             raise errors.UsageError(f"reference must be 'quick' or 'full', not {self.reference!r}")
         if self.band is not None and self.band not in BANDS:

@@ -20,7 +20,9 @@ from nvmeter.score.target import Target
 from nvmeter.worker.process import Reply, WorkerProcess
 from nvmeter.worker.simulated import SimWorker
 
-# Starting torch and a CUDA context takes ~5-10 s on a cold machine (nvmeter.worker.process).
+# Starting torch, the harness and a CUDA context takes ~5-10 s on a cold machine
+# (nvmeter.worker.process); no code of the method runs then. The method's import runs
+# under --call-timeout-s instead (docs/score.md).
 _START_TIMEOUT_S = 120.0
 # Building one draw takes ~0.03 s on the H200's host and ~0.4 s on a slow 2-core machine;
 # loading a dataset's pool ~2-4 s.
@@ -77,8 +79,14 @@ class MethodWorker:
         return self._uuid
 
     def load(self, target: Target) -> None:
-        """Import the method in the worker. Raises UsageError if it cannot be loaded."""
-        self._proc.request("load", timeout_s=_START_TIMEOUT_S, **target.load_request())
+        """Import the method in the worker, within ``call_timeout_s`` (a method's import is its code too).
+
+        Raises:
+            UsageError: it cannot be loaded.
+            WorkerError: the import hung past ``call_timeout_s`` (the worker is killed) or the worker died.
+
+        """
+        self._proc.request("load", timeout_s=self.call_timeout_s, **target.load_request())
 
     def prepare(self, draws: list[tuple[str, int]], split_seed: int, root: str | None) -> Reply:
         """Build and keep draws in the worker (returns at once; ``result()`` waits)."""

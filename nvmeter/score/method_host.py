@@ -9,8 +9,10 @@ parent reads and judges against its own copy of the draw.
 
 Ops (request fields -> reply fields), added to the worker's own:
 
-* ``context``: () -> ``uuid``. Opens the CUDA context without touching the TF32 flags.
+* ``context``: () -> ``uuid``. Opens the CUDA context without touching the TF32 flags, and
+  starts the harness (torch and the bench).
 * ``load``: ``method`` (a registered name) or ``file`` + ``function``; ``name`` -> ``name``.
+  Imports the method alone (the scorer gives it ``--call-timeout-s``).
 * ``prepare``: ``draws`` [[dataset, seed], ...], ``split_seed``, ``root`` -> ``count``.
   Builds and keeps draws, so that no call's time limit (and no window) includes building one.
 * ``call``: ``dataset``, ``seed``, ``split_seed``, ``root``, ``out``, ``drop`` -> ``ms``. One timed
@@ -84,6 +86,9 @@ def _context(request: dict, engine) -> dict:
         torch.zeros(1, device="cuda:0")
         torch.cuda.synchronize()
         engine.uuid = f"GPU-{torch.cuda.get_device_properties(0).uuid}"
+    # the harness (torch, the bench) starts here, under the start's time limit, so that
+    # ``load`` imports the method alone, under the method's (--call-timeout-s)
+    _HOST.bench_for(engine.backend)
     return {"uuid": engine.uuid}
 
 

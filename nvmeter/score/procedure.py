@@ -29,8 +29,12 @@ run ends and a line is appended to ``score.log``, so a crash keeps every earlier
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
+import os
 import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -43,7 +47,7 @@ from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.span import measure_span
 from nvmeter.meter.window import EnergyWindow
-from nvmeter.score.config import DrawPlan, ScoreConfig
+from nvmeter.score.config import MAX_RUNS, DrawPlan, ScoreConfig
 from nvmeter.score.method_client import MethodWorker, SimMethodWorker
 from nvmeter.score.readings import Block, Energy, IdleReading, TimedCall
 from nvmeter.score.record import KIND, RunRecord
@@ -124,6 +128,49 @@ def next_run(out_dir: Path, target: Target, difficulty: int) -> int:
     return last + 1
 
 
+# folders this process holds (real path -> how many holders), so the CLI can take the lock
+# before it opens the board and score() take it again
+_HELD: dict[str, int] = {}
+
+
+@contextlib.contextmanager
+def folder_lock(out_dir: Path):
+    """Hold ``out_dir`` for this scorer alone: run numbers are claimed under it.
+
+    An advisory lock (``flock``) on the folder itself: it leaves no file behind, and the
+    kernel drops it when the process ends, however it ends (a SIGKILLed scorer leaves no
+    stale lock). Workers do not inherit it. Re-entrant within a process.
+
+    Raises:
+        UsageError: another process holds the folder (another ``nvmeter score`` into it).
+
+    """
+    key = os.path.realpath(out_dir)
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
+    fd = os.open(out_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise errors.UsageError(
+                f"another nvmeter score is writing into {out_dir}; wait for it to end or give "
+                "another --json folder"
+            ) from None
+        _HELD[key] = 1
+        try:
+            yield
+        finally:
+            del _HELD[key]
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
 def _log(out_dir: Path, line: str) -> None:
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     with open(Path(out_dir) / LOG_NAME, "a") as f:
@@ -174,18 +221,24 @@ def _frozen_idle(board: Board, worker, config: ScoreConfig) -> IdleReading:
     try:
         board.clock.sleep(config.idle_settle_s)
         span = measure_span(board, board.clock, config.idle_s)
-        busy = _unless_unsupported(lambda: board.utilization().gpu_pct)
-        pids = _unless_unsupported(board.compute_pids)
+        busy = _unless_unsupported(lambda: board.utilization().gpu_pct, "GPU utilisation during idle")
+        pids = _unless_unsupported(board.compute_pids, "other processes on the GPU during idle")
     finally:
         worker.resume()
     return IdleReading(span, config.idle_settle_s, busy, pids, worker.pid)
 
 
-def _unless_unsupported(query):
-    """The query's answer, or None where the board does not give it (the check then says so)."""
+def _unless_unsupported(query, what: str):
+    """The query's answer, or None where the board does not give it (the check then says so).
+
+    A board or driver that cannot answer (NOT_SUPPORTED, or a driver without the function:
+    FUNCTION_NOT_FOUND) leaves the figure unknown, never a pass: its check reads "unknown"
+    (a note), and a :class:`~nvmeter.errors.NvmeterWarning` says so at once.
+    """
     try:
         return query()
-    except errors.NotSupported:
+    except errors.NotSupported as exc:
+        warnings.warn(f"{what}: unknown, not checked ({exc})", errors.NvmeterWarning, stacklevel=2)
         return None
 
 
@@ -323,7 +376,6 @@ def run_once(
 
     Raises:
         UsageError: the method cannot be loaded (nothing was measured: no record).
-        TelemetryError: NVML failed.
 
     """
     from nvmeter.workloads import fetch
@@ -355,7 +407,7 @@ def run_once(
                 worker.load(target)
             except errors.UsageError:
                 raise  # bad input, nothing measured: no record
-            except errors.WorkerError as exc:
+            except (errors.WorkerError, errors.TelemetryError) as exc:
                 return replace(record, error=str(exc)), exc
             try:
                 _timed_calls(worker, record, tmp, root, on_phase, warmup_ms, calls)
@@ -363,7 +415,9 @@ def run_once(
                 if not record.passed:
                     return record, None
                 energy = measure_energy(board, worker, record, tmp, root, on_phase)
-            except (errors.WorkerError, errors.UsageError) as exc:
+            except (errors.WorkerError, errors.UsageError, errors.TelemetryError) as exc:
+                # a board lost, a counter not ready or gone: the run is recorded as failed, with
+                # no energy figure from what was read before (the window had not ended)
                 failed = replace(record, warmup_ms=tuple(warmup_ms), calls=tuple(calls), error=str(exc))
                 return failed, exc
             return replace(record, energy=energy), None
@@ -378,25 +432,28 @@ def _open(worker, record: RunRecord) -> None:
 
 
 # -- runs ------------------------------------------------------------------------------------
-def check_data(data_root: Path | None) -> None:
-    """MNIST and Fashion-MNIST must be cached before any run (every run needs both).
+def check_runs(runs) -> None:
+    """Raise UsageError unless ``runs`` is a whole number 1..:data:`~nvmeter.score.config.MAX_RUNS`."""
+    if not (isinstance(runs, int) and not isinstance(runs, bool) and 1 <= runs <= MAX_RUNS):
+        raise errors.UsageError(f"--runs must be a whole number >= 1 and at most {MAX_RUNS:,}, not {runs!r}")
 
-    Only their presence is checked here; every load verifies their hashes again, and a
-    file that fails there fails its run (recorded with the reason).
+
+def check_data(data_root: Path | None) -> None:
+    """MNIST and Fashion-MNIST must be cached, and intact, before any run (every run needs both).
+
+    Each is loaded and verified here (sha256 of its IDX bytes; the load is memoised, and
+    the run's draws use it), so a missing or damaged cache fails before the board is
+    touched, with one piece of advice.
 
     Raises:
-        UsageError: a dataset is not in the cache (the message gives the fetch command).
+        UsageError: a dataset is not in the cache or fails its check (the message gives
+            the fetch command, which replaces a damaged copy).
 
     """
-    from nvmeter.workloads import cache, fetch
+    from nvmeter.workloads import data
 
     for name in ("mnist", "fashion"):
-        if not fetch.is_cached(name, data_root):
-            where = cache.dataset_dir(name, data_root).parent
-            raise errors.UsageError(
-                f"{name} is not in the data cache {where}; run `nvmeter data fetch {name}` "
-                f"(or set {cache.ENV_VAR} to a folder that holds it)"
-            )
+        data.load(name, data_root)
 
 
 def score(
@@ -434,46 +491,49 @@ def score(
 
     Raises:
         UsageError: bad input (difficulty, folder, data, a method that cannot be loaded or
-            returns bad output: the last recorded first).
+            returns bad output: the last recorded first), or another scorer writing into
+            ``out_dir`` (:func:`folder_lock`).
         WorkerError: a run's worker or method failed (recorded first).
-        TelemetryError: NVML failed (earlier runs stay recorded).
+        TelemetryError: NVML failed during a run (the board lost, say: recorded first, as
+            failed; earlier runs stay recorded).
 
     """
     config = config or ScoreConfig()
     judge.required(1, difficulty)  # an unknown difficulty fails here, before anything runs
-    if not (isinstance(runs, int) and runs >= 1):
-        raise errors.UsageError(f"--runs must be a whole number >= 1, not {runs!r}")
-    first = next_run(out_dir, target, difficulty)
+    check_runs(runs)
+    next_run(out_dir, target, difficulty)  # a bad folder fails here (and makes it if missing)
     check_data(data_root)
-    done = []
-    for run in range(first, first + runs):
-        run_seed = run if seed is None else seed + (run - first)
-        _log(
-            out_dir,
-            f"run {run} started: {target.name} d{difficulty}, seed {run_seed}, {board.identity().short}",
-        )
-        phase = (lambda text, run=run: on_phase(run, text)) if on_phase else _quiet
-        try:
-            record, failure = run_once(
-                board,
-                make_worker,
-                target,
-                difficulty,
-                config,
-                run=run,
-                seed=run_seed,
-                data_root=data_root,
-                on_phase=phase,
+    with folder_lock(out_dir):  # the run numbers below are this scorer's alone
+        first = next_run(out_dir, target, difficulty)
+        done = []
+        for run in range(first, first + runs):
+            run_seed = run if seed is None else seed + (run - first)
+            _log(
+                out_dir,
+                f"run {run} started: {target.name} d{difficulty}, seed {run_seed}, {board.identity().short}",
             )
-        except BaseException as exc:
-            _log(out_dir, f"run {run} ended without a record: {type(exc).__name__}: {exc}")
-            raise
-        path = run_path(out_dir, run)
-        records.write_json(path, record.to_dict())
-        _log(out_dir, f"{record!r} -> {path.name}")
-        done.append(record)
-        if on_run:
-            on_run(record, path)
-        if failure is not None:
-            raise type(failure)(f"run {run} failed: {failure} (recorded in {path})") from failure
+            phase = (lambda text, run=run: on_phase(run, text)) if on_phase else _quiet
+            try:
+                record, failure = run_once(
+                    board,
+                    make_worker,
+                    target,
+                    difficulty,
+                    config,
+                    run=run,
+                    seed=run_seed,
+                    data_root=data_root,
+                    on_phase=phase,
+                )
+            except BaseException as exc:
+                _log(out_dir, f"run {run} ended without a record: {type(exc).__name__}: {exc}")
+                raise
+            path = run_path(out_dir, run)
+            records.write_json(path, record.to_dict(), replace=False)
+            _log(out_dir, f"{record!r} -> {path.name}")
+            done.append(record)
+            if on_run:
+                on_run(record, path)
+            if failure is not None:
+                raise type(failure)(f"run {run} failed: {failure} (recorded in {path})") from failure
     return done

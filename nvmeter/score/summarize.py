@@ -54,7 +54,7 @@ def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
     for path in map(Path, paths):
         if path.is_dir():
             found += folder_runs(path)
-        elif path.is_file():
+        elif path.exists():  # read_json refuses what is not a regular file (a device, a FIFO)
             found.append((path, records.read_json(path, KIND)))
         else:
             raise errors.UsageError(f"{path}: no such folder or file")
@@ -336,6 +336,8 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise errors.UsageError("--plot needs matplotlib: pip install 'nvmeter[plot]'") from exc
+    from nvmeter import files, records
+
     path = Path(path)
     records.check_writable(path)
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
@@ -353,6 +355,7 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(fd)
     try:
+        os.chmod(tmp, files.output_mode())  # mkstemp's 0600 is for temporaries, not for what we hand over
         fig.savefig(tmp, dpi=150)
         os.replace(tmp, path)
     except (OSError, ValueError) as exc:

@@ -8,7 +8,7 @@ import importlib.util
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nvmeter import errors
+from nvmeter import errors, files
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ class Target:
 
         Raises:
             UsageError: no such registered method, file, or top-level function in it;
-                a file that is not Python or does not parse.
+                a file that is not Python or does not parse, is not a regular file, or is
+                over :data:`nvmeter.files.SOURCE_LIMIT_BYTES`.
 
         """
         from nvmeter.workloads import methods
@@ -62,12 +63,10 @@ class Target:
             raise errors.UsageError(f"{path}: no such file" if not path.exists() else f"{path} is not a file")
         if path.suffix != ".py":
             raise errors.UsageError(f"{path} is not a .py file")
+        source = files.read_bytes(path, files.SOURCE_LIMIT_BYTES, "a method's .py file")
         try:
-            source = path.read_bytes()
             tree = ast.parse(source, filename=str(path))
-        except OSError as exc:
-            raise errors.UsageError(f"cannot read {path}: {exc.strerror}") from exc
-        except (SyntaxError, ValueError) as exc:
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             where = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
             raise errors.UsageError(f"{path} is not valid Python{where}: {getattr(exc, 'msg', exc)}") from exc
         names = _top_level_names(tree)

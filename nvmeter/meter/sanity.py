@@ -1,0 +1,122 @@
+"""Does a raw series make physical sense? The check behind "a damaged record, not a figure".
+
+Figures are recomputed from the raw series a file holds. A series that cannot have been
+read from a board (an energy counter that goes backwards, a span that ends before it
+starts, a product job that did no work, a negative or non-finite reading) would give a
+figure that is simply wrong (-19,274 W, inf J/TFLOP), so it is refused as a damaged
+record instead. Live measurements use the same check: the counter going backwards while
+a probe runs (a driver reload) is a :class:`~nvmeter.errors.CounterFault`, not a table.
+
+:func:`faults` walks a record's raw JSON form and recognises the series by their keys,
+so every probe's record (and a probe file's idle span) is covered without each having
+its own checker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+
+_SERIES = {"t0_s", "t1_s", "energy_mj"}
+_SPAN = {"start", "end", "samples"}
+_SAMPLES = {"t_s", "power_w"}
+_JOB = {"t0_s", "t1_s", "matmuls", "n", "flops"}
+_BURST = {"pre", "post", "tail"}
+
+COUNTER_BACKWARDS = "the energy counter goes backwards"
+
+
+def _numbers(values) -> bool:
+    return isinstance(values, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    )
+
+
+def _rising(values: list) -> bool:
+    return all(b >= a for a, b in itertools.pairwise(values))
+
+
+def series_fault(d: dict) -> str | None:
+    """Why a counter series (``t0_s``, ``t1_s``, ``energy_mj``) cannot be real, or None."""
+    t0, t1, e = d["t0_s"], d["t1_s"], d["energy_mj"]
+    if not (_numbers(t0) and _numbers(t1) and _numbers(e)) or not len(t0) == len(t1) == len(e):
+        return "a counter series with missing, unequal or non-finite values"
+    if not e:
+        return "a counter series without reads"
+    if any(b < a for a, b in zip(t0, t1, strict=True)) or not _rising(t0):
+        return "counter reads out of time order"
+    if not _rising(e) or min(e) < 0:
+        return COUNTER_BACKWARDS
+    return None
+
+
+def _span_fault(d: dict) -> str | None:
+    from nvmeter.meter.span import AlignedSpan
+
+    try:
+        span = AlignedSpan.from_dict(d)
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"a malformed span ({exc})"
+    if not span.duration_s > 0:
+        return "a span that ends before it starts"
+    if not _rising([*span.start.energy_mj, *span.end.energy_mj]) or span.energy_j < 0:
+        return COUNTER_BACKWARDS
+    return None
+
+
+def _samples_fault(d: dict) -> str | None:
+    t, p = d["t_s"], d["power_w"]
+    if not (_numbers(t) and _numbers(p)) or len(t) != len(p):
+        return "power samples with missing, unequal or non-finite values"
+    if not _rising(t):
+        return "power samples out of time order"
+    if p and min(p) < 0:
+        return "a negative power sample"
+    return None
+
+
+def _job_fault(d: dict) -> str | None:
+    fields = [d["t0_s"], d["t1_s"], d["matmuls"], d["n"], d["flops"]]
+    if not _numbers(fields):
+        return "a product job with missing or non-finite figures"
+    if not (d["t1_s"] > d["t0_s"] and d["matmuls"] >= 1 and d["n"] >= 1 and d["flops"] > 0):
+        return "a product job that did no products (no time, no matmuls or no flops)"
+    return None
+
+
+def _burst_fault(d: dict) -> str | None:
+    reads = [d["pre"], d["post"], d["tail"]]
+    if not all(isinstance(r, list) and len(r) == 3 and _numbers(r) for r in reads):
+        return "a burst with malformed counter reads"
+    if not _rising([r[2] for r in reads]):
+        return COUNTER_BACKWARDS
+    return None
+
+
+_CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, _samples_fault))
+_CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault))
+
+
+def faults(raw, where: str = "") -> Iterator[tuple[str, str]]:
+    """Every raw series in ``raw`` (a record's JSON form) that cannot be real.
+
+    Yields:
+        (where it is, as a dotted path; why it cannot be real), in the record's order.
+
+    """
+    if isinstance(raw, dict):
+        keys = set(raw)
+        for shape, check in _CHECKS:
+            if shape <= keys:
+                try:
+                    why = check(raw)
+                except (KeyError, TypeError, ValueError, IndexError) as exc:
+                    why = f"malformed ({type(exc).__name__}: {exc})"
+                if why:
+                    yield where or "(top)", why
+        for key, value in raw.items():
+            yield from faults(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(raw, list):
+        for i, value in enumerate(raw):
+            yield from faults(value, f"{where}[{i}]")
