@@ -27,7 +27,10 @@ def test_the_test_command_lints_before_it_tests():
 
 
 def test_ruff_is_pinned_in_the_test_extra():
-    pyproject = (ROOT / "pyproject.toml").read_text()
-    test_extra = pyproject.split("test = [", 1)[1].split("]", 1)[0]
-    pinned = re.findall(r'"ruff==[\d.]+"', test_extra)
-    assert pinned and re.findall(r'"ruff[^"]*"', test_extra) == pinned
+    import tomllib
+
+    test_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"][
+        "test"
+    ]
+    ruff = [r for r in test_extra if r.startswith("ruff")]
+    assert len(ruff) == 1 and re.fullmatch(r"ruff==[\d.]+", ruff[0])

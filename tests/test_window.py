@@ -262,7 +262,9 @@ def test_a_window_from_idle_is_cold_and_its_bound_says_so(board):
     assert c.cold and c.transient and not w.cold and not w.transient
     assert c.lead_w < board.config.idle_context_w + 10 < w.lead_w
     m = model(c.model_version)
-    ramp = m.transient_rel * c.above_idle_j * min(1.0, m.transient_s / c.work_s)
+    ramp = m.transient_fixed_s * c.work_w + m.transient_rel * c.above_idle_j * min(
+        1.0, m.transient_s / c.work_s
+    )
     assert c.state_err_j == pytest.approx(m.state_rel * c.above_idle_j + ramp)
     assert w.state_err_j == pytest.approx(m.state_rel * w.above_idle_j)
     assert c.err_j == pytest.approx(c.reading_err_j + c.state_err_j)

@@ -30,6 +30,9 @@ REF_TEMP_C = 1.0
 # NVML clock-event reason bit of the software power cap (nvml.h; nvmeter.boards.protocol).
 SW_POWER_CAP = 0x4
 MODES = ("warm", "transient", "single", "measure", "zeus")
+# Board-profile figures to read every window with instead of those it was recorded with (an
+# analysis option: a record made with one family default, read with a later one).
+PROFILE_CHANGES: dict = {}
 
 
 def load(path: Path) -> dict:
@@ -54,6 +57,8 @@ def measurement(raw: dict, idle, model_version: int | None = None):
     m = Measurement.from_dict(raw)
     if model_version is not None:
         m = replace(m, model_version=model_version)
+    if PROFILE_CHANGES:
+        m = replace(m, profile=m.profile.with_(**PROFILE_CHANGES))
     return m
 
 

@@ -64,8 +64,9 @@ class SimConfig:
             78.7, 121.2, 121.2 W).
         polling_extra_w: Extra draw while a counter read runs (H200 probe: +2.8 W at
             255 reads/s).
-        step_delay_s, tau_s: Delay and time constant of power after a load change
-            (H200 probe: the counter's fitted delay is 10-11 ms).
+        step_delay_s, tau_s: Delay and time constant of power after a load change: together
+            the 7.5 ms lag fitted on the H200 window bench (nvmeter.boards.profile.HOPPER); the
+            counter's own step delay is 10-11 ms (H200 probe).
         noise_w: SD of sensor noise on each reading, W (H200 probe: idle samples' SD 0.30 W).
         tflops_per_matmul_s: Matmul rate by operands, TFLOP/s (H200 probe: 51.1 both).
         load_above_idle_w: 4096^2 FP32 matmul power above context idle by operands
@@ -107,7 +108,7 @@ class SimConfig:
     idle_frozen_w: float = 121.2
     polling_extra_w: float = 2.8
     step_delay_s: float = 0.002
-    tau_s: float = 0.008
+    tau_s: float = 0.0055
     noise_w: float = 0.3
     tflops_per_matmul_s: dict = field(default_factory=lambda: {"constant": 51.1, "random": 51.1})
     load_above_idle_w: dict = field(default_factory=lambda: {"constant": 295.0, "random": 553.0})
