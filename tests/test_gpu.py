@@ -163,7 +163,10 @@ def test_energy_window_on_the_gpu_agrees_with_its_samples_and_a_longer_window(bo
     short, long = block(0.5), block(3.0)
     print(short, long)
     assert short.reliable and long.reliable, (short.reason, long.reason)
-    assert short.per_call_mj == pytest.approx(long.per_call_mj, rel=0.03)
+    # each window follows the one before's exit (a pause of its tail and end edge): both bounds
+    # hold the difference, and it is small
+    assert abs(short.per_call_mj - long.per_call_mj) <= short.per_call_mj_err + long.per_call_mj_err
+    assert short.per_call_mj == pytest.approx(long.per_call_mj, rel=0.05)
     assert short.with_method("samples").per_call_mj == pytest.approx(short.per_call_mj, rel=0.03)
 
 

@@ -61,7 +61,7 @@ def _wait(proc: subprocess.Popen, windows: list[EnergyWindow], life: Life) -> er
         if failure is None:
             try:
                 for w in windows:
-                    w.call(0)
+                    w.tick()
             except errors.TelemetryError as exc:
                 failure = exc
 

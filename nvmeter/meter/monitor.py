@@ -156,7 +156,7 @@ class EnergyMonitor:
     def _refresh(self) -> None:
         """Let every open window read the sample buffer if a second has passed since its last read."""
         for window in self._open.values():
-            window.call(0)
+            window.tick()
 
     def __repr__(self) -> str:
         return f"EnergyMonitor({self.board.identity().short}, open: {list(self._open)})"
