@@ -33,9 +33,11 @@ def work(board, seconds, load_w=LOAD_W):
 
 
 def truth_j(board, m):
-    """The model's energy above context idle between the window's edges."""
+    """The model's energy above context idle over the window (from the work's start where its
+    start edge came inside the work), less the power the work before it left trailing."""
     span = AlignedSpan(m.start, m.end, m.samples)
-    return board.true_energy_j(span.t_a_s, span.t_b_s) - board.config.idle_context_w * span.duration_s
+    t_a = m.window_t0_s
+    return board.true_energy_j(t_a, span.t_b_s) - board.config.idle_context_w * (span.t_b_s - t_a) - m.lag_j
 
 
 def within_bound(board, m):
