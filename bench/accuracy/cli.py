@@ -87,7 +87,18 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--constants", type=Path, help="a fit's JSON (else the current error model)")
     c.add_argument("--kinds", type=_kinds, default=kinds_mod.CHECK_KINDS)
     c.add_argument("--json", type=Path)
+    for q in (a, f, c):  # read every window with another power lag than it was recorded with
+        q.add_argument("--lag-s", type=float, help="the board profile's power_lag_s to read with, s")
+        q.add_argument("--lag-err-s", type=float, help="its bound, s")
     return p
+
+
+def _profile_changes(args) -> None:
+    from accuracy import analysis
+
+    for name, value in (("power_lag_s", args.lag_s), ("power_lag_err_s", args.lag_err_s)):
+        if value is not None:
+            analysis.PROFILE_CHANGES[name] = value
 
 
 def _config(args):
@@ -137,19 +148,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "plan":
         _plan(args)
         return 0
+    _profile_changes(args)
     if args.cmd == "analyze":
         return _analyze(args)
     if args.cmd == "fit":
-        result = fit(args.file, args.kinds)
+        from accuracy import analysis, fitcheck
+
+        legacy = _schema(args.file) == 1
+        result = fit(args.file, args.kinds) if legacy else fitcheck.fit_v2(args.file, args.kinds)
+        result["profile_changes"] = dict(analysis.PROFILE_CHANGES)
         text = json.dumps(result, indent=1)
         if args.json:
             args.json.write_text(text + "\n")
         print(text)
         return 0
-    from accuracy import fitcheck
+    from accuracy import analysis, fitcheck
 
     constants = json.loads(args.constants.read_text())["constants"] if args.constants else None
     result = fitcheck.check(args.file, constants, args.kinds)
+    result["profile_changes"] = dict(analysis.PROFILE_CHANGES)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     print(fitcheck.report(result))
