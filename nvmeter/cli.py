@@ -252,6 +252,10 @@ def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: 
 
     chosen = selection(quick, tuple(only or ()))
     board = rig.board.identity()
+    if cache and not board.simulated:  # a cache that cannot be written fails before the probe, not after
+        from nvmeter.boards.profile import check_cache_writable
+
+        check_cache_writable(board)
     expected_s = sum(m.budget_s(quick) for m in chosen)
     err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{expected_s:.0f} s)")
     with _ProbeProgress(expected_s, len(chosen)) as progress:
@@ -295,9 +299,11 @@ def _record_kind(path: Path) -> str | None:
     """The record's ``kind`` (None if unreadable: the loader then says why)."""
     import json
 
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError):
+    from nvmeter import files
+
+    try:  # bounded, regular files only: the loader then says what is wrong with anything else
+        data = json.loads(files.read_bytes(path, files.RECORD_LIMIT_BYTES, "a record"))
+    except (errors.NvmeterError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     return data.get("kind") if isinstance(data, dict) else None
 

@@ -15,6 +15,21 @@ from pathlib import Path
 from nvmeter import errors, records
 from nvmeter.boards.protocol import BoardIdentity
 
+# What each figure may be, (lowest, highest): beyond these it is a damaged file, not a board. The
+# counter steps every ~0.1 s on every board we know of (docs/facts.md); a sample buffer ~20 ms.
+_LIMITS = {
+    "counter_period_s": (0.01, 2.0),
+    "edge_timeout_s": (0.05, 5.0),
+    "polling_artefact_w": (0.0, 500.0),
+    "tail_s": (0.0, 2.0),
+    "sample_spacing_s": (0.001, 1.0),
+    "sample_lead_s": (0.0, 1.0),
+    "samples_vs_counter": (0.0, 0.5),
+    "sample_every_s": (0.05, 10.0),
+    "power_lag_s": (0.0, 0.5),
+    "power_lag_err_s": (0.0, 0.5),
+}
+
 
 @dataclass(frozen=True)
 class BoardProfile:
@@ -55,9 +70,14 @@ class BoardProfile:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "source":
+                if not isinstance(value, str):
+                    raise errors.RecordError(f"a board profile's source must be text, not {value!r}")
                 continue
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and 0 <= value < 1e6):
-                raise errors.RecordError(f"board profile {self.source}: {f.name} = {value!r} is not a figure")
+            low, high = _LIMITS[f.name]
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and low <= value <= high):
+                raise errors.RecordError(
+                    f"board profile {self.source}: {f.name} = {value!r} is not in [{low:g}, {high:g}]"
+                )
             object.__setattr__(self, f.name, float(value))  # numpy scalars print and store as plain floats
 
     def to_dict(self) -> dict:
@@ -175,14 +195,31 @@ def profile_record(profile: BoardProfile, board: BoardIdentity) -> dict:
     }
 
 
+def check_cache_writable(board: BoardIdentity) -> Path:
+    """Fail early, before a probe runs, if the cache cannot take ``board``'s profile.
+
+    Raises:
+        UsageError: the cache folder cannot be made or written.
+    """
+    path = _cache_path(board.uuid)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise errors.UsageError(
+            f"cannot keep the profile in {path.parent} ({exc.strerror}): set NVMETER_CACHE_DIR to a "
+            "folder, or pass --no-cache"
+        ) from exc
+    records.check_writable(path)
+    return path
+
+
 def store_profile(profile: BoardProfile, board: BoardIdentity) -> Path:
     """Keep ``profile`` in the user cache for ``board`` (atomic write); returns the path.
 
     Raises:
         UsageError: the cache folder cannot be written.
     """
-    path = _cache_path(board.uuid)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = check_cache_writable(board)
     records.write_json(path, profile_record(profile, board))
     return path
 
@@ -195,7 +232,7 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
     """
     data = records.read_any(Path(path), (KIND, "probe"))
     block = data.get("profile")
-    if not isinstance(block, dict):
+    if not isinstance(block, dict) or not isinstance(data.get("board"), dict):
         raise errors.RecordError(
             f"{path} holds no board profile (a probe file from before nvmeter 0.2): pass "
             "nvmeter.load_report(path).profile() instead, or probe the board again"

@@ -221,7 +221,7 @@ class SimulatedBoard:
         self._level_idle_w, self._level_load_w = self._target_w, 0.0
         self._load_on_s, self._load_off_s = now, -math.inf
         self._temperature_c, self._temperature_at_s = self._steady_c(self._target_w), now
-        self._counter_log: list[tuple[float, float]] = []  # (update time, counter mJ)
+        self._counter_log: list[tuple[float, float]] = []  # (update time, counter mJ), set below
         self._fault_log: list[tuple[float, Fault]] = []
         # history before 'now' so the sample buffer starts full, as on a real board
         self._trace = _Trace(now - 3.0, self._target_w)
@@ -229,6 +229,7 @@ class SimulatedBoard:
         self._counter_offset_mj = 0.0
         self._last_update_s = now - self._rng.uniform(0, self.config.counter_period_s)
         self._next_update_s = self._last_update_s + self.config.counter_period_s
+        self._counter_log.append((self._last_update_s, self._counter_mj))  # the value before any update
         self._instant_w = self._target_w
         self._average_w = self._target_w
         self._samples: deque[PowerSample] = deque(maxlen=self.config.sample_buffer_len)

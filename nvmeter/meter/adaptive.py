@@ -32,6 +32,8 @@ SETTLE_MAX_S = 300.0
 # The stopping rule's allowance for where an edge's step lies, s (the Measurement's bound uses
 # each step's own bracket).
 EDGE_ALLOWANCE_S = 0.005
+# The longest run or warm-up measure() accepts, s: an hour of calls states any per-call cost.
+MAX_S = 3600.0
 # Calls in a row that leave the board's clock where it was before measure() gives up.
 _STUCK_CALLS = 10_000
 
@@ -89,6 +91,8 @@ def measure(
         UsageError: non-positive durations, a bad target, ``min_windows`` < 3, a bad ``settle``.
     """
     _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_windows, settle)
+    if not (isinstance(control, bool) or callable(control)):
+        raise errors.UsageError(f"control must be True, False or a callable null call, not {control!r}")
     board = open_board(device)
     prof = resolve_profile(profile, board.identity())
     sync_fn, _ = resolve(sync)
@@ -121,6 +125,8 @@ def _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_w
             "measure needs finite min_window_s > 0, max_window_s >= min_window_s, target_rel_err > 0 "
             "and warmup_s >= 0"
         )
+    if max_window_s > MAX_S or warmup_s > MAX_S:
+        raise errors.UsageError(f"measure's max_window_s and warmup_s are at most {MAX_S:g} s")
     if isinstance(min_windows, bool) or not isinstance(min_windows, int) or min_windows < 3:
         raise errors.UsageError(f"min_windows must be a whole number >= 3, not {min_windows!r}")
     cool_down = _is_number(settle) and 0 <= settle <= SETTLE_MAX_S

@@ -21,6 +21,9 @@ from nvmeter.meter.span import AlignedSpan, measure_span
 # A quiescent idle span before and after a window; 1 s holds ~10 counter periods,
 # enough for a baseline known to ~0.3% (edges ~3 ms of ~1 s).
 IDLE_SPAN_S = 1.0
+# Largest disagreement of a probe file's idle span between counter and samples, share: the H200
+# read 0.07% (results/probe-h200.json); 10% is a damaged file.
+IDLE_AGREEMENT = 0.10
 # Settle after freezing a process before measuring: docs/facts.md and the A100
 # scorer used 3 s.
 FREEZE_SETTLE_S = 3.0
@@ -59,7 +62,8 @@ class IdleBaseline:
         Raises:
             UsageError: a negative or non-finite power or error.
         """
-        if not (power_w >= 0 and err_w >= 0) or power_w == float("inf"):
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (power_w, err_w))
+        if not numbers or not (0 <= power_w < float("inf") and 0 <= err_w < float("inf")):
             raise errors.UsageError(f"idle power must be a finite W >= 0, not {power_w!r} ± {err_w!r}")
         return cls(float(power_w), float(err_w), "given")
 
@@ -96,6 +100,16 @@ class IdleBaseline:
             span = AlignedSpan.from_dict(raw)
         except (KeyError, TypeError, ValueError) as exc:
             raise errors.RecordError(f"{path}: the idle probe's {level} span is malformed ({exc})") from exc
+        # the counter and the sample buffer read the same idle to 0.1% (results/probe-h200.json):
+        # a span on which they disagree by more than IDLE_AGREEMENT is damaged, not a board
+        counter_w, samples_w = span.power_w, span.samples_power_w
+        if not (math.isfinite(counter_w) and counter_w >= 0) or (
+            math.isfinite(samples_w) and abs(counter_w - samples_w) > IDLE_AGREEMENT * max(samples_w, 1.0)
+        ):
+            raise errors.RecordError(
+                f"{path}: the idle probe's {level} span reads {counter_w:.1f} W by the counter and "
+                f"{samples_w:.1f} W by the samples: a damaged record"
+            )
         return cls(
             span.power_w,
             span.power_w * span.edge_uncertainty_s / span.duration_s + span.polling_bias_w,

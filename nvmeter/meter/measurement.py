@@ -406,10 +406,19 @@ class Measurement:
                 if self.method == "samples" or not math.isfinite(self.head_j)
                 else "the energy counter went backwards inside the window"
             )
+        if not (math.isfinite(self.per_call_mj) and math.isfinite(self.per_call_mj_err)):
+            return "the figure or its bound is not a number (the idle or the control given is not one)"
+        if self.per_call_mj_err < 0 or self.idle.err_w < 0 or self.control_err_mj < 0:
+            return "a bound is negative (the idle's or the control's given bound)"
         if self.model_version >= 2 and self.above_idle_j < -self.err_j:
             return (
                 f"energy above idle {self.above_idle_j:.3f} J is below minus its bound: the idle "
                 f"baseline ({self.idle_w:.1f} W, {self.idle.source}) is above what the window drew"
+            )
+        if self.model_version >= 2 and self.per_call_mj < -self.per_call_mj_err:
+            return (
+                f"{self.per_call_mj:,.1f} mJ a call is below minus its bound: the control subtracted "
+                f"({self.control_mj:,.1f} mJ) is more than the calls cost"
             )
         rel = abs(self.per_call_mj_err / self.per_call_mj) if self.per_call_mj else math.inf
         if self.max_rel_err is not None and rel > self.max_rel_err:
@@ -502,9 +511,23 @@ class Measurement:
         """Rebuild from :meth:`to_dict` of any listed version (derived figures are recomputed).
 
         Raises:
-            RecordError: an unknown ``schema_version`` or error model.
+            RecordError: an unknown ``schema_version`` or error model, or a malformed dict.
 
         """
+        try:
+            m = cls._from_dict(d)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise errors.RecordError(f"a malformed Measurement ({type(exc).__name__}: {exc})") from exc
+        if (
+            m.method not in ("aligned", "samples", "plain")
+            or isinstance(m.calls, bool)
+            or not (isinstance(m.calls, int) and m.calls >= 0)
+        ):
+            raise errors.RecordError(f"a malformed Measurement (method {m.method!r}, calls {m.calls!r})")
+        return m
+
+    @classmethod
+    def _from_dict(cls, d: dict) -> Measurement:
         version = d.get("schema_version", 1)  # version 1 had no key: its absence is version 1
         if version == 1:
             d = _upgrade_v1(d)

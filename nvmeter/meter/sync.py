@@ -61,6 +61,23 @@ def _none() -> None:
 _BY_NAME = {"torch": _torch, "torch_all": _torch_all, "cupy": _cupy, "jax": _jax, "none": _none}
 
 
+def _check_available(name: str) -> None:
+    """A named framework must be importable (torch also with CUDA): else one line, not a traceback."""
+    import importlib.util
+
+    if name in ("none", "torch_all"):  # torch_all synchronises only devices already in use
+        return
+    if importlib.util.find_spec(name) is None:
+        raise errors.UsageError(f"sync={name!r}, but {name} is not installed: pass sync='none' or a callable")
+    if name == "torch":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise errors.UsageError(
+                "sync='torch', but torch sees no CUDA device: pass sync='none' or a callable"
+            )
+
+
 def resolve(sync: str | Sync | None) -> tuple[Sync, str]:
     """The sync callable and its name.
 
@@ -80,5 +97,6 @@ def resolve(sync: str | Sync | None) -> tuple[Sync, str]:
     if callable(sync):
         return sync, getattr(sync, "__name__", "callable")
     if isinstance(sync, str) and sync in _BY_NAME:
+        _check_available(sync)
         return _BY_NAME[sync], sync
     raise errors.UsageError(f"sync must be one of {', '.join(_BY_NAME)} or a callable, not {sync!r}")

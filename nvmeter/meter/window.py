@@ -199,6 +199,7 @@ class EnergyWindow:
 
     def inner_steps(self) -> list[tuple[float, float, float]]:
         """(time s, counter mJ, half-width s) of the in-work steps found so far (finished polls only)."""
+        self._require_open("w.inner_steps()")
         found = []
         polls = self._inner if isinstance(self._start, CounterSeries) else [self._start, *self._inner]
         for poll in polls:
@@ -210,6 +211,7 @@ class EnergyWindow:
 
     def estimate(self) -> dict:
         """A running estimate while the window is open: samples so far, W and J."""
+        self._require_open("w.estimate()")
         self._read_samples()
         samples = merge_samples(*self._reads)
         now = min(self.clock.now(), samples[-1].t_s) if samples else self.clock.now()
@@ -282,6 +284,9 @@ class EnergyWindow:
     def _baseline_before(self):
         spec = self._idle_spec
         if isinstance(spec, IdleBaseline):
+            values = (spec.power_w, spec.err_w)
+            if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
+                raise errors.UsageError(f"idle must have a finite power and bound >= 0, not {spec!r}")
             return spec
         if isinstance(spec, (int, float)) and not isinstance(spec, bool):
             return IdleBaseline.given(float(spec))
