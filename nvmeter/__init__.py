@@ -13,6 +13,7 @@ Meter (:mod:`nvmeter.meter`):
     JobWindow, DistributedWindow, JobMeasurement: one window over several boards, and over the
         ranks of a torch.distributed job; per-step energy above idle, each board counted once.
     IdleBaseline: where the idle power came from.
+    EnergyMonitor: named begin/end windows, for code shaped like ZeusMonitor.
     ErrorModel: the bound's versioned state constants.
 Probes (:mod:`nvmeter.probes`):
     Rig: a board and its context-holding worker (:mod:`nvmeter.worker.rig`).
@@ -44,6 +45,7 @@ _LAZY = {
     "measure_many": "nvmeter.meter.adaptive",
     "Measurement": "nvmeter.meter.measurement",
     "JobWindow": "nvmeter.meter.job",
+    "EnergyMonitor": "nvmeter.meter.monitor",
     "DistributedWindow": "nvmeter.meter.distributed",
     "JobMeasurement": "nvmeter.meter.jobmeasurement",
     "IdleBaseline": "nvmeter.meter.baseline",

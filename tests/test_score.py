@@ -102,7 +102,9 @@ def test_the_figures_match_the_simulated_load(scored):
     e = record.energy
     method_s = (e.method_block.t1_s - e.method_block.t0_s) / e.method_block.calls
     control_s = (e.control_block.t1_s - e.control_block.t0_s) / e.control_block.calls
-    assert e.control.per_call_mj == pytest.approx(SIM_NULL_W * control_s * 1e3, rel=0.25, abs=2.0)
+    # a null call draws 10 W for ~1 ms: its window is known to its bound, not to 25%
+    expected_null = SIM_NULL_W * control_s * 1e3
+    assert abs(e.control.per_call_mj - expected_null) <= e.control.per_call_mj_err + 2.0
     # power follows a load with an 8 ms lag on the simulated board: a little is lost at the start
     expected = SIM_METHOD_W * method_s * 1e3 - e.control.per_call_mj
     assert e.method.per_call_mj == pytest.approx(expected, rel=0.02)

@@ -24,7 +24,8 @@ from nvmeter.clock import Clock, RealClock
 T = TypeVar("T")
 
 _NO_DRIVER_HINT = (
-    "no NVIDIA driver or GPU found on this machine; try --simulate to run on the simulated board"
+    "no NVIDIA driver or GPU found on this machine; try --simulate to run on the simulated board "
+    "(in Python: pass a nvmeter.SimulatedBoard as the device)"
 )
 
 

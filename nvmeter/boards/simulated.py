@@ -312,10 +312,12 @@ class SimulatedBoard:
         for at_s, fault in self._fault_log:
             if at_s > t_s:
                 continue
-            if fault is Fault.GPU_LOST:
-                raise errors.GpuLost("the GPU was lost while reading the energy counter (simulated)")
-            if fault is Fault.NOT_SUPPORTED:
-                raise errors.NotSupported("the energy counter is not supported on this board (simulated)")
+            if at_s <= t_s < self._fault_ends.get(fault, math.inf) and fault in (
+                Fault.GPU_LOST,
+                Fault.NOT_SUPPORTED,
+                Fault.NOT_READY,
+            ):
+                self._raise_at(fault, at_s)  # the same errors, naming the board, as a live read
             if fault is Fault.COUNTER_BACKWARDS:
                 offset -= 5000.0
             if fault is Fault.COUNTER_RESET:
@@ -426,6 +428,14 @@ class SimulatedBoard:
             if fault is Fault.COUNTER_RESET:
                 self._counter_offset_mj = -self._counter_mj
                 self._faults.remove((at_s, fault))
+
+    def _raise_at(self, fault: Fault, at_s: float) -> None:
+        """Raise ``fault``'s error as a live energy read at its time would."""
+        faults, self._faults = self._faults, [(at_s, fault)]
+        try:
+            self._check_faults(energy=True)
+        finally:
+            self._faults = faults
 
     def _read_cost_s(self) -> float:
         c = self.config
