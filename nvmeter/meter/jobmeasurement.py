@@ -20,7 +20,7 @@ from pathlib import Path
 from nvmeter import records
 from nvmeter.boards.profile import BoardProfile
 from nvmeter.boards.protocol import BoardIdentity
-from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.measurement import Measurement, figure_reason
 
 
 def tag(device: BoardIdentity) -> str:
@@ -244,10 +244,7 @@ class JobMeasurement:
             return "; ".join(self.problems)
         if not self.calls:
             return "no calls were declared (w.call() or calls=)"
-        rel = abs(self.per_step_mj_err / self.per_step_mj) if self.per_step_mj else math.inf
-        if self.max_rel_err is not None and rel > self.max_rel_err:
-            return f"bound {rel:.1%} exceeds the accepted {self.max_rel_err:.1%}"
-        return None
+        return figure_reason(self.per_step_mj, self.per_step_mj_err, self.max_rel_err, "a step")
 
     @property
     def reliable(self) -> bool:

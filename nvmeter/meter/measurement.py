@@ -406,24 +406,15 @@ class Measurement:
                 if self.method == "samples" or not math.isfinite(self.head_j)
                 else "the energy counter went backwards inside the window"
             )
-        if not (math.isfinite(self.per_call_mj) and math.isfinite(self.per_call_mj_err)):
-            return "the figure or its bound is not a number (the idle or the control given is not one)"
-        if self.per_call_mj_err < 0 or self.idle.err_w < 0 or self.control_err_mj < 0:
+        if self.idle.err_w < 0 or self.control_err_mj < 0:
             return "a bound is negative (the idle's or the control's given bound)"
         if self.model_version >= 2 and self.above_idle_j < -self.err_j:
             return (
                 f"energy above idle {self.above_idle_j:.3f} J is below minus its bound: the idle "
                 f"baseline ({self.idle_w:.1f} W, {self.idle.source}) is above what the window drew"
             )
-        if self.model_version >= 2 and self.per_call_mj < -self.per_call_mj_err:
-            return (
-                f"{self.per_call_mj:,.1f} mJ a call is below minus its bound: the control subtracted "
-                f"({self.control_mj:,.1f} mJ) is more than the calls cost"
-            )
-        rel = abs(self.per_call_mj_err / self.per_call_mj) if self.per_call_mj else math.inf
-        if self.max_rel_err is not None and rel > self.max_rel_err:
-            return f"bound {rel:.1%} exceeds the accepted {self.max_rel_err:.1%}"
-        return None
+        strict = self.model_version >= 2  # model 1's records were judged without the figure checks
+        return figure_reason(self.per_call_mj, self.per_call_mj_err, self.max_rel_err, "a call", strict)
 
     @property
     def reliable(self) -> bool:
@@ -564,6 +555,34 @@ class Measurement:
     def with_method(self, method: str) -> Measurement:
         """The same readings, read another way (``aligned`` readings also hold samples)."""
         return replace(self, method=method)
+
+
+def figure_reason(
+    value: float, err: float, max_rel_err: float | None, unit: str, strict: bool = True
+) -> str | None:
+    """Why a figure with its bound is not reliable, or None (shared by every result that has one).
+
+    Args:
+        value: The figure, mJ.
+        err: Its bound, mJ.
+        max_rel_err: The caller's accepted relative bound (None: any).
+        unit: What the figure is per, for the message (``"a call"``, ``"a step"``).
+        strict: Also refuse a non-finite figure or bound, a negative bound, and a figure below
+            minus its bound (error model 1's records were judged without these).
+    """
+    if strict:
+        if not (math.isfinite(value) and math.isfinite(err)):
+            return "the figure or its bound is not a number (an idle or a control given is not one)"
+        if err < 0:
+            return "the bound is negative (an idle's or a control's given bound)"
+        if value < -err:
+            return (
+                f"{value:,.1f} mJ {unit} is below minus its bound: a control subtracted is more than it costs"
+            )
+    rel = abs(err / value) if value else math.inf
+    if max_rel_err is not None and rel > max_rel_err:
+        return f"bound {rel:.1%} exceeds the accepted {max_rel_err:.1%}"
+    return None
 
 
 def _upgrade_v1(d: dict) -> dict:
