@@ -431,7 +431,8 @@ class Measurement:
         if self.transient:
             text += f", transient: gap {self.gap_s:.2f} s" if self.gap_s > 0 else ", transient: cold"
         if self.limited:
-            text += ", " + "+".join(r for s in self.states[:1] for r in s.reasons)
+            limiting = next(s for s in self.states if s.limited)
+            text += ", " + "+".join(limiting.reasons)
         text += ")"
         notes = [*self.state_changes]
         drift = self.drift
