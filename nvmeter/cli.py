@@ -353,7 +353,9 @@ def run(
         records.check_writable(json_path)
     boards = [open_board(d, simulate=simulate) for d in _devices(device)]
     life = cmd.SimulatedLife(boards[0]) if simulate else None
-    result = cmd.run_command(argv, boards, idle=_idle_spec(idle), life=life)
+    from nvmeter.meter.baseline import idle_spec
+
+    result = cmd.run_command(argv, boards, idle=idle_spec(idle), life=life)
     if json_path is not None:
         records.write_json(json_path, result.to_dict())
     for line in result.lines():
@@ -368,16 +370,6 @@ def _devices(spec: str | None) -> list[int | str | None]:
     if spec is not None and spec.strip().lower() == "all":
         raise errors.UsageError("--device all is not supported yet: give one CUDA index or GPU-… UUID")
     return [_device(spec)]
-
-
-def _idle_spec(text: str | None) -> str | Path | float:
-    """``--idle``: None (measure before), watts, or a probe file."""
-    if text is None:
-        return "measure"
-    try:
-        return float(text)
-    except ValueError:
-        return Path(text)
 
 
 @app.command()

@@ -154,7 +154,9 @@ class _State:
         self.mode = config.getoption("energy_undecided") or config.getini("energy_undecided") or "fail"
         if self.mode not in _MODES:
             raise pytest.UsageError(f"--energy-undecided must be fail or warn, not {self.mode!r}")
-        self.idle = _idle_spec(config.getoption("energy_idle"))
+        from nvmeter.meter.baseline import idle_spec  # the meter loads only when a test meters
+
+        self.idle = idle_spec(config.getoption("energy_idle"))
         self.json_path = config.getoption("energy_json")
         if self.json_path is not None:
             try:
@@ -218,15 +220,6 @@ def _said(entries: list[Entry], outcomes: tuple[str, ...]) -> str:
     return "; ".join(
         f"window {i}: {e.verdict.text}" for i, e in enumerate(entries, 1) if e.verdict.outcome in outcomes
     )
-
-
-def _idle_spec(text: str | None):
-    if text is None:
-        return "measure"
-    try:
-        return float(text)
-    except ValueError:
-        return Path(text)
 
 
 def _budget(item) -> Budget | None:

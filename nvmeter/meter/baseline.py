@@ -146,3 +146,13 @@ def measure_frozen(
         return measure_span(board, board.clock, duration_s)
     finally:
         worker.resume()
+
+
+def idle_spec(text: str | None) -> str | Path | float:
+    """An ``--idle`` option as a window's ``idle=``: None (measure), watts, or a probe file's path."""
+    if text is None:
+        return "measure"
+    try:
+        return float(text)
+    except ValueError:
+        return Path(text)
