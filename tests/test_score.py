@@ -105,9 +105,12 @@ def test_the_figures_match_the_simulated_load(scored):
     # a null call draws 10 W for ~1 ms: its window is known to its bound, not to 25%
     expected_null = SIM_NULL_W * control_s * 1e3
     assert abs(e.control.per_call_mj - expected_null) <= e.control.per_call_mj_err + 2.0
-    # power follows a load with an 8 ms lag on the simulated board: a little is lost at the start
+    # the worker's real call times drive the simulated board's clock, and the window's start edge
+    # comes inside the work: it counts the load the board carries from the entry on, which the real
+    # process's timing moves by a few percent over two calls; the bound holds it
     expected = SIM_METHOD_W * method_s * 1e3 - e.control.per_call_mj
-    assert e.method.per_call_mj == pytest.approx(expected, rel=0.02)
+    assert abs(e.method.per_call_mj - expected) <= e.method.per_call_mj_err
+    assert e.method.per_call_mj == pytest.approx(expected, rel=0.05)
     assert e.method.per_call_mj_err < 0.05 * e.method.per_call_mj  # 0.5 s idle spans here: a wide bound
     assert e.warmup_block.calls >= 1 and e.warmup_block.t1_s < e.method_block.t0_s
     assert not e.method.cold  # the warm-up's load is in the window's lead-in
