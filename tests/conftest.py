@@ -81,3 +81,21 @@ def scored(score_data, tmp_path_factory):
     )  # fmt: skip
     assert code == 0, stderr
     return out, pid, stdout, stderr
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """Install tests/test_nvml.py's fake pynvml; ``fail`` maps a function to an NVML code."""
+    from test_nvml import fake_pynvml
+
+    from nvmeter.boards import nvml
+
+    def install(fail=None):
+        module = fake_pynvml(fail)
+        monkeypatch.setattr(nvml, "_pynvml", lambda: module)
+        nvml._init.cache_clear()
+        return module
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    yield install
+    nvml._init.cache_clear()

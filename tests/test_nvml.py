@@ -77,19 +77,6 @@ def fake_pynvml(fail=None):
     return m
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    def install(fail=None):
-        module = fake_pynvml(fail)
-        monkeypatch.setattr(nvml, "_pynvml", lambda: module)
-        nvml._init.cache_clear()
-        return module
-
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    yield install
-    nvml._init.cache_clear()
-
-
 def test_units_are_converted_at_the_boundary(fake):
     fake()
     board = nvml.NvmlBoard(1)

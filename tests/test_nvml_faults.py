@@ -9,27 +9,12 @@ import math
 import os
 
 import pytest
-from test_nvml import UUIDS, FakeNVMLError, fake_pynvml
+from test_nvml import UUIDS, FakeNVMLError
 
 from nvmeter import errors
 from nvmeter.boards import nvml
 
 NOT_READY, FUNCTION_NOT_FOUND, GPU_IS_LOST, NOT_SUPPORTED, UNINITIALIZED = 27, 13, 15, 3, 1
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    """Install a fake pynvml (tests/test_nvml.py); ``fail`` maps a function to an NVML code."""
-
-    def install(fail=None):
-        module = fake_pynvml(fail)
-        monkeypatch.setattr(nvml, "_pynvml", lambda: module)
-        nvml._init.cache_clear()
-        return module
-
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    yield install
-    nvml._init.cache_clear()
 
 
 @pytest.fixture

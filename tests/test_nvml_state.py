@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from test_nvml import FakeNVMLError, fake_pynvml
+from test_nvml import FakeNVMLError
 
 from nvmeter.boards import nvml
 from nvmeter.boards.protocol import BoardState
@@ -27,16 +27,12 @@ def with_state(module, reasons=0x4, fail=()):
 
 
 @pytest.fixture
-def board(monkeypatch):
+def board(fake):
     def make(**kwargs):
-        module = with_state(fake_pynvml(), **kwargs)
-        monkeypatch.setattr(nvml, "_pynvml", lambda: module)
-        nvml._init.cache_clear()
+        with_state(fake(), **kwargs)  # the installed module, given its state queries
         return nvml.NvmlBoard(0)
 
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    yield make
-    nvml._init.cache_clear()
+    return make
 
 
 def test_the_state_reads_clocks_temperature_and_reasons(board):

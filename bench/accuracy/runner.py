@@ -401,6 +401,21 @@ class KindRun:
         )
         _log(f"{self.name}: idle span ({tag}) {span.power_w:.2f} W over {span.duration_s:.2f} s")
 
+    def _timings(self, times: tuple, last_end: float | None, calls_ms: list[float], state_before) -> dict:
+        """A window's timing fields: (before entry, entered, before exit, exited) host times, s."""
+        t0, t1, t2, t3 = times
+        return {
+            "t0_s": t1,
+            "t1_s": t2,
+            "gap_before_entry_ms": None if last_end is None else (t0 - last_end) * 1e3,
+            "enter_ms": (t1 - t0) * 1e3,
+            "exit_ms": (t3 - t2) * 1e3,
+            "calls": len(calls_ms),
+            "call_ms": [round(x, 3) for x in calls_ms],
+            "state_before": state_before,
+            "state_after": self._state_now(),
+        }
+
     def _window(self, body) -> dict:
         """One EnergyWindow around ``body(w, t_entry)``, with its timings, states and raw readings."""
         from nvmeter.meter.window import EnergyWindow
@@ -423,15 +438,7 @@ class KindRun:
         self.meter_s.append((t1 - t0) + (t3 - t2))
         self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
         return {
-            "t0_s": t1,
-            "t1_s": t2,
-            "gap_before_entry_ms": None if last_end is None else (t0 - last_end) * 1e3,
-            "enter_ms": (t1 - t0) * 1e3,
-            "exit_ms": (t3 - t2) * 1e3,
-            "calls": len(calls_ms),
-            "call_ms": [round(x, 3) for x in calls_ms],
-            "state_before": state_before,
-            "state_after": self._state_now(),
+            **self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before),
             "per_call_mj": m.per_call_mj,
             "per_call_mj_err": m.per_call_mj_err,
             "reliable": m.reliable,
@@ -593,15 +600,7 @@ class KindRun:
         return {
             "lead_calls": lead_calls,
             "unbroken_s": unbroken,
-            "t0_s": t1,
-            "t1_s": t2,
-            "gap_before_entry_ms": None if last_end is None else (t0 - last_end) * 1e3,
-            "enter_ms": (t1 - t0) * 1e3,
-            "exit_ms": (t3 - t2) * 1e3,
-            "calls": len(calls_ms),
-            "call_ms": [round(x, 3) for x in calls_ms],
-            "state_before": state_before,
-            "state_after": self._state_now(),
+            **self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before),
             "time_s": m.time,
             "gross_j": gross_j,
             "idle_w": self.idle.power_w,

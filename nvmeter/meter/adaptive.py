@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -67,7 +66,7 @@ def measure(
         min_window_s: Length of a sub-window, s.
         target_rel_err: Accepted relative bound on the per-call energy. 2% by default: the
             error model's floor for a run's state part is 0.7% (model 2, fitted on an H200) and
-            the idle either side adds its own; 1% is reachable on steady work in ~10-30 s.
+            the idle either side adds its own, so a target of 1% leaves little for the rest.
         max_window_s: Longest run, s.
         warmup_s: Unmetered calls for this long first, s (at least one call): the clocks
             ramp for ~0.3 s after idle and a power-capped H200 overshoots for ~0.5 s after a
@@ -185,16 +184,12 @@ def _spread_within(w: EnergyWindow, target: float) -> bool:
     steps = w.inner_steps()
     if len(steps) < 4:
         return False
-    idle = w._idle_before
-    idle_w, idle_err_w = (idle.power_w, idle.err_w) if isinstance(idle, IdleBaseline) else (idle.power_w, 0.0)
-    above, edge_vars = [], []
-    for (t_a, e_a, hw_a), (t_b, e_b, hw_b) in itertools.pairwise(steps):
-        power_w = (e_b - e_a) / 1e3 / (t_b - t_a)
-        above.append(power_w - idle_w)
-        edge_vars.append((power_w / (t_b - t_a)) ** 2 * (hw_a**2 + hw_b**2) / 3)
+    idle_w, idle_err_w = w.idle_at_entry
+    found = spread.powers_above(steps, idle_w)
+    above = [a for a, _ in found]
     mean = statistics.fmean(above)
     model = errormodel.model(errormodel.CURRENT)
-    halfwidth = spread.halfwidth_mj(above, edge_vars, model)
+    halfwidth = spread.student_t_halfwidth(above, [v for _, v in found], model)
     if not mean > 0 or halfwidth is None:
         return False
     # the start edge: its bracket at the work's power; the end edge at idle (~5 ms each:

@@ -85,6 +85,8 @@ MODELS: dict[int, ErrorModel] = {
         transient_s=0.5,
         lead_s=0.3,
         cold_lead_share=0.5,
+        # a pause of 100 ms restarts a power-capped H200's overshoot (docs/facts.md); 50 ms is
+        # two and a half sample spacings, the shortest gap the 20 ms samples show
         pause_gap_s=0.05,
         transient_fixed_s=0.003,
         limited_rel=0.0,

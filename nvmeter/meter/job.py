@@ -27,7 +27,7 @@ from nvmeter.clock import Clock, VirtualClock, run_concurrently
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.jobmeasurement import BoardPart, JobMeasurement, RankRecord
 from nvmeter.meter.sync import Sync, resolve
-from nvmeter.meter.window import EnergyWindow
+from nvmeter.meter.window import EnergyWindow, whole_calls
 
 IdleSpec = str | Path | float | IdleBaseline
 # The sample buffer holds ~2.4 s (docs/facts.md) and each window reads it when a second has
@@ -121,11 +121,7 @@ class JobWindow:
         Raises:
             UsageError: ``n`` not a whole number >= 1.
         """
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            from nvmeter import errors
-
-            raise errors.UsageError(f"w.call(n) takes a whole number of calls >= 1, not {n!r}")
-        self._counted += n
+        self._counted += whole_calls(n)
         now = self.clock.now()
         if now - self._last_ask_s >= _ASK_EVERY_S:
             self._last_ask_s = now

@@ -30,9 +30,8 @@ from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_fro
 from nvmeter.meter.span import AlignedSpan
 
 SCHEMA_VERSION = 2
-# An SM clock that moved more than this between the window's edges is reported: boost bins
-# on the H200 are ~15 MHz, and a power-capped board slid 1,545 -> 1,470 MHz (-5%) over 20 s
-# (docs/facts.md), so 2% is a real change of state, not jitter.
+# An SM clock that moved more than this between the window's edges is reported: a power-capped
+# H200 slid 1,545 -> 1,470 MHz (-5%) over 20 s (docs/facts.md); 2% is well inside that change.
 CLOCK_MOVE_REL = 0.02
 
 
@@ -184,7 +183,8 @@ class Measurement:
 
         A window that starts inside a run of calls holds the trailing power of the call
         before it, and its own calls' trailing power falls in its tail: left in, a 0.5 s
-        window of continuous work would read ~2% high (10 ms of 500). Taken off at the lowest
+        window of continuous work would read high by the lag's share of it (7.5 ms of 500 ms,
+        1.5%, with the Hopper profile). Taken off at the lowest
         lead-in sample's power; the bound holds the rest (``_head_err_j``).
         """
         return self.lead_above_w[0] * self.profile.power_lag_s if self.in_work else 0.0

@@ -36,19 +36,32 @@ def boundaries(m: Measurement) -> list[tuple[float, float, float]]:
     return [b for i, b in enumerate(inside) if i == 0 or b[1] >= inside[i - 1][1]]
 
 
+def powers_above(steps: list[tuple[float, float, float]], idle_w: float) -> list[tuple[float, float]]:
+    """(power above idle W, its variance from the two edges' placement W²) between consecutive steps.
+
+    Args:
+        steps: (time s, counter mJ, half-width s) of each step, in order.
+        idle_w: The idle power, W.
+    """
+    found = []
+    for (t_a, e_a, hw_a), (t_b, e_b, hw_b) in itertools.pairwise(steps):
+        if t_b > t_a:
+            power_w = (e_b - e_a) / 1e3 / (t_b - t_a)
+            # a step known to +-hw (uniform) moves the sub-window's length by hw²/3 in variance
+            edge_var = (power_w / (t_b - t_a)) ** 2 * (hw_a**2 + hw_b**2) / 3
+            found.append((power_w - idle_w, edge_var))
+    return found
+
+
 def _subwindows(m: Measurement) -> list[tuple[float, float]]:
     """(per-call mJ, its variance from the two edges' placement, mJ²) of each sub-window."""
     if not m.calls or not m.work_s > 0:
         return []
     mj_per_w = m.work_s / m.calls * 1e3
-    found = []
-    for (t_a, e_a, hw_a), (t_b, e_b, hw_b) in itertools.pairwise(boundaries(m)):
-        if t_b > t_a:
-            power_w = (e_b - e_a) / 1e3 / (t_b - t_a)
-            # a step known to +-hw (uniform) moves the sub-window's length by hw²/3 in variance
-            edge_var = (mj_per_w * power_w / (t_b - t_a)) ** 2 * (hw_a**2 + hw_b**2) / 3
-            found.append(((power_w - m.idle_w) * mj_per_w - m.control_mj, edge_var))
-    return found
+    return [
+        (above_w * mj_per_w - m.control_mj, var_w2 * mj_per_w**2)
+        for above_w, var_w2 in powers_above(boundaries(m), m.idle_w)
+    ]
 
 
 def subwindow_mj(m: Measurement) -> tuple[float, ...]:
@@ -64,11 +77,14 @@ def state_halfwidth_mj(m: Measurement) -> float | None:
     of sub-windows, at the model's confidence. None with fewer than ``min_subwindows``.
     """
     found = _subwindows(m)
-    return halfwidth_mj([v for v, _ in found], [e for _, e in found], m.model)
+    return student_t_halfwidth([v for v, _ in found], [e for _, e in found], m.model)
 
 
-def halfwidth_mj(values: list[float], edge_vars: list[float], model: ErrorModel) -> float | None:
-    """Student-t half-width of the mean of ``values`` beyond their edge variance, mJ (None: too few)."""
+def student_t_halfwidth(values: list[float], edge_vars: list[float], model: ErrorModel) -> float | None:
+    """Student-t half-width of the mean of ``values`` beyond their edge variance, in their unit.
+
+    None with fewer than the model's ``min_subwindows``.
+    """
     k = len(values)
     if k < model.min_subwindows:
         return None

@@ -62,6 +62,17 @@ def _finite(value, name: str, *, minimum: float = -math.inf) -> float:
     return float(value)
 
 
+def whole_calls(n) -> int:
+    """``n`` as declared calls of ``w.call(n)``.
+
+    Raises:
+        UsageError: ``n`` not a whole number >= 1.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise errors.UsageError(f"w.call(n) takes a whole number of calls >= 1, not {n!r}")
+    return n
+
+
 class EnergyWindow:
     """Meter a block of code: ``with EnergyWindow(...) as w: ...; w.call()``.
 
@@ -171,9 +182,7 @@ class EnergyWindow:
             UsageError: outside the ``with`` block, or ``n`` not a whole number >= 1.
         """
         self._require_open("w.call()")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise errors.UsageError(f"w.call(n) takes a whole number of calls >= 1, not {n!r}")
-        self._counted += n
+        self._counted += whole_calls(n)
         self.tick()
 
     def tick(self) -> None:
@@ -196,6 +205,13 @@ class EnergyWindow:
         self._inner.append(poll_in_background(self.board, self.profile.edge_timeout_s))
         self._states.append(self.board.state())
         self.tick()
+
+    @property
+    def idle_at_entry(self) -> tuple[float, float]:
+        """(idle W, its bound W) as known at entry (the span measured before, or the idle given)."""
+        self._require_open("w.idle_at_entry")
+        idle = self._idle_before
+        return (idle.power_w, idle.err_w) if isinstance(idle, IdleBaseline) else (idle.power_w, 0.0)
 
     def inner_steps(self) -> list[tuple[float, float, float]]:
         """(time s, counter mJ, half-width s) of the in-work steps found so far (finished polls only)."""
