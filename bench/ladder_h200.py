@@ -32,6 +32,7 @@ import time
 import traceback
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,49 +247,77 @@ def _category(name: str) -> str:
     return "other"
 
 
-def part_profile() -> dict:
+def _gaps_us(kernels: list) -> list[float]:
+    """Idle time between consecutive kernels on the GPU, us (kernels sorted by start; overlaps give 0)."""
+    spans = sorted((e.time_range.start, e.time_range.end) for e in kernels)
+    gaps, end = [], spans[0][1]
+    for start, stop in spans[1:]:
+        gaps.append(max(0.0, start - end))
+        end = max(end, stop)
+    return gaps
+
+
+def _kernel_us(e) -> float:
+    return e.device_time if hasattr(e, "device_time") else e.cuda_time
+
+
+def _profile_variant(variant: str, replays: int) -> dict:
+    """One variant's captured step, profiled over ``replays`` graph replays (torch.profiler, CUPTI)."""
     from torch.profiler import ProfilerActivity, profile
 
-    out = {}
     x_tr, y_tr, x_te, _ = synthetic_draw(0)
-    for variant in ("plain", "fused"):
-        trainer = ladder.LadderTrainer(ladder.LadderRecipe(fused=variant == "fused"), 10000, 10000, DEV)
-        trainer.load(x_tr, y_tr, x_te)
-        trainer.run_steps(5)
+    trainer = ladder.LadderTrainer(ladder.LadderRecipe(fused=variant == "fused"), 10000, 10000, DEV)
+    trainer.load(x_tr, y_tr, x_te)
+    trainer.run_steps(5)
+    torch.cuda.synchronize()
+    step_ms = _events_ms(lambda: trainer.run_steps(100)) / 100  # without the profiler
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        trainer.run_steps(replays)
         torch.cuda.synchronize()
-        replays = 5
-        with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
-            trainer.run_steps(replays)
-            torch.cuda.synchronize()
-        kernels = [
-            e
-            for e in prof.events()
-            if e.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in e.name.lower()
-        ]
-        by_cat: dict[str, dict] = {}
-        for e in kernels:
-            c = by_cat.setdefault(_category(e.name), {"kernels": 0, "time_us": 0.0})
-            c["kernels"] += 1
-            c["time_us"] += e.device_time if hasattr(e, "device_time") else e.cuda_time
-        total = sum(c["time_us"] for c in by_cat.values()) or float("nan")
-        for c in by_cat.values():
-            c["kernels_per_step"] = c["kernels"] / replays
-            c["us_per_step"] = c["time_us"] / replays
-            c["share_of_kernel_time"] = c["time_us"] / total
-        names: dict[str, float] = {}
-        for e in kernels:
-            names[e.name[:90]] = names.get(e.name[:90], 0.0) + (
-                e.device_time if hasattr(e, "device_time") else 0.0
-            )
-        out[variant] = {
-            "kernels_per_step": len(kernels) / replays,
-            "kernel_us_per_step": total / replays,
-            "by_category": by_cat,
-            "top_kernels_us_per_step": dict(
-                sorted(((k, v / replays) for k, v in names.items()), key=lambda kv: -kv[1])[:15]
-            ),
-        }
-    return out
+    kernels = [
+        e
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in e.name.lower()
+    ]
+    by_cat: dict[str, dict] = {}
+    for e in kernels:
+        c = by_cat.setdefault(_category(e.name), {"kernels": 0, "time_us": 0.0})
+        c["kernels"] += 1
+        c["time_us"] += _kernel_us(e)
+    total = sum(c["time_us"] for c in by_cat.values()) or float("nan")
+    for c in by_cat.values():
+        c["kernels_per_step"] = c["kernels"] / replays
+        c["us_per_step"] = c["time_us"] / replays
+        c["share_of_kernel_time"] = c["time_us"] / total
+    names: dict[str, float] = {}
+    for e in kernels:
+        names[e.name[:90]] = names.get(e.name[:90], 0.0) + _kernel_us(e)
+    gaps = _gaps_us(kernels)
+    span_us = max(e.time_range.end for e in kernels) - min(e.time_range.start for e in kernels)
+    durations = sorted(_kernel_us(e) for e in kernels)
+    return {
+        "replays": replays,
+        "step_ms": step_ms,
+        "kernels_per_step": len(kernels) / replays,
+        "kernel_us_per_step": total / replays,
+        # the GPU's view of a step: first kernel's start to last kernel's end, per replay
+        "span_us_per_step": span_us / replays,
+        "gap_us_per_step": sum(gaps) / replays,
+        "gap_us_median": statistics.median(gaps),
+        "gap_us_p90": float(np.percentile(gaps, 90)),
+        "kernel_us_median": statistics.median(durations),
+        "busy_share": total / span_us,
+        "by_category": by_cat,
+        "top_kernels_us_per_step": dict(
+            sorted(((k, v / replays) for k, v in names.items()), key=lambda kv: -kv[1])[:15]
+        ),
+    }
+
+
+def part_profile() -> dict:
+    """Per step of each variant: kernels, time in matmuls / fused kernels / Adam / the rest, and the
+    gaps between kernels (the step is one CUDA graph, so the gaps are the graph's launch latency)."""
+    return {variant: _profile_variant(variant, replays=20) for variant in ("plain", "fused")}
 
 
 def part_accuracy(pkl: Path, whiten: bool) -> dict:

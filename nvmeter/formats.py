@@ -280,6 +280,15 @@ def _workloads_v2(d: dict) -> dict:
     return d
 
 
+def _workloads_v3(d: dict) -> dict:
+    """Each method names its board (v2 ran every method on the record's one board); no sources."""
+    uuid = d["board"]["uuid"] if d["board"] else None
+    for result in d["methods"].values():
+        result["board_uuid"] = uuid
+    d["resumed_from"] = []
+    return d
+
+
 WORKLOADS = Format(
     "workloads",
     (
@@ -289,6 +298,12 @@ WORKLOADS = Format(
             "`provenance`; `board` is the NVML identity (or null: `board_error` says why), `device` "
             "torch's view; every method result has all its keys (null where not measured)",
             _workloads_v2,
+        ),
+        Version(
+            3,
+            "every method result names its board (`board_uuid`); `resumed_from` lists the records "
+            "(file, creation time, board, methods) whose finished methods a resumed or merged run kept",
+            _workloads_v3,
         ),
     ),
 )

@@ -24,6 +24,7 @@ COMMITTED = {
     ("score", 1): RESULTS / "score-h200" / "mlp_fp32" / "run-001.json",
     ("score", 2): FIXTURES / "score-v2.json",
     ("workloads", 1): RESULTS / "workloads-h200.json",
+    ("workloads", 2): FIXTURES / "workloads-v2.json",
     ("window-accuracy", 1): RESULTS / "window-accuracy-h200.json",
     ("window-accuracy-summary", 1): RESULTS / "window-accuracy-h200-summary.json",
     ("ladder-h200", 1): RESULTS / "ladder-h200.json",
@@ -284,3 +285,11 @@ def test_provenance_names_the_machine_the_software_and_no_import_of_torch():
 def test_provenance_keeps_a_board_given_to_it(sim_board):
     p = collect(board=sim_board.identity())
     assert p.board == sim_board.identity().to_dict()
+
+
+def test_workloads_v2_names_each_methods_board_from_the_record():
+    data = records.read_json(COMMITTED[("workloads", 2)], "workloads")
+    assert data["resumed_from"] == []
+    assert {r["board_uuid"] for r in data["methods"].values()} == {None}  # a CPU dry run: no board
+    up = formats.upgrade(json.loads(COMMITTED[("workloads", 1)].read_text()), "workloads")
+    assert {r["board_uuid"] for r in up["methods"].values()} == {up["board"]["uuid"]}

@@ -87,3 +87,51 @@ def test_steps_come_from_the_method_or_its_module():
     for name, steps in (("ladder_d3_fused", 900), ("ladder_d4_plain", 1800), ("graph_mlp", 200)):
         assert evaluate._steps(methods.spec(name).load()) == steps
     assert evaluate._steps(nearest_neighbour) is None
+
+
+def test_resume_keeps_finished_methods_and_merges_without_a_gpu(
+    tmp_path, mnist_root, fashion_root, fake_methods, capsys
+):
+    base = ["--device", "cpu", "--data", str(mnist_root), "--mnist-draws", "2", "--holdout-draws", "1"]
+    first = tmp_path / "first"
+    assert evaluate.main(["--out", str(first), *base, "--methods", "nn", "broken"]) == 1
+    done = json.loads((first / "workloads-cpu.json").read_text())
+    # a second run resumes: the finished method is kept verbatim, the failed one runs again
+    second = tmp_path / "second"
+    argv = ["--out", str(second), *base, "--methods", "broken", "nn"]
+    argv += ["--resume", str(first / "workloads-cpu.json")]
+    assert evaluate.main(argv) == 1
+    again = json.loads((second / "workloads-cpu.json").read_text())
+    assert list(again["methods"]) == ["broken", "nn"]
+    assert again["methods"]["nn"] == done["methods"]["nn"]
+    assert again["methods"]["broken"]["warmup_ms"] == []  # ran again (and failed again)
+    assert again["resumed_from"] == [
+        {
+            "file": "workloads-cpu.json",
+            "created_utc": done["created_utc"],
+            "board_uuid": None,
+            "methods": ["nn"],
+        }
+    ]
+    assert "== nn: kept" in (second / "workloads.log").read_text()
+    # nothing left to run: a merge, which needs neither data nor a device
+    merged = tmp_path / "merged"
+    capsys.readouterr()
+    argv = ["--out", str(merged), "--device", "7", "--methods", "nn"]
+    argv += ["--resume", str(second / "workloads-cpu.json")]
+    assert evaluate.main(argv) == 1  # nn finished but did not pass its difficulty
+    assert "merged 1 finished method(s) from 1 record(s)" in capsys.readouterr().out
+    record = json.loads((merged / "workloads-cpu.json").read_text())
+    assert list(record["methods"]) == ["nn"] and record["run"] == done["run"]
+
+
+def test_resume_refuses_a_record_of_another_plan(tmp_path, mnist_root, fashion_root, fake_methods, capsys):
+    base = ["--device", "cpu", "--data", str(mnist_root), "--holdout-draws", "1", "--methods", "nn"]
+    assert evaluate.main(["--out", str(tmp_path / "a"), *base, "--mnist-draws", "2"]) == 1
+    capsys.readouterr()
+    argv = ["--out", str(tmp_path / "b"), *base, "--mnist-draws", "3", "--methods", "nn", "broken"]
+    argv += ["--resume", str(tmp_path / "a" / "workloads-cpu.json")]
+    assert evaluate.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "made with another plan" in err
+    assert not (tmp_path / "b" / "workloads-cpu.json").exists()

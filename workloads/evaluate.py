@@ -13,6 +13,11 @@ One profiled call per method counts its kernels. A method that fails is recorded
 its one-line error and the run goes on. Writes ``workloads-<board>.json`` and
 ``workloads.log`` in ``--out``; exits 0 if every method passed, 1 if any failed or
 errored, 2 on bad usage (no GPU, no data).
+
+``--resume RECORD...`` keeps the finished methods (no error, every draw timed) of earlier
+records of the same plan and runs only the others, so a run cut by a time limit loses only
+the method it was in; each method names the board it ran on. When nothing is left to run it
+merges the records (two GPUs' halves of one evaluation, say) without touching a GPU.
 """
 
 from __future__ import annotations
@@ -85,8 +90,9 @@ def _board(device: torch.device) -> tuple[dict | None, str | None]:
 class Bench:
     """Persistent input tensors, the flush buffer and timed calls on one device."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, board_uuid: str | None = None) -> None:
         self.device = device
+        self.board_uuid = board_uuid
         rows = task.DRAW_ROWS
         self.train_x = torch.empty(rows, task.COMPONENTS, device=device)
         self.train_y = torch.empty(rows, dtype=torch.int64, device=device)
@@ -173,6 +179,7 @@ def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: task.Plan, dra
         "ms_median": None,
         "ms_min": None,
         "ms_max": None,
+        "board_uuid": bench.board_uuid,
     }
     t0 = time.monotonic()
     try:
@@ -267,7 +274,7 @@ def table(record: dict) -> str:
     return "\n".join(lines)
 
 
-def _record(started, where: dict, args, plan: task.Plan, kmnist: bool, results: dict) -> dict:
+def _record(started, where: dict, run: dict, results: dict, resumed_from: list) -> dict:
     """The run's record so far: provenance, the board, the plan, how it timed, and each method's result."""
     return {
         **records.header(KIND),
@@ -276,17 +283,7 @@ def _record(started, where: dict, args, plan: task.Plan, kmnist: bool, results: 
         "board": where["board"],
         "board_error": where["board_error"],
         "device": where["device"],
-        "run": {
-            "seed": args.seed,
-            "split_seed": args.seed,
-            "holdout": plan.holdout,
-            "kmnist_available": kmnist,
-            "warmup_dataset": plan.warmup_dataset,
-            "warmup_seeds": list(plan.warmup_seeds),
-            "mnist_seeds": list(plan.mnist_seeds),
-            "holdout_seeds": list(plan.holdout_seeds),
-            "order": [list(k) for k in plan.order],
-        },
+        "run": run,
         "timing": {
             "how": "CUDA events around the method alone; before each call the inputs are copied into the "
             "same persistent tensors, checked, a 256 MiB buffer is zeroed (L2 flush) and the device synced",
@@ -294,7 +291,70 @@ def _record(started, where: dict, args, plan: task.Plan, kmnist: bool, results: 
             "warmup_calls": task.WARMUP_CALLS,
         },
         "methods": results,
+        "resumed_from": resumed_from,
     }
+
+
+def _run_dict(seed: int, plan: task.Plan, kmnist: bool) -> dict:
+    """The plan as the record stores it: two records can share methods only if these are equal."""
+    return {
+        "seed": seed,
+        "split_seed": seed,
+        "holdout": plan.holdout,
+        "kmnist_available": kmnist,
+        "warmup_dataset": plan.warmup_dataset,
+        "warmup_seeds": list(plan.warmup_seeds),
+        "mnist_seeds": list(plan.mnist_seeds),
+        "holdout_seeds": list(plan.holdout_seeds),
+        "order": [list(k) for k in plan.order],
+    }
+
+
+def _finished(result: dict, run: dict) -> bool:
+    """True if a method's result is whole: no error, every draw of the plan timed and judged."""
+    return result["error"] is None and len(result["calls"]) == len(run["order"])
+
+
+class Resumed:
+    """The finished methods of earlier records of one plan, kept instead of being run again.
+
+    Args:
+        paths: Records of kind ``workloads`` (any version). A method finished in several is
+            taken from the last one named.
+
+    Raises:
+        RecordError: A path is not a readable workloads record.
+        UsageError: The records were made with different plans (seed, draws, order, hold-out).
+    """
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.first: dict | None = None
+        self.methods: dict[str, dict] = {}
+        self.sources: list[dict] = []
+        for path in paths:
+            record = records.read_json(path, KIND)
+            if self.first is None:
+                self.first = record
+            elif record["run"] != self.first["run"]:
+                raise errors.UsageError(
+                    f"--resume {path}: made with another plan than {paths[0]} "
+                    "(seed, draws or hold-out differ)"
+                )
+            kept = {n: r for n, r in record["methods"].items() if _finished(r, record["run"])}
+            self.methods.update(kept)
+            board = record["board"]["uuid"] if record["board"] else None
+            self.sources.append(
+                {"file": path.name, "created_utc": record["created_utc"], "board_uuid": board,
+                 "methods": sorted(kept)}
+            )  # fmt: skip
+
+    def check_plan(self, run: dict) -> None:
+        """Raise UsageError unless ``run`` (this run's plan) is the plan of the records kept."""
+        if self.first is not None and self.first["run"] != run:
+            raise errors.UsageError(
+                "--resume: the records were made with another plan (seed, draws, hold-out or KMNIST in "
+                "the cache differ); run without --resume, or with the same --seed and data"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -318,6 +378,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--mnist-draws", type=int, default=RUN_MNIST_DRAWS)
     parser.add_argument("--holdout-draws", type=int, default=RUN_HOLDOUT_DRAWS)
+    parser.add_argument(
+        "--resume",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="RECORD",
+        help="keep the finished methods of these records (same plan) and run only the rest; with "
+        "nothing left to run, merge them into --out without a GPU",
+    )
     args = parser.parse_args(argv)
     if args.table is None and args.out is None:
         parser.error("--out is required")
@@ -326,7 +395,10 @@ def main(argv: list[str] | None = None) -> int:
             print(table(records.read_json(args.table, KIND)))
             return 0
         args.methods = [methods.spec(m).name for m in (args.methods or methods.METHODS)]
-        return _run(args)
+        resumed = Resumed(args.resume or [])
+        if resumed.first is not None and all(m in resumed.methods for m in args.methods):
+            return _merge(args, resumed)
+        return _run(args, resumed)
     except errors.NvmeterError as exc:
         print(f"nvmeter: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -335,7 +407,37 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _run(args) -> int:
+def _out_dir(path: Path) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise errors.UsageError(f"cannot create --out {path}: {exc.strerror}") from exc
+    return path
+
+
+def _slug(device_name: str) -> str:
+    name = device_name.lower().replace("nvidia ", "")
+    return "".join(c if c.isalnum() else "-" for c in name)
+
+
+def _merge(args, resumed: Resumed) -> int:
+    """Every method asked for is finished in the records: write them as one record, touching no GPU."""
+    first = resumed.first
+    where = {"provenance": provenance.collect(), "board": first["board"], "board_error": first["board_error"],
+             "device": first["device"]}  # fmt: skip
+    results = {m: resumed.methods[m] for m in args.methods}
+    path = _out_dir(args.out) / f"workloads-{_slug(first['device']['name'])}.json"
+    started = datetime.datetime.now(datetime.timezone.utc)
+    records.write_json(path, _record(started, where, first["run"], results, resumed.sources))
+    boards = sorted({r["board_uuid"] or "?" for r in results.values()})
+    print(f"merged {len(results)} finished method(s) from {len(resumed.sources)} record(s), "
+          f"board(s) {', '.join(boards)} -> {path}")  # fmt: skip
+    for name, r in results.items():
+        print("  " + _summary(name, r))
+    return 0 if all(r["passed"] for r in results.values()) else 1
+
+
+def _run(args, resumed: Resumed) -> int:
     if args.device == "cpu":
         device = torch.device("cpu")
     elif not args.device.isdigit():
@@ -351,11 +453,7 @@ def _run(args) -> int:
     else:
         device = torch.device("cuda", int(args.device))
         torch.cuda.set_device(device)
-    out_dir = args.out
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise errors.UsageError(f"cannot create --out {out_dir}: {exc.strerror}") from exc
+    out_dir = _out_dir(args.out)
     log = Log(out_dir / "workloads.log")
     started = datetime.datetime.now(datetime.timezone.utc)
     board, board_error = _board(device)
@@ -377,22 +475,26 @@ def _run(args) -> int:
             "warm-ups use Fashion-MNIST draws of other seeds"
         )
     plan = task.Plan.make(args.seed, kmnist, args.mnist_draws, args.holdout_draws)
+    run = _run_dict(args.seed, plan, kmnist)
+    resumed.check_plan(run)
     keys = set(plan.order) | {(plan.warmup_dataset, s) for s in plan.warmup_seeds}
     draws = {(d, s): task.draw(d, s, split_seed=args.seed, root=root) for d, s in sorted(keys)}
     log(f"{len(draws)} draws ready (run seed {args.seed}); hold-out {plan.holdout}")
-    bench = Bench(device)
+    bench = Bench(device, board["uuid"] if board else None)
     results = {}
-    name = where["device"]["name"].lower().replace("nvidia ", "")
-    slug = "".join(c if c.isalnum() else "-" for c in name)
-    path = out_dir / f"workloads-{slug}.json"
+    path = out_dir / f"workloads-{_slug(where['device']['name'])}.json"
     for name in args.methods:
-        spec = methods.spec(name)
-        log(f"== {name}: {spec.title}, difficulty {spec.difficulty}")
-        results[name] = evaluate_method(spec, bench, plan, draws, log)
-        log(_summary(name, results[name]))
+        if name in resumed.methods:
+            results[name] = resumed.methods[name]
+            log(f"== {name}: kept (finished on {results[name]['board_uuid'] or 'an unnamed board'})")
+        else:
+            spec = methods.spec(name)
+            log(f"== {name}: {spec.title}, difficulty {spec.difficulty}")
+            results[name] = evaluate_method(spec, bench, plan, draws, log)
+            log(_summary(name, results[name]))
+            torch.cuda.empty_cache()
         # saved after each method: a run cut by a time limit keeps the methods it finished
-        records.write_json(path, _record(started, where, args, plan, kmnist, results))
-        torch.cuda.empty_cache()
+        records.write_json(path, _record(started, where, run, results, resumed.sources))
     log("summary:")
     for name, r in results.items():
         log("  " + _summary(name, r))
