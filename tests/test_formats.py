@@ -23,7 +23,7 @@ COMMITTED = {
     ("probe", 2): FIXTURES / "probe-v2.json",
     ("score", 1): RESULTS / "score-h200" / "mlp_fp32" / "run-001.json",
     ("score", 2): FIXTURES / "score-v2.json",
-    ("workloads", 1): RESULTS / "workloads-h200.json",
+    ("workloads", 1): RESULTS / "workloads-h200-2026-11-29.json",
     ("workloads", 2): FIXTURES / "workloads-v2.json",
     ("window-accuracy", 1): RESULTS / "window-accuracy-h200.json",
     ("window-accuracy-summary", 1): RESULTS / "window-accuracy-h200-summary.json",

@@ -208,8 +208,11 @@ def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: task.Plan, dra
         log(f"{spec.name}: FAILED: {out['error']}")
     slowest_ms = max((c["ms"] for c in out["calls"]), default=0.0)
     if out["error"] is None and bench.cuda and slowest_ms > CENSUS_MAX_CALL_MS:
-        log(f"{spec.name}: no kernel count (calls over {CENSUS_MAX_CALL_MS / 1e3:.0f} s: the profiler's "
-            "processing outlasts the run's time; bench/ladder_h200.py --parts profile counts a step)")  # fmt: skip
+        limit_s = CENSUS_MAX_CALL_MS / 1e3
+        log(
+            f"{spec.name}: no kernel count (calls over {limit_s:.0f} s: the profiler's processing outlasts "
+            "the run's time; bench/ladder_h200.py --parts profile counts a step)"
+        )
     elif out["error"] is None and bench.cuda:
         try:
             n = bench.kernels(method, draws[(plan.warmup_dataset, plan.warmup_seeds[0])])
@@ -265,8 +268,8 @@ def table(record: dict) -> str:
     board = record["device"]["name"]
     lines = [
         f"| method | difficulty | {board} ms (median of calls) | A100 ms | MNIST | A100 MNIST | hold-out | "
-        "kernels a step | verdict |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "kernels a step | board | verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in record["methods"].items():
         verdict = "PASS" if r["passed"] else ("ERROR" if r["error"] else "FAIL")
@@ -276,7 +279,7 @@ def table(record: dict) -> str:
         kps = f"{r['kernels_per_step']:.0f}" if r["kernels_per_step"] else "-"
         lines.append(
             f"| {name} | {r['difficulty']} | {ms} | {r['a100_ms']:.1f} | {mnist} | {r['a100_mnist']:.2%} | "
-            f"{hold} ({record['run']['holdout']}) | {kps} | {verdict} |"
+            f"{hold} ({record['run']['holdout']}) | {kps} | {(r['board_uuid'] or '-')[:12]} | {verdict} |"
         )
     return "\n".join(lines)
 
