@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from nvmeter import records
+from nvmeter.probes.bands import BANDS
 from nvmeter.probes.reference import Reference
 from nvmeter.probes.report import load_report
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = ROOT / "results" / "probe-h200-quick.json"
 SCORE_RUN = ROOT / "results" / "score-h200" / "mlp_fp32" / "run-001.json"  # 5.70 J/TFLOP, 50.88 TFLOP/s
+DERIVATION = ROOT / "results" / "h200-band" / "derivation.json"
 
 
 def _bench():
@@ -219,3 +221,17 @@ def test_check_on_bad_input_is_one_line_and_exit_2_without_a_traceback(five_boar
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     expected = f"h200_band: {out} holds no band (4 board(s), the rule needs 5)"
     assert proc.stderr.strip().splitlines() == [expected]
+
+
+def test_the_committed_derivation_and_the_h200_band_agree():
+    record = records.read_json(DERIVATION, "h200-band")
+    h200 = BANDS["H200"]
+    if record["band"] is None:  # too few boards: the band stays provisional on what it rests on
+        assert h200.provisional
+        assert len(record["uuids"]) < band.MIN_BOARDS
+        return
+    assert not h200.provisional
+    assert list(h200.j_per_tflop) == record["band"]["j_per_tflop"]
+    assert list(h200.tflops) == record["band"]["tflops"]
+    assert list(h200.uuids) == record["uuids"]
+    assert "results/h200-band/derivation.json" in h200.source
