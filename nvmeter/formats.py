@@ -407,6 +407,30 @@ SCORE_SUMMARY = Format(
 )
 
 
+# -- h200-band, h200-band-check: bench/h200_band.py ------------------------------------------------
+H200_BAND = Format(
+    "h200-band",
+    (
+        Version(
+            1,
+            "the rule, every H200 constant-operand reading (board, file, date, J/TFLOP, TFLOP/s), those left "
+            "out and why, per-board medians, their spread, the band (null below the rule's board count)",
+        ),
+    ),
+)
+
+H200_BAND_CHECK = Format(
+    "h200-band-check",
+    (
+        Version(
+            1,
+            "the derivation and its band, every reading checked, each independent board's median inside or "
+            "not, the boards refused as used for the derivation",
+        ),
+    ),
+)
+
+
 FORMATS: dict[str, Format] = {
     f.kind: f
     for f in (
@@ -421,6 +445,8 @@ FORMATS: dict[str, Format] = {
         JOB,
         RUN,
         PYTEST_ENERGY,
+        H200_BAND,
+        H200_BAND_CHECK,
     )
 }
 CURRENT: dict[str, int] = {kind: f.current for kind, f in FORMATS.items()}

@@ -64,6 +64,11 @@ BANDS: dict[str, Band] = {
     # full and quick probes in results/probe-h200*.json read 5.76 and 5.78 J/TFLOP at
     # 51.1 TFLOP/s. The A100 band spans its 15 boards' range x0.83 below and x1.2
     # above (6/7.2, 11/9.2); the same margins around our readings give these edges.
+    # bench/h200_band.py derives the band from every H200 board in results/ by that rule
+    # once there are 5; results/h200-band/derivation.json finds 4, so this one stays.
+    # Score records quote the band in their reference_in_band and band_provisional checks:
+    # a change here must re-derive them (bench/rederive_score.py) in the same commit, or
+    # nvmeter summarize and bench/h200_band.py refuse them as altered.
     # H100: no board of ours measured, so no band.
     "H200": Band(
         family="H200",
