@@ -22,7 +22,7 @@ class Band:
         tflops: (low, high) achieved rate, TFLOP/s.
         provisional: True while the band rests on too few boards.
         source: Where the numbers come from.
-        uuids: The boards a provisional band rests on.
+        uuids: The boards a band of our own readings rests on (empty for a public band).
 
     """
 
@@ -60,23 +60,29 @@ BANDS: dict[str, Band] = {
         # Public: 15 boards read 7.2-9.2 J/TFLOP (docs/facts.md).
         source="public A100 band (15 boards, 7.2-9.2 J/TFLOP)",
     ),
-    # Provisional, from our own readings of one board (docs/probe.md says how): the
-    # full and quick probes in results/probe-h200*.json read 5.76 and 5.78 J/TFLOP at
-    # 51.1 TFLOP/s. The A100 band spans its 15 boards' range x0.83 below and x1.2
-    # above (6/7.2, 11/9.2); the same margins around our readings give these edges.
-    # bench/h200_band.py derives the band from every H200 board in results/ by that rule
-    # once there are 5; results/h200-band/derivation.json finds 4, so this one stays.
+    # From five boards' readings (docs/probe.md says how): bench/h200_band.py takes each
+    # H200 board's median constant-operand reference in results/ (23 readings, 5.47-5.77
+    # J/TFLOP, 50.9-51.2 TFLOP/s across the boards) and applies the A100 band's margins
+    # around its 15 boards (x0.83 below the lowest, x1.2 above the highest: 6/7.2, 11/9.2),
+    # rounded outward (results/h200-band/derivation.json). Before: 4.8-6.9 J/TFLOP and
+    # 42-61 TFLOP/s, provisional, around one board.
     # Score records quote the band in their reference_in_band and band_provisional checks:
     # a change here must re-derive them (bench/rederive_score.py) in the same commit, or
     # nvmeter summarize and bench/h200_band.py refuse them as altered.
     # H100: no board of ours measured, so no band.
     "H200": Band(
         family="H200",
-        j_per_tflop=(4.8, 6.9),
-        tflops=(42.0, 61.0),
-        provisional=True,
-        source="results/probe-h200.json, results/probe-h200-quick.json",
-        uuids=("GPU-2e139fc3-2fea-95c7-6892-95ba9be5b34c",),
+        j_per_tflop=(4.5, 7.0),
+        tflops=(42.0, 62.0),
+        provisional=False,
+        source="results/h200-band/derivation.json (5 boards, 5.47-5.77 J/TFLOP)",
+        uuids=(
+            "GPU-2e139fc3-2fea-95c7-6892-95ba9be5b34c",
+            "GPU-378cf0ca-f772-11e8-9d6a-53f4ef0e318d",
+            "GPU-84564389-4c9c-497d-b2c4-ff7d3cc51bd7",
+            "GPU-c83a1f99-ae1b-ae9c-4a22-216732f69369",
+            "GPU-d9c32883-e7b1-f855-ce77-51cf5a528306",
+        ),
     ),
 }
 
