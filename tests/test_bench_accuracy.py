@@ -460,3 +460,19 @@ def test_zeus_windows_follow_warm_half_second_windows_and_are_analysed(tmp_path,
     row = analysis.analyze([out])["files"][str(out)]["kinds"]["bf16cap"]["rows"]["zeus@0.5"]
     assert row["n"] == len(zeus) and row["bound_contains"] is None
     assert row["median_abs_err"] < 0.02  # the true energy, less the counter's idle: close to the reference
+
+
+def test_pooling_sums_every_board_but_the_fit_ones(sim_run):
+    summary = analysis.analyze([sim_run, sim_run])  # the same record twice stands for two boards
+    path = next(iter(summary["files"]))
+    one = summary["files"][path]["kinds"]["fp32"]["rows"]["warm@0.5"]
+    summary["files"] = {"fit.json": summary["files"][path], "check.json": summary["files"][path]}
+    pool = analysis.pooled(summary, fit_files=("fit.json",))
+    cell = pool["fp32"]["warm 0.5 s"]
+    assert cell["n"] == one["n"] > 0  # the fit file's trials are left out
+    assert cell["bound"] == round(one["bound_contains"] * one["n"])
+    assert cell["max_abs_err"] == one["max_abs_err"]
+    both = analysis.pooled(summary)["fp32"]["warm 0.5 s"]
+    assert both["n"] == 2 * one["n"] and len(both["boards"]) == 1  # one board, counted once in the list
+    table = analysis.pooled_markdown(pool).splitlines()
+    assert table[2].startswith("| fp32 | windows 0.25-4 s | ") and "| 1 |" in table[2]

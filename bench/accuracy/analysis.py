@@ -442,3 +442,66 @@ def markdown(summary: dict) -> str:
                 "",
             ]
     return "\n".join(lines)
+
+
+# the cells of issue 10's targets, pooled across boards: the label and the summary row behind it
+_POOLED_CELLS = (
+    ("windows 0.25-4 s", "pooled_windows"),
+    ("warm 0.5 s", "warm@0.5"),
+    ("single call", "single@single"),
+    ("measure()", "measure@measure"),
+)
+
+
+def pooled(summary: dict, fit_files: tuple[str, ...] = ()) -> dict:
+    """Per kind and cell, trials summed over every file but ``fit_files`` (the out-of-sample boards).
+
+    Returns {kind: {cell: {"n", "bound", "within_1pct", "within_2pct", "max_abs_err", "boards"}}}: counts of
+    trials with a reference (within 60 s and ±1 °C), the largest |error| among them, and the boards.
+    """
+    out: dict[str, dict] = {}
+    for path, f in summary["files"].items():
+        if Path(path).name in fit_files or path in fit_files:
+            continue
+        for kind, k in f["kinds"].items():
+            for label, key in _POOLED_CELLS:
+                row = k["pooled_windows"] if key == "pooled_windows" else k["rows"].get(key)
+                if not row or not row.get("n"):
+                    continue
+                n = row["n"]
+                c = out.setdefault(kind, {}).setdefault(
+                    label,
+                    {
+                        "n": 0,
+                        "bound": 0,
+                        "within_1pct": 0,
+                        "within_2pct": 0,
+                        "max_abs_err": 0.0,
+                        "boards": [],
+                    },
+                )
+                c["n"] += n
+                # the row stores shares of n; its counts are whole numbers
+                c["bound"] += round(row["bound_contains"] * n)
+                c["within_1pct"] += round((row["within_1pct"] or 0.0) * n)
+                c["within_2pct"] += round((row.get("within_2pct") or 0.0) * n)
+                c["max_abs_err"] = max(c["max_abs_err"], row["max_abs_err"])
+                if f["board"] not in c["boards"]:
+                    c["boards"].append(f["board"])
+    return out
+
+
+def pooled_markdown(pool: dict) -> str:
+    """The pooled table: per kind and cell, trials, boards, bounds held, within ±1% and ±2%, max |error|."""
+    lines = [
+        "| kind | cell | trials | boards | bound holds | within ±1% | within ±2% | max \\|error\\| |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for kind, cells in pool.items():
+        for label, c in cells.items():
+            n = c["n"]
+            lines.append(
+                f"| {kind} | {label} | {n} | {len(c['boards'])} | {c['bound']}/{n} ({c['bound'] / n:.0%}) "
+                f"| {c['within_1pct']}/{n} | {c['within_2pct']}/{n} | {_pct(c['max_abs_err'])} |"
+            )
+    return "\n".join(lines)

@@ -78,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--json", type=Path, help="write the summary here")
     a.add_argument("--markdown", type=Path, help="write the tables here")
     a.add_argument("--plot", type=Path, help="write the figure here")
+    a.add_argument(
+        "--pool-except",
+        nargs="*",
+        default=None,
+        metavar="FILE",
+        help="also pool each kind's trials over every file but these (the fit's), one table",
+    )
     f = sub.add_parser("fit", help="the error model's state constants, from one board's fit kinds")
     f.add_argument("file", type=Path)
     f.add_argument("--kinds", type=_kinds, default=kinds_mod.FIT_KINDS)
@@ -185,6 +192,16 @@ def _analyze(args) -> int:
 
     summary = analysis.analyze(args.files)
     text = analysis.markdown(summary)
+    if args.pool_except is not None:
+        fit = tuple(Path(p).name for p in args.pool_except)
+        summary["pooled"] = {"except": list(fit), "kinds": analysis.pooled(summary, fit)}
+        left = [Path(p).name for p in summary["files"] if Path(p).name not in fit]
+        text = (
+            f"### Pooled over {', '.join(left)}\n\n"
+            + analysis.pooled_markdown(summary["pooled"]["kinds"])
+            + "\n\n"
+            + text
+        )
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1, default=str) + "\n")
     if args.markdown:
