@@ -30,6 +30,7 @@ The records: kinds ``h200-band`` and ``h200-band-check`` (docs/formats.md).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -120,9 +121,13 @@ class Reading:
 
     @property
     def key(self) -> tuple:
-        """The same measurement in two files (a copy) has the same board and job on the board's clock."""
+        """The same measurement in two files (a copy) has the same job on the board's clock.
+
+        The UUID is left out on purpose: a copy with its board renamed is still the same
+        measurement, and two boards' timestamps never agree to the nanosecond.
+        """
         run = self.trial.run
-        return (self.board.uuid, run.t0_s, run.t1_s, run.matmuls)
+        return (run.t0_s, run.t1_s, run.matmuls)
 
     def to_dict(self) -> dict:
         """One row: board, file, date and the two figures."""
@@ -169,9 +174,13 @@ def read_references(path: Path) -> list[Reading]:
 
 
 def is_family(board: BoardIdentity) -> bool:
-    """Whether the H200 band judges this board (its name, as ``nvmeter check`` matches it)."""
+    """Whether the H200 band judges this board: its name, as ``nvmeter check`` matches it, on real hardware.
+
+    A simulated board takes a real board's name (``Simulated H200``) but its figures are the
+    simulator's, so it never counts toward a band or a check.
+    """
     band = band_for(board.name)
-    return band is not None and band.family == FAMILY
+    return band is not None and band.family == FAMILY and not board.simulated
 
 
 def collect(results: Path) -> tuple[list[Reading], list[dict]]:
@@ -191,7 +200,8 @@ def collect(results: Path) -> tuple[list[Reading], list[dict]]:
         for reading in read_references(path):
             why = None
             if not is_family(reading.board):
-                why = f"not an {FAMILY} ({reading.board.name})"
+                sim = ", simulated" if reading.board.simulated else ""
+                why = f"not an {FAMILY} board ({reading.board.name}{sim})"
             elif reading.why_unusable:
                 why = reading.why_unusable
             elif reading.key in seen:
@@ -366,11 +376,43 @@ def read_derivation(path: Path) -> dict:
 
     """
     record = records.read_json(path, DERIVATION_KIND)
+    try:
+        verify_derivation(record, path)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise errors.RecordError(
+            f"{path}: not a whole derivation record ({type(exc).__name__}: {exc})"
+        ) from exc
     if record["band"] is None:
         raise errors.RecordError(
             f"{path} holds no band ({len(record['uuids'])} board(s), the rule needs {record['min_boards']})"
         )
     return record
+
+
+def verify_derivation(record: dict, path: Path) -> None:
+    """Raise RecordError unless the derivation's readings are its files' and its band their rule's.
+
+    Each reading is read again from its file (which must still be there), then the boards,
+    their UUIDs and the band are recomputed with this module's rule and compared.
+    """
+    readings = []
+    for row in record["readings"]:
+        found = [r for r in read_references(Path(row["file"])) if r.board.uuid == row["board_uuid"]]
+        match = [r for r in found if (r.j_per_tflop, r.tflops) == (row["j_per_tflop"], row["tflops"])]
+        if not match:
+            raise errors.RecordError(f"{path}: its reading from {row['file']} is not that file's (altered?)")
+        readings.append(match[0])
+    boards = per_board(readings)
+    fresh = {
+        "boards": boards,
+        "uuids": [b["uuid"] for b in boards],
+        "band": band_edges(boards) if len(boards) >= MIN_BOARDS else None,
+    }
+    for key, value in fresh.items():
+        if json.loads(json.dumps(value)) != record[key]:
+            raise errors.RecordError(
+                f"{path}: its {key} disagrees with its readings under the rule (altered?)"
+            )
 
 
 def checked(files: list[Path], derivation_path: Path) -> dict:
@@ -393,7 +435,8 @@ def checked(files: list[Path], derivation_path: Path) -> dict:
             raise errors.UsageError(f"{path}: not a score run or probe file with a reference")
         for r in found:
             if not is_family(r.board):
-                raise errors.UsageError(f"{path}: {r.board.name} {r.board.uuid} is not an {FAMILY}")
+                what = "a simulated board" if r.board.simulated else f"not an {FAMILY}"
+                raise errors.UsageError(f"{path}: {r.board.name} {r.board.uuid} is {what}")
             if r.why_unusable:
                 raise errors.UsageError(f"{path}: the reference cannot be judged: {r.why_unusable}")
             if r.key not in seen:  # a file named twice counts once

@@ -282,7 +282,13 @@ def show(
     A stored derived figure that differs from its recomputation is an error (exit 2), named
     in one line.
     """
-    if _record_kind(record_file) == "run":
+    kind = _record_kind(record_file)
+    elsewhere = {"score": "nvmeter summarize", "workloads": "python -m nvmeter.workloads.evaluate --table"}
+    if kind in elsewhere:  # records that another command reads
+        raise errors.UsageError(
+            f"{record_file} is a {kind} record: read it with `{elsewhere[kind]} {record_file}`"
+        )
+    if kind == "run":
         from nvmeter.command import load_run
 
         for line in load_run(record_file).lines():

@@ -476,3 +476,17 @@ def test_pooling_sums_every_board_but_the_fit_ones(sim_run):
     assert both["n"] == 2 * one["n"] and len(both["boards"]) == 1  # one board, counted once in the list
     table = analysis.pooled_markdown(pool).splitlines()
     assert table[2].startswith("| fp32 | windows 0.25-4 s | ") and "| 1 |" in table[2]
+
+
+def test_pooling_refuses_unknown_names_nothing_left_and_copies(sim_run, tmp_path, capsys):
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(sim_run.read_bytes())
+    for extra, says in (
+        ([str(sim_run), "--pool-except", "acc.jsno"], "not among FILES"),
+        ([str(sim_run), "--pool-except", "acc.json"], "nothing is left to pool"),
+        ([str(sim_run), str(copy), "--pool-except"], "is a copy of"),
+        ([str(tmp_path / "none.json")], "No such file"),
+    ):
+        assert cli.main(["analyze", *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and says in err

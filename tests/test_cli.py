@@ -237,3 +237,11 @@ def test_show_verifies_the_stored_figures(probe_file, tmp_path):
     assert "probes.idle.derived.context.power_w disagrees with its recomputation" in line
     # the same file is refused wherever a probe file is read
     assert "disagrees" in one_line_error(nvmeter("check", "--probe", str(bad)), 2)
+
+
+def test_show_points_score_and_workloads_records_to_their_readers():
+    root = Path(__file__).parents[1]
+    line = one_line_error(nvmeter("show", "results/score-h200/graph_mlp/run-001.json", cwd=root), 2)
+    assert "is a score record: read it with `nvmeter summarize" in line
+    line = one_line_error(nvmeter("show", "results/workloads-h200.json", cwd=root), 2)
+    assert "evaluate --table results/workloads-h200.json" in line

@@ -86,10 +86,10 @@ def derive(results: Path, out: Path, capsys) -> tuple[int, dict | None, str]:
 def five_boards(tmp_path, quick):
     """Four probe boards at rates x0.9, x1.0, x1.05, x1.1 (one read twice), one score-run board."""
     results = tmp_path / "results"
-    write_probe(quick, results / "a" / "probe.json", uuid(1), 0.9)
-    write_probe(quick, results / "b" / "probe.json", uuid(2), 1.0)
-    write_probe(quick, results / "c" / "probe.json", uuid(3), 1.05)
-    write_probe(quick, results / "d" / "probe.json", uuid(4), 1.1)
+    write_probe(quick, results / "a" / "probe.json", uuid(1), 0.9, later_s=1.0)
+    write_probe(quick, results / "b" / "probe.json", uuid(2), 1.0, later_s=2.0)
+    write_probe(quick, results / "c" / "probe.json", uuid(3), 1.05, later_s=3.0)
+    write_probe(quick, results / "d" / "probe.json", uuid(4), 1.1, later_s=4.0)
     # board 4 read again, later: with x1.1 its median rate is x1.2
     write_probe(quick, results / "d" / "probe-again.json", uuid(4), 1.3, later_s=1000.0)
     write_score_run(results / "score" / "m" / "run-001.json", uuid(5))
@@ -119,8 +119,10 @@ def test_derive_applies_the_rule_to_each_boards_median(five_boards, tmp_path, ca
 
 
 def test_derive_leaves_out_other_families_copies_and_other_kinds(five_boards, tmp_path, quick, capsys):
-    write_probe(quick, five_boards / "x" / "a100.json", uuid(6), 0.4, name="NVIDIA A100-SXM4-80GB")
-    write_probe(quick, five_boards / "x" / "gh200.json", uuid(7), 0.4, name="NVIDIA GH200 480GB")
+    write_probe(
+        quick, five_boards / "x" / "a100.json", uuid(6), 0.4, later_s=6.0, name="NVIDIA A100-SXM4-80GB"
+    )
+    write_probe(quick, five_boards / "x" / "gh200.json", uuid(7), 0.4, later_s=7.0, name="NVIDIA GH200 480GB")
     (five_boards / "x" / "copy.json").write_text((five_boards / "b" / "probe.json").read_text())
     records.write_json(five_boards / "x" / "other.json", {**records.header("job"), "x": 1})
     code, record, err = derive(five_boards, tmp_path / "derivation.json", capsys)
@@ -179,7 +181,7 @@ def test_check_refuses_a_board_the_derivation_used(derived, five_boards, capsys)
 def test_check_passes_an_independent_board_inside_and_reports_a_used_one_unjudged(
     derived, five_boards, tmp_path, quick, capsys
 ):
-    new = write_probe(quick, tmp_path / "new" / "probe.json", uuid(8), 1.0)
+    new = write_probe(quick, tmp_path / "new" / "probe.json", uuid(8), 1.0, later_s=8.0)
     out = tmp_path / "check-new.json"
     code, text, err = check([new, five_boards / "b" / "probe.json"], derived, capsys, out)
     assert code == 0, err
@@ -193,7 +195,7 @@ def test_check_passes_an_independent_board_inside_and_reports_a_used_one_unjudge
 
 def test_check_fails_an_independent_board_outside(derived, tmp_path, quick, capsys):
     # x0.7: 8.26 J/TFLOP (above 7.8) at 35.8 TFLOP/s (below 38)
-    slow = write_probe(quick, tmp_path / "slow" / "probe.json", uuid(9), 0.7)
+    slow = write_probe(quick, tmp_path / "slow" / "probe.json", uuid(9), 0.7, later_s=9.0)
     code, text, _ = check([slow], derived, capsys)
     assert code == 1
     assert text.startswith(f"OUTSIDE: {uuid(9)}")
@@ -235,3 +237,36 @@ def test_the_committed_derivation_and_the_h200_band_agree():
     assert list(h200.tflops) == record["band"]["tflops"]
     assert list(h200.uuids) == record["uuids"]
     assert "results/h200-band/derivation.json" in h200.source
+
+
+def test_a_simulated_board_and_a_renamed_copy_never_count(five_boards, tmp_path, quick, capsys):
+    # a fifth board that is only the simulator, and a copy of board 2 under a new UUID: four boards
+    (five_boards / "score" / "m" / "run-001.json").unlink()
+    sim = json.loads(write_probe(quick, tmp_path / "s.json", uuid(6), 1.0, later_s=6.0).read_text())
+    sim["board"]["simulated"] = True
+    (five_boards / "sim.json").write_text(json.dumps(sim))
+    write_probe(quick, five_boards / "copy.json", uuid(7), 1.0, later_s=2.0)  # board 2's job, renamed
+    code, record, err = derive(five_boards, tmp_path / "derivation.json", capsys)
+    assert code == 1 and record["band"] is None and "4 distinct H200 board(s)" in err
+    why = {Path(x["file"]).name: x["why"] for x in record["left_out"]}
+    assert "simulated" in why["sim.json"] and why["copy.json"].startswith("the same measurement as")
+
+
+@pytest.mark.parametrize(
+    "tamper, says",
+    [
+        (lambda d: d["band"].update(j_per_tflop=[0.1, 100.0]), "its band disagrees"),
+        (lambda d: d.update(uuids=[]), "its uuids disagrees"),
+        (lambda d: d["readings"][0].update(j_per_tflop=5.0), "is not that file's"),
+        (lambda d: d.pop("band"), "not a whole derivation record"),
+        (lambda d: d.update(uuids=None), "its uuids disagrees"),
+    ],
+)
+def test_check_refuses_an_altered_derivation(derived, tmp_path, quick, capsys, tamper, says):
+    record = json.loads(Path(derived).read_text())
+    tamper(record)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(record))
+    new = write_probe(quick, tmp_path / "new" / "probe.json", uuid(8), 1.0, later_s=8.0)
+    code, text, err = check([new], bad, capsys)
+    assert code == 2 and text == "" and err.count("\n") == 1 and says in err

@@ -117,7 +117,18 @@ def test_resume_keeps_finished_methods_and_merges_without_a_gpu(
     # nothing left to run: a merge, which needs neither data nor a device
     merged = tmp_path / "merged"
     capsys.readouterr()
-    argv = ["--out", str(merged), "--device", "7", "--methods", "nn"]
+    argv = [
+        "--out",
+        str(merged),
+        "--device",
+        "7",
+        "--methods",
+        "nn",
+        "--mnist-draws",
+        "2",
+        "--holdout-draws",
+        "1",
+    ]
     argv += ["--resume", str(second / "workloads-cpu.json")]
     assert evaluate.main(argv) == 1  # nn finished but did not pass its difficulty
     assert "merged 1 finished method(s) from 1 record(s)" in capsys.readouterr().out
@@ -135,3 +146,68 @@ def test_resume_refuses_a_record_of_another_plan(tmp_path, mnist_root, fashion_r
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "made with another plan" in err
     assert not (tmp_path / "b" / "workloads-cpu.json").exists()
+
+
+def interrupt(train_x, train_y, test_x):
+    raise KeyboardInterrupt
+
+
+def _first_record(tmp_path, mnist_root, base):
+    assert evaluate.main(["--out", str(tmp_path / "first"), *base, "--methods", "nn"]) == 1
+    return tmp_path / "first" / "workloads-cpu.json"
+
+
+@pytest.mark.parametrize(
+    "tamper, says",
+    [
+        (lambda nn: nn.update(passed=True), "its passed disagrees with its calls"),
+        (lambda nn: nn["calls"][0].update(correct=0), "its verdict disagrees with its calls"),
+        (lambda nn: nn["calls"].reverse(), "not the plan's draws in the plan's order"),
+        (lambda nn: nn["calls"][1].update(ms=-1.0), "not a positive time"),
+        (lambda nn: nn.update(difficulty=3), "difficulty 3 is not the method's"),
+        (lambda nn: nn.pop("calls"), "KeyError"),
+    ],
+)
+def test_resume_refuses_an_altered_or_damaged_method(tmp_path, mnist_root, fashion_root, fake_methods, capsys,
+                                                     tamper, says):  # fmt: skip
+    base = ["--device", "cpu", "--data", str(mnist_root), "--mnist-draws", "2", "--holdout-draws", "1"]
+    path = _first_record(tmp_path, mnist_root, base)
+    record = json.loads(path.read_text())
+    tamper(record["methods"]["nn"])
+    path.write_text(json.dumps(record))
+    capsys.readouterr()
+    argv = ["--out", str(tmp_path / "second"), *base, "--methods", "nn", "--resume", str(path)]
+    assert evaluate.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a whole workloads record" in err and says in err
+    assert not (tmp_path / "second").exists()
+
+
+def test_resume_refuses_another_device_kind_and_a_merge_asked_for_another_plan(
+    tmp_path, mnist_root, fashion_root, fake_methods, capsys
+):
+    base = ["--device", "cpu", "--data", str(mnist_root), "--mnist-draws", "2", "--holdout-draws", "1"]
+    path = _first_record(tmp_path, mnist_root, base)
+    gpu = json.loads(path.read_text())
+    gpu["device"].update(type="cuda", name="NVIDIA H200")
+    (tmp_path / "gpu.json").write_text(json.dumps(gpu))
+    capsys.readouterr()
+    argv = ["--out", str(tmp_path / "m"), "--methods", "nn", "--mnist-draws", "2", "--holdout-draws", "1"]
+    assert evaluate.main([*argv, "--resume", str(tmp_path / "gpu.json"), str(path)]) == 2
+    assert "one kind of device" in capsys.readouterr().err
+    assert evaluate.main([*argv, "--seed", "2", "--resume", str(path)]) == 2
+    assert "asked for seed 2, 2 and 1" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
+def test_kept_methods_are_saved_before_the_run_reaches_them(tmp_path, mnist_root, fashion_root, fake_methods):
+    fake_methods["stop"] = FakeSpec("stop", interrupt)
+    base = ["--device", "cpu", "--data", str(mnist_root), "--mnist-draws", "2", "--holdout-draws", "1"]
+    path = _first_record(tmp_path, mnist_root, base)
+    # resumed into its own folder, and cut (Ctrl-C) in the first method: the kept one is still there
+    argv = ["--out", str(path.parent), *base, "--methods", "stop", "nn", "--resume", str(path)]
+    assert evaluate.main(argv) == 130
+    record = json.loads(path.read_text())
+    assert list(record["methods"]) == ["nn"] and record["resumed_from"][0]["methods"] == ["nn"]
+    log = (path.parent / "workloads.log").read_text()
+    assert log.count("== nn:") == 1 and log.count("== stop:") == 1 and "# ---" in log  # appended

@@ -14,8 +14,9 @@ its one-line error and the run goes on. Writes ``workloads-<board>.json`` and
 ``workloads.log`` in ``--out``; exits 0 if every method passed, 1 if any failed or
 errored, 2 on bad usage (no GPU, no data).
 
-``--resume RECORD...`` keeps the finished methods (no error, every draw timed) of earlier
-records of the same plan and runs only the others, so a run cut by a time limit loses only
+``--resume RECORD...`` keeps the finished methods (no error, every draw timed, figures that
+agree with their calls: :mod:`nvmeter.workloads.resume`) of earlier records of the same plan
+and kind of device, and runs only the others, so a run cut by a time limit loses only
 the method it was in; each method names the board it ran on. When nothing is left to run it
 merges the records (two GPUs' halves of one evaluation, say) without touching a GPU.
 """
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,6 +34,7 @@ import torch
 from nvmeter import errors, provenance, records
 from nvmeter.workloads import cache, harness, judge, methods, task
 from nvmeter.workloads.judge import RUN_HOLDOUT_DRAWS, RUN_MNIST_DRAWS
+from nvmeter.workloads.resume import Resumed
 
 # The record's kind; its versions live with the others in nvmeter.formats (docs/formats.md).
 KIND = "workloads"
@@ -49,7 +50,12 @@ class Log:
     """Progress lines to stdout and to ``workloads.log``."""
 
     def __init__(self, path: Path) -> None:
-        self._f = path.open("w")
+        fresh = not path.exists()
+        self._f = path.open("a")  # appended: a resumed run keeps the log of the run it resumes
+        if not fresh:
+            self._f.write(
+                f"# --- {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')} ---\n"
+            )
         self._t0 = time.monotonic()
 
     def __call__(self, line: str) -> None:
@@ -222,32 +228,7 @@ def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: task.Plan, dra
             log(f"{spec.name}: {n} kernels a call ({out['kernels_per_step'] or 0:.1f} a step)")
         except Exception as exc:
             log(f"{spec.name}: kernel count unavailable ({type(exc).__name__}: {exc})")
-    mnist = [
-        judge.Score(c["dataset"], c["seed"], c["correct"], c["rows"])
-        for c in out["calls"]
-        if c["dataset"] == "mnist"
-    ]
-    holdout = [
-        judge.Score(c["dataset"], c["seed"], c["correct"], c["rows"])
-        for c in out["calls"]
-        if c["dataset"] != "mnist"
-    ]
-    complete = (
-        out["error"] is None
-        and len(mnist) == len(plan.mnist_seeds)
-        and len(holdout) == len(plan.holdout_seeds)
-    )
-    if mnist:
-        verdict = judge.judge(mnist, holdout, spec.difficulty)
-        out["verdict"] = verdict.to_dict()
-        out["mnist_accuracy"] = verdict.mnist_correct / verdict.mnist_rows
-        out["holdout_accuracy"] = verdict.holdout_correct / verdict.holdout_rows if holdout else None
-    out["passed"] = bool(complete and out["verdict"]["passed"])
-    times = [c["ms"] for c in out["calls"]]
-    if times:
-        out["ms_median"] = statistics.median(times)
-        out["ms_min"] = min(times)
-        out["ms_max"] = max(times)
+    out.update(judge.from_calls(out, len(plan.mnist_seeds), len(plan.holdout_seeds)))
     out["wall_s"] = time.monotonic() - t0
     return out
 
@@ -320,53 +301,6 @@ def _run_dict(seed: int, plan: task.Plan, kmnist: bool) -> dict:
     }
 
 
-def _finished(result: dict, run: dict) -> bool:
-    """True if a method's result is whole: no error, every draw of the plan timed and judged."""
-    return result["error"] is None and len(result["calls"]) == len(run["order"])
-
-
-class Resumed:
-    """The finished methods of earlier records of one plan, kept instead of being run again.
-
-    Args:
-        paths: Records of kind ``workloads`` (any version). A method finished in several is
-            taken from the last one named.
-
-    Raises:
-        RecordError: A path is not a readable workloads record.
-        UsageError: The records were made with different plans (seed, draws, order, hold-out).
-    """
-
-    def __init__(self, paths: list[Path]) -> None:
-        self.first: dict | None = None
-        self.methods: dict[str, dict] = {}
-        self.sources: list[dict] = []
-        for path in paths:
-            record = records.read_json(path, KIND)
-            if self.first is None:
-                self.first = record
-            elif record["run"] != self.first["run"]:
-                raise errors.UsageError(
-                    f"--resume {path}: made with another plan than {paths[0]} "
-                    "(seed, draws or hold-out differ)"
-                )
-            kept = {n: r for n, r in record["methods"].items() if _finished(r, record["run"])}
-            self.methods.update(kept)
-            board = record["board"]["uuid"] if record["board"] else None
-            self.sources.append(
-                {"file": path.name, "created_utc": record["created_utc"], "board_uuid": board,
-                 "methods": sorted(kept)}
-            )  # fmt: skip
-
-    def check_plan(self, run: dict) -> None:
-        """Raise UsageError unless ``run`` (this run's plan) is the plan of the records kept."""
-        if self.first is not None and self.first["run"] != run:
-            raise errors.UsageError(
-                "--resume: the records were made with another plan (seed, draws, hold-out or KMNIST in "
-                "the cache differ); run without --resume, or with the same --seed and data"
-            )
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the evaluation; see the module docstring. Returns the exit code."""
     parser = argparse.ArgumentParser(
@@ -402,11 +336,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out is required")
     try:
         if args.table is not None:
-            print(table(records.read_json(args.table, KIND)))
+            record = records.read_json(args.table, KIND)
+            try:
+                text = table(record)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise errors.RecordError(
+                    f"{args.table}: not a whole workloads record ({type(exc).__name__}: {exc})"
+                ) from exc
+            print(text)
             return 0
         args.methods = [methods.spec(m).name for m in (args.methods or methods.METHODS)]
         resumed = Resumed(args.resume or [])
         if resumed.first is not None and all(m in resumed.methods for m in args.methods):
+            resumed.check_request(args.seed, args.mnist_draws, args.holdout_draws)
             return _merge(args, resumed)
         return _run(args, resumed)
     except errors.NvmeterError as exc:
@@ -463,48 +405,56 @@ def _run(args, resumed: Resumed) -> int:
     else:
         device = torch.device("cuda", int(args.device))
         torch.cuda.set_device(device)
-    out_dir = _out_dir(args.out)
-    log = Log(out_dir / "workloads.log")
     started = datetime.datetime.now(datetime.timezone.utc)
     board, board_error = _board(device)
     where = {"provenance": provenance.collect(), "board": board, "board_error": board_error}
     where["device"] = _device(device)
-    uuid = board["uuid"] if board else f"(no NVML identity: {board_error})"
-    log(f"board {where['device']['name']} {uuid}; torch {torch.__version__}, CUDA {torch.version.cuda}")
     root = args.data
     # the pools load once (~3 s each); a missing dataset is a usage error before any GPU work
     task.draw("mnist", 0, root=root)
     task.draw("fashion", 0, root=root)
     try:
         task.draw("kmnist", 0, root=root)
-        kmnist = True
+        kmnist, no_kmnist = True, None
     except errors.UsageError as exc:
-        kmnist = False
-        log(
-            f"KMNIST not available ({exc}); hold-out is Fashion-MNIST, "
-            "warm-ups use Fashion-MNIST draws of other seeds"
-        )
+        kmnist, no_kmnist = False, str(exc)
     plan = task.Plan.make(args.seed, kmnist, args.mnist_draws, args.holdout_draws)
     run = _run_dict(args.seed, plan, kmnist)
-    resumed.check_plan(run)
+    resumed.check(run, where["device"])  # before --out is touched: a refused resume leaves nothing
+    out_dir = _out_dir(args.out)
+    log = Log(out_dir / "workloads.log")
+    uuid = board["uuid"] if board else f"(no NVML identity: {board_error})"
+    log(f"board {where['device']['name']} {uuid}; torch {torch.__version__}, CUDA {torch.version.cuda}")
+    if no_kmnist:
+        log(
+            f"KMNIST not available ({no_kmnist}); hold-out is Fashion-MNIST, "
+            "warm-ups use Fashion-MNIST draws of other seeds"
+        )
     keys = set(plan.order) | {(plan.warmup_dataset, s) for s in plan.warmup_seeds}
     draws = {(d, s): task.draw(d, s, split_seed=args.seed, root=root) for d, s in sorted(keys)}
     log(f"{len(draws)} draws ready (run seed {args.seed}); hold-out {plan.holdout}")
     bench = Bench(device, board["uuid"] if board else None)
-    results = {}
     path = out_dir / f"workloads-{_slug(where['device']['name'])}.json"
+    # kept methods are in the record from the start: a run cut before it reaches them loses none
+    results = {n: resumed.methods[n] for n in args.methods if n in resumed.methods}
+
+    def save() -> None:
+        ordered = {n: results[n] for n in args.methods if n in results}
+        records.write_json(path, _record(started, where, run, ordered, resumed.sources))
+
+    if results:
+        save()
     for name in args.methods:
         if name in resumed.methods:
-            results[name] = resumed.methods[name]
             log(f"== {name}: kept (finished on {results[name]['board_uuid'] or 'an unnamed board'})")
-        else:
-            spec = methods.spec(name)
-            log(f"== {name}: {spec.title}, difficulty {spec.difficulty}")
-            results[name] = evaluate_method(spec, bench, plan, draws, log)
-            log(_summary(name, results[name]))
-            torch.cuda.empty_cache()
-        # saved after each method: a run cut by a time limit keeps the methods it finished
-        records.write_json(path, _record(started, where, run, results, resumed.sources))
+            continue
+        spec = methods.spec(name)
+        log(f"== {name}: {spec.title}, difficulty {spec.difficulty}")
+        results[name] = evaluate_method(spec, bench, plan, draws, log)
+        log(_summary(name, results[name]))
+        torch.cuda.empty_cache()
+        save()  # after each method: a run cut by a time limit keeps the methods it finished
+    results = {n: results[n] for n in args.methods}
     log("summary:")
     for name, r in results.items():
         log("  " + _summary(name, r))

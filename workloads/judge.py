@@ -12,6 +12,7 @@ exact: ``ceil(110000 x 0.946)`` in floating point is 104,061, not 104,060.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -172,3 +173,31 @@ def judge(mnist: Sequence[Score], holdout: Sequence[Score], level: int) -> Verdi
         holdout_required=h_need,
         reasons=tuple(reasons),
     )
+
+
+def from_calls(result: dict, mnist_draws: int, holdout_draws: int) -> dict:
+    """What a method's result derives from its calls: verdict, accuracies, passed, ms median/min/max.
+
+    ``result`` holds ``difficulty``, ``error`` and ``calls`` (dataset, seed, ms, correct, rows);
+    a result is passed only if it has no error, all ``mnist_draws`` + ``holdout_draws`` calls and the
+    judge passes it. Fields that cannot be derived (no MNIST call, no call) are None.
+    """
+    calls = result["calls"]
+    scores = [Score(c["dataset"], c["seed"], c["correct"], c["rows"]) for c in calls]
+    mnist = [s for s in scores if s.dataset == "mnist"]
+    holdout = [s for s in scores if s.dataset != "mnist"]
+    out = {"verdict": None, "mnist_accuracy": None, "holdout_accuracy": None, "passed": False,
+           "ms_median": None, "ms_min": None, "ms_max": None}  # fmt: skip
+    if mnist:
+        verdict = judge(mnist, holdout, result["difficulty"])
+        out["verdict"] = verdict.to_dict()
+        out["mnist_accuracy"] = verdict.mnist_correct / verdict.mnist_rows
+        out["holdout_accuracy"] = verdict.holdout_correct / verdict.holdout_rows if holdout else None
+        complete = result["error"] is None and len(mnist) == mnist_draws and len(holdout) == holdout_draws
+        out["passed"] = bool(complete and verdict.passed)
+    times = [c["ms"] for c in calls]
+    if times:
+        out["ms_median"] = statistics.median(times)
+        out["ms_min"] = min(times)
+        out["ms_max"] = max(times)
+    return out

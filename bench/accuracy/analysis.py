@@ -16,7 +16,6 @@ overhead (work time per call in warm windows against the references); the board 
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, replace
@@ -36,8 +35,14 @@ PROFILE_CHANGES: dict = {}
 
 
 def load(path: Path) -> dict:
-    """A record file (schema 2)."""
-    return json.loads(Path(path).read_text())
+    """A window-accuracy record (schema 2, upgraded as nvmeter.formats says).
+
+    Raises:
+        RecordError: missing, unreadable, not JSON, or another kind of record.
+    """
+    from nvmeter import records
+
+    return records.read_json(Path(path), "window-accuracy")
 
 
 def idle_of(part: dict):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
 
 from accuracy import kinds as kinds_mod
+from nvmeter import errors
 
 
 def _kinds(text: str) -> tuple[str, ...]:
@@ -157,7 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     _profile_changes(args)
     if args.cmd == "analyze":
-        return _analyze(args)
+        try:
+            return _analyze(args)
+        except (errors.NvmeterError, OSError, ValueError, KeyError) as exc:
+            # a missing, unreadable or foreign file: one line, nothing written
+            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            name = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+            print(f"error: {name}{text}", file=sys.stderr)
+            return 2
     if args.cmd == "fit":
         from accuracy import analysis, fitcheck
 
@@ -180,6 +189,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if result["all_hold"] else 1
 
 
+def _check_pool(files: list[Path], excepted: list[str]) -> None:
+    """Raise UsageError unless the pool is well-formed: excepted files among FILES, some left, no copies."""
+    names = [Path(p).name for p in files]
+    if len(set(names)) != len(names):
+        raise errors.UsageError("two FILES share a name; --pool-except names files by name")
+    unknown = sorted({Path(p).name for p in excepted} - set(names))
+    if unknown:
+        raise errors.UsageError(f"--pool-except {', '.join(unknown)}: not among FILES")
+    if len({Path(p).name for p in excepted}) == len(names):
+        raise errors.UsageError("--pool-except names every file: nothing is left to pool")
+    seen: dict[str, Path] = {}
+    for p in files:
+        digest = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+        if digest in seen:
+            raise errors.UsageError(f"{p} is a copy of {seen[digest]}: its trials would count twice")
+        seen[digest] = Path(p)
+
+
 def _analyze(args) -> int:
     if all(_schema(p) == 1 for p in args.files):
         for p in args.files:
@@ -190,6 +217,8 @@ def _analyze(args) -> int:
         return 0
     from accuracy import analysis
 
+    if args.pool_except is not None:
+        _check_pool(args.files, args.pool_except)
     summary = analysis.analyze(args.files)
     text = analysis.markdown(summary)
     if args.pool_except is not None:
