@@ -257,7 +257,8 @@ def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: 
 
         check_cache_writable(board)
     expected_s = sum(m.budget_s(quick) for m in chosen)
-    err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{expected_s:.0f} s)")
+    clock = " of the simulated board's clock" if board.simulated else ""  # virtual seconds pass in ~1 s
+    err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{expected_s:.0f} s{clock})")
     with _ProbeProgress(expected_s, len(chosen)) as progress:
         rig.on_phase = progress.on_phase
         report = run_probes(rig, quick=quick, only=tuple(only or ()), on_probe=progress.on_probe)
@@ -555,7 +556,14 @@ def score(
     holdout_draws: Annotated[int, typer.Option("--holdout-draws", hidden=True)] = 4,
     warmups: Annotated[int, typer.Option("--warmups", hidden=True)] = 2,
     window_draws: Annotated[int, typer.Option("--window-draws", hidden=True)] = 4,
-    window_ms_tolerance: Annotated[float, typer.Option("--window-ms-tolerance", hidden=True)] = 0.10,
+    window_ms_tolerance: Annotated[
+        float,
+        typer.Option(
+            "--window-ms-tolerance",
+            help="How far (a fraction) the window's ms per call may lie outside the timed calls' range "
+            "before the run's energy is voided. 0.10 on a GPU; a busy CPU (--simulate) may need 0.5.",
+        ),
+    ] = 0.10,
 ) -> None:
     """Time, judge and meter a method: one JSON record per run, written as each run ends.
 

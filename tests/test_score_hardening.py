@@ -208,7 +208,8 @@ def test_two_scorers_at_once_never_share_a_run_number(tmp_path, data):
     procs = [cli(*args, data_root=data, wait=False) for _ in range(2)]
     results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
     codes = sorted(code for code, _, _ in results)
-    assert codes == [0, 2], results
+    # the winner runs (0, or 1 when a check voids its energy on a crowded 2-core CPU); the other is refused
+    assert codes[0] in (0, 1) and codes[1] == 2, results
     loser = next(err for code, _, err in results if code == 2)
     assert "another nvmeter score is writing into" in one_line(loser)
     assert sorted(p.name for p in out.iterdir()) == ["run-001.json", "score.log"]

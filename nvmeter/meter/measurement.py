@@ -424,7 +424,7 @@ class Measurement:
     def __repr__(self) -> str:
         text = (
             f"{self.per_call_mj:,.1f} ± {self.per_call_mj_err:,.1f} mJ/call above idle "
-            f"({self.calls} calls, {self.window_s:.2f} s, {self.device.short}"
+            f"({self.calls} call{'' if self.calls == 1 else 's'}, {self.window_s:.2f} s, {self.device.short}"
         )
         if self.method != "aligned":
             text += f", {self.method}"
