@@ -40,6 +40,7 @@ from pathlib import Path
 from nvmeter import errors, provenance, records
 from nvmeter.boards.protocol import BoardIdentity
 from nvmeter.probes.bands import band_for
+from nvmeter.probes.check import trial_problems
 from nvmeter.probes.reference import Trial
 
 FAMILY = "H200"  # the key of the band in probes/bands.py
@@ -112,12 +113,10 @@ class Reading:
     @property
     def why_unusable(self) -> str | None:
         """Why this reading cannot judge a band (``nvmeter check``'s rules besides the band), or None."""
-        if self.trial.exact is not True:
-            return "the products were not exact (not true FP32), or exactness was not checked"
-        t = self.trial
-        if not (t.idle_before.aligned and t.load.aligned and t.idle_after.aligned):
-            return "a span saw no counter step at an edge"
-        return None
+        if self.trial.exact is None:  # stricter than nvmeter check: a band rests on checked products only
+            return "exactness was not checked"
+        problems = trial_problems(self.trial)
+        return problems[0] if problems else None
 
     @property
     def key(self) -> tuple:

@@ -50,6 +50,20 @@ class CheckResult:
         )
 
 
+def trial_problems(trial: Trial) -> tuple[str, ...]:
+    """Why a reference trial cannot be judged against any band (empty if it can).
+
+    The products must be exact (true FP32; an unchecked trial, ``exact`` None, passes here) and
+    every span must have seen a counter step at both edges.
+    """
+    problems = []
+    if trial.exact is False:
+        problems.append(f"the product was not exact (max |C-1| = {trial.run.max_abs_err:g}): not true FP32")
+    if not (trial.idle_before.aligned and trial.load.aligned and trial.idle_after.aligned):
+        problems.append("a span saw no counter step at an edge")
+    return tuple(problems)
+
+
 def check(board: BoardIdentity, trial: Trial, band_name: str | None = None) -> CheckResult:
     """Judge a constant-operand reference trial against the board family's band.
 
@@ -63,11 +77,7 @@ def check(board: BoardIdentity, trial: Trial, band_name: str | None = None) -> C
 
     """
     band = BANDS[band_name] if band_name else band_for(board.name)
-    reasons = []
-    if trial.exact is False:
-        reasons.append(f"the product was not exact (max |C-1| = {trial.run.max_abs_err:g}): not true FP32")
-    if not (trial.idle_before.aligned and trial.load.aligned and trial.idle_after.aligned):
-        reasons.append("a span saw no counter step at an edge")
+    reasons = list(trial_problems(trial))
     if band is not None and not band.contains(trial.j_per_tflop, trial.tflops):
         reasons.append(f"outside the band {band.describe()}")
     return CheckResult(board, trial, band, tuple(reasons))

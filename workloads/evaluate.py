@@ -34,12 +34,11 @@ import torch
 from nvmeter import errors, provenance, records
 from nvmeter.workloads import cache, harness, judge, methods, task
 from nvmeter.workloads.judge import RUN_HOLDOUT_DRAWS, RUN_MNIST_DRAWS
-from nvmeter.workloads.resume import Resumed
+from nvmeter.workloads.resume import KIND, Resumed
 
-# The record's kind; its versions live with the others in nvmeter.formats (docs/formats.md).
-KIND = "workloads"
 SCHEMA_VERSION = records.CURRENT[KIND]
-# The census profiles one whole call; the plain Ladder at difficulty 4 (9 s, ~2.5 million kernels) kept
+# The census profiles one whole call; the plain Ladder at difficulty 4 (9 s; 1,396 kernels a step in
+# results/ladder-h200-profile.json x 1,800 steps = ~2.5 million kernels) kept
 # the profiler's event processing busy for over 95 s on the H200 (results/workloads-h200.log, 2026-12-01).
 CENSUS_MAX_CALL_MS = 5000.0
 # Zeroing 256 MiB evicts the H200's 60 MiB (and the A100's 40 MiB) L2 (docs/task.md).

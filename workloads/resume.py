@@ -16,6 +16,7 @@ from pathlib import Path
 from nvmeter import errors, records
 from nvmeter.workloads import judge, methods
 
+# The evaluation record's kind; its versions live with the others in nvmeter.formats (docs/formats.md).
 KIND = "workloads"
 # what a kept method's stored figures must equal, recomputed from its calls
 _DERIVED = ("verdict", "mnist_accuracy", "holdout_accuracy", "passed", "ms_median", "ms_min", "ms_max")

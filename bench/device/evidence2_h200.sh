@@ -7,18 +7,17 @@ set -u -o pipefail
 export PYTHONUNBUFFERED=1
 ev=/tmp/evidence && mkdir -p "$ev"
 trap 'tar -czf "$OUT/evidence.tar.gz" -C "$ev" .' EXIT
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || { echo "install failed"; exit 1; }
+source bench/device/common.sh
+install
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site
 fi
-board=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-header="# commit ${NVMETER_COMMIT:-unknown}  board $board  $(date -u +%FT%TZ)"
+header=$(header 0)
 echo "$header" | tee "$ev/host.log"
 tests() {  # log limit files...
   local log=$1 limit=$2; shift 2
-  { echo "$header"; timeout "$limit" python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs "$@"; } \
-    >> "$ev/$log" 2>&1
+  gpu_tests "$ev/$log" "$limit" "$@"
   echo "$log rc=$? $((SECONDS - s)) s"
 }
 s=$SECONDS

@@ -10,14 +10,13 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 export NVMETER_DATA_DIR=$PWD/.data
 ev=/tmp/evidence && mkdir -p "$ev"
 trap 'tar -czf "$OUT/evidence.tar.gz" -C "$ev" .' EXIT
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || { echo "install failed"; exit 1; }
-board=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-header="# commit ${NVMETER_COMMIT:-unknown}  board $board  $(date -u +%FT%TZ)"
+source bench/device/common.sh
+install
+header=$(header 0)
 { echo "$header"; nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,temperature.gpu --format=csv; } | tee "$ev/host.log"
 tests() {  # log limit files...
   local log=$1 limit=$2; shift 2
-  { echo "$header"; timeout "$limit" python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs "$@"; } \
-    >> "$ev/$log" 2>&1
+  gpu_tests "$ev/$log" "$limit" "$@"
   echo "$log rc=$? $((SECONDS - s)) s"
 }
 s=$SECONDS

@@ -8,10 +8,8 @@
 # Writes $OUT/lane-{a,b}.log and $OUT/{a,b}.tgz, re-packed after each step so a cut call keeps what ran.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1 NVMETER_DATA_DIR=$PWD/.data
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || { echo "install failed"; exit 1; }
-uuid() { nvidia-smi --query-gpu=uuid --format=csv,noheader | sed -n "$(($1 + 1))p"; }
-header() { echo "# commit ${NVMETER_COMMIT:-unknown}  board $(uuid "$1")  $(date -u +%FT%TZ)"; }
-pack() { tar czf "$OUT/$1.tgz.part" -C "$OUT/w" "$1" && mv "$OUT/$1.tgz.part" "$OUT/$1.tgz"; }
+source bench/device/common.sh
+install
 score() {  # lane gpu method...
   local lane=$1 gpu=$2; shift 2
   for m in "$@"; do
