@@ -374,6 +374,32 @@ LADDER_H200 = Format(
 )
 
 
+# -- ladder-step: bench/ladder_step.py ------------------------------------------------------------
+LADDER_STEP = Format(
+    "ladder-step",
+    (
+        Version(
+            1,
+            "the fast kernels' launch config and the parts (check, step, profile, layers, sweep), each saved "
+            "as it goes",
+        ),
+    ),
+)
+
+
+# -- ladder-sm90: bench/ladder_sm90.py ------------------------------------------------------------
+LADDER_SM90 = Format(
+    "ladder-sm90",
+    (
+        Version(
+            1,
+            "per Ladder kernel compiled for sm_90 without a GPU: registers, stack, local (spills), shared, "
+            "warps, grid, SASS opcode counts",
+        ),
+    ),
+)
+
+
 # -- profile: a board's BoardProfile in the user cache (nvmeter.boards.profile) --------------------
 PROFILE = Format("profile", (Version(1, "board identity and its BoardProfile, written by nvmeter probe"),))
 
@@ -440,6 +466,8 @@ FORMATS: dict[str, Format] = {
         WINDOW_ACCURACY,
         WINDOW_ACCURACY_SUMMARY,
         LADDER_H200,
+        LADDER_STEP,
+        LADDER_SM90,
         SCORE_SUMMARY,
         PROFILE,
         JOB,

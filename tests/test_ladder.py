@@ -33,7 +33,8 @@ def test_lr_schedule():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"n_steps": 0}, {"sizes": (60,)}, {"batch_labelled": 1}, {"sizes": (60,) + (4,) * 64}]
+    "kwargs",
+    [{"n_steps": 0}, {"sizes": (60,)}, {"batch_labelled": 1}, {"sizes": (60,) + (4,) * 64}, {"fast": True}],
 )
 def test_recipe_rejects(kwargs):
     with pytest.raises(ValueError):
@@ -41,10 +42,13 @@ def test_recipe_rejects(kwargs):
 
 
 def test_methods_table():
-    assert set(ladder.METHODS) == {"ladder_d3_plain", "ladder_d3_fused", "ladder_d4_plain", "ladder_d4_fused"}
+    assert set(ladder.METHODS) == {
+        f"ladder_d{d}_{kind}" for d in (3, 4) for kind in ("plain", "fused", "fast")
+    }
     for name, method in ladder.METHODS.items():
         assert method.name == name
-        assert method.recipe.fused == name.endswith("fused")
+        assert method.recipe.fused == (not name.endswith("plain"))
+        assert method.recipe.fast == name.endswith("fast")
         steps, mix = (900, 0.9) if method.difficulty == 3 else (1800, 0.5)
         assert (method.recipe.n_steps, method.recipe.mix) == (steps, mix)
         assert method.recipe.sizes == (60, 1000, 500, 250, 250, 250, 10)
@@ -111,16 +115,12 @@ def test_load_rejects_bad_inputs():
         trainer.load(x[:, :50], y, x[:200])
 
 
-def test_fused_training_matches_plain_without_noise():
-    pytest.importorskip("triton")
-    # noise 0: both variants see the same batches from the same RNG stream
-    recipe = LadderRecipe(
-        n_steps=3, noise_std=0.0, sizes=(60, 12, 10), batch_labelled=24, batch_unlabelled=20
-    )
+def one_step_and_three(recipe, variants):
+    """Per variant (fused, fast): one step's loss and gradients after a seeded nudge, then 3 steps' losses."""
     x, y = clusters(64, seed=7)
     runs = []
-    for fused in (False, True):
-        trainer = LadderTrainer(ladder.replace(recipe, fused=fused), 64, 64, "cpu")
+    for fused, fast in variants:
+        trainer = LadderTrainer(ladder.replace(recipe, fused=fused, fast=fast), 64, 64, "cpu")
         torch.manual_seed(3)
         trainer.load(x, y, x)
         # the combinators start deaf to the top-down signal, so nothing reaches the decoder's
@@ -137,10 +137,37 @@ def test_fused_training_matches_plain_without_noise():
             trainer.run_steps(1)
             losses.append(trainer.last_loss.item())
         runs.append((loss.item(), grads, losses))
-    (loss_p, grads_p, losses_p), (loss_f, grads_f, losses_f) = runs
+    return runs
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_fused_training_matches_plain_without_noise(fast):
+    pytest.importorskip("triton")
+    # noise 0: both variants see the same batches from the same RNG stream
+    recipe = LadderRecipe(
+        n_steps=3, noise_std=0.0, sizes=(60, 12, 10), batch_labelled=24, batch_unlabelled=20
+    )
+    (loss_p, grads_p, losses_p), (loss_f, grads_f, losses_f) = one_step_and_three(
+        recipe, [(False, False), (True, fast)]
+    )
     assert loss_f == pytest.approx(loss_p, rel=1e-6)
     for g_f, g_p in zip(grads_f, grads_p, strict=True):
         err = ((g_f - g_p).abs().max() / g_p.abs().max()).item()
         assert err < 1e-5, err
     # Adam's first steps amplify rounding (step ~ lr * sign(g) where g ~ 0), hence 1e-3
     assert losses_f == pytest.approx(losses_p, rel=1e-3)
+
+
+def test_fast_training_matches_the_seed_kernels_with_noise():
+    """With noise on, the fast kernels draw the seed kernels' noise: one step's loss and
+    gradients agree to rounding, through the whole network (input noise from the same RNG)."""
+    pytest.importorskip("triton")
+    recipe = LadderRecipe(n_steps=3, sizes=(60, 12, 10), batch_labelled=24, batch_unlabelled=20)
+    (loss_s, grads_s, losses_s), (loss_f, grads_f, losses_f) = one_step_and_three(
+        recipe, [(True, False), (True, True)]
+    )
+    assert loss_f == pytest.approx(loss_s, rel=1e-6)
+    for g_f, g_s in zip(grads_f, grads_s, strict=True):
+        err = ((g_f - g_s).abs().max() / g_s.abs().max()).item()
+        assert err < 1e-5, err
+    assert losses_f == pytest.approx(losses_s, rel=1e-3)

@@ -14,9 +14,11 @@ update, step counter) is captured once in a CUDA graph and replayed; each call c
 inputs into static buffers and resets the weights and optimiser state in place. On CPU the
 same step runs eagerly (tests).
 
-Two variants share everything but the per-layer element-wise work: ``fused=False`` uses
+Three variants share everything but the per-layer element-wise work: ``fused=False`` uses
 :mod:`nvmeter.workloads.ladder_ops` (plain PyTorch), ``fused=True`` the Triton kernels of
-:mod:`nvmeter.workloads.ladder_kernels`.
+:mod:`nvmeter.workloads.ladder_kernels` (the seed's), and ``fused=True, fast=True`` the faster
+kernels of :mod:`nvmeter.workloads.ladder_fast_kernels` (nvmeter's own; the same operations and
+the same in-kernel noise).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class LadderRecipe:
         n_steps: Training steps (one labelled and one unlabelled batch each).
         mix: Plateau of the loss-proportional sampler's mix schedule, in [0, 1].
         fused: Use the fused Triton kernels for the per-layer element-wise work.
+        fast: With ``fused``, the faster kernels of :mod:`ladder_fast_kernels` instead of
+            the seed's :mod:`ladder_kernels` (same operations and noise).
         sizes: Layer widths, input first, classes last.
         noise_std: Noise added at the input and after each batch norm (noisy encoder).
         input_scale: Factor applied to the released features.
@@ -71,6 +75,7 @@ class LadderRecipe:
     n_steps: int = STEPS_D3
     mix: float = MIX_D3
     fused: bool = False
+    fast: bool = False
     sizes: tuple[int, ...] = SIZES
     noise_std: float = NOISE_STD
     input_scale: float = INPUT_SCALE
@@ -85,6 +90,8 @@ class LadderRecipe:
             raise ValueError(f"bad recipe: n_steps={self.n_steps}, sizes={self.sizes}")
         if min(self.batch_labelled, self.batch_unlabelled) < 2:
             raise ValueError("batch norm needs at least 2 rows in each stream")
+        if self.fast and not self.fused:
+            raise ValueError("fast names the fused kernels' faster variant: it needs fused=True")
         if len(self.sizes) - 1 >= 64:
             raise ValueError("at most 63 noisy layers (the fused kernels' Philox salts)")
 
@@ -206,20 +213,26 @@ class LadderNet(torch.nn.Module):
         return h.argmax(dim=1)
 
 
+def _kernels(recipe):
+    if recipe.fast:
+        from nvmeter.workloads import ladder_fast_kernels
+
+        return ladder_fast_kernels
+    from nvmeter.workloads import ladder_kernels
+
+    return ladder_kernels
+
+
 def _encode(z_pre, beta, gamma, n_lab, recipe, noise_key, salt):
     if recipe.fused:
-        from nvmeter.workloads import ladder_kernels
-
-        return ladder_kernels.encoder_layer(z_pre, beta, gamma, n_lab, recipe.noise_std, noise_key, salt)
+        return _kernels(recipe).encoder_layer(z_pre, beta, gamma, n_lab, recipe.noise_std, noise_key, salt)
     noise = recipe.noise_std * torch.randn_like(z_pre) if recipe.noise_std else None
     return ladder_ops.encoder_layer(z_pre, beta, gamma, n_lab, noise)
 
 
 def _decode(v, z_noisy, params, recipe):
     if recipe.fused:
-        from nvmeter.workloads import ladder_kernels
-
-        return ladder_kernels.decoder_layer(v, z_noisy, params)
+        return _kernels(recipe).decoder_layer(v, z_noisy, params)
     return ladder_ops.decoder_layer(v, z_noisy, params)
 
 
@@ -457,9 +470,10 @@ class LadderMethod:
 def _methods() -> dict[str, LadderMethod]:
     out = {}
     for difficulty, steps, mix in ((3, STEPS_D3, MIX_D3), (4, STEPS_D4, MIX_D4)):
-        for fused in (False, True):
-            name = f"ladder_d{difficulty}_{'fused' if fused else 'plain'}"
-            out[name] = LadderMethod(name, difficulty, LadderRecipe(n_steps=steps, mix=mix, fused=fused))
+        for kind, fused, fast in (("plain", False, False), ("fused", True, False), ("fast", True, True)):
+            name = f"ladder_d{difficulty}_{kind}"
+            recipe = LadderRecipe(n_steps=steps, mix=mix, fused=fused, fast=fast)
+            out[name] = LadderMethod(name, difficulty, recipe)
     return out
 
 

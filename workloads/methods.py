@@ -55,6 +55,8 @@ METHODS = {
         MethodSpec("ladder_d3_fused", "Ladder, sampled (fused Triton)", 3, 1443.3, 0.9759, "ladder"),
         MethodSpec("ladder_d4_plain", "Ladder, sampled (plain PyTorch)", 4, 2882.5, 0.9785, "ladder"),
         MethodSpec("ladder_d4_fused", "Ladder, sampled (fused Triton)", 4, 2882.5, 0.9785, "ladder"),
+        MethodSpec("ladder_d3_fast", "Ladder, sampled (faster fused Triton)", 3, 1443.3, 0.9759, "ladder"),
+        MethodSpec("ladder_d4_fast", "Ladder, sampled (faster fused Triton)", 4, 2882.5, 0.9785, "ladder"),
     )
 }
 
