@@ -181,9 +181,9 @@ class _ProbeProgress:
         total = self._progress.tasks[0].total
         self._progress.update(self._task, description=text, completed=min(elapsed, 0.99 * total))
 
-    def on_probe(self, module, _elapsed_s: float) -> None:
+    def on_probe(self, step, _elapsed_s: float) -> None:
         self._i += 1
-        self._title = module.TITLE
+        self._title = step.TITLE
         self._tick(f"[{self._i}/{self._n}] {self._title}")
 
     def on_phase(self, text: str) -> None:
@@ -201,7 +201,7 @@ def probe(
         bool,
         typer.Option(
             "--quick",
-            help="At most ~30 s: read cost, idle (1 s spans), isolated bursts (3 of each size), "
+            help="About 20 s: read cost, idle (1 s spans), isolated bursts (3 of each size), "
             "reference (constant operands only), cadence (1 s phases); skips polling, "
             "sample buffer and step response.",
         ),
@@ -219,7 +219,7 @@ def probe(
     ] = True,
     sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,
 ) -> None:
-    """Characterise the board's energy telemetry and write a probe record (default ~2 min a board)."""
+    """Characterise the board's energy telemetry and write a probe record (about a minute a board)."""
     from nvmeter import records
     from nvmeter.probes.report import selection
 
@@ -248,18 +248,20 @@ def probe(
 
 def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: bool) -> None:
     from nvmeter import records
-    from nvmeter.probes.report import run_probes, selection
+    from nvmeter.probes import schedule
+    from nvmeter.probes.report import budget_s, needs, run_probes, selection
 
     chosen = selection(quick, tuple(only or ()))
+    steps = needs(chosen, quick)
     board = rig.board.identity()
     if cache and not board.simulated:  # a cache that cannot be written fails before the probe, not after
         from nvmeter.boards.profile import check_cache_writable
 
         check_cache_writable(board)
-    expected_s = sum(m.budget_s(quick) for m in chosen)
+    expected_s = budget_s(quick, tuple(only or ()))
     clock = " of the simulated board's clock" if board.simulated else ""  # virtual seconds pass in ~1 s
     err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{expected_s:.0f} s{clock})")
-    with _ProbeProgress(expected_s, len(chosen)) as progress:
+    with _ProbeProgress(expected_s, sum(s.NAME in steps for s in schedule.STEPS)) as progress:
         rig.on_phase = progress.on_phase
         report = run_probes(rig, quick=quick, only=tuple(only or ()), on_probe=progress.on_probe)
     records.write_json(out_path, report.to_dict())

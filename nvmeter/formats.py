@@ -161,6 +161,15 @@ def _probe_v3(d: dict) -> dict:
     return d
 
 
+def _probe_v4(d: dict) -> dict:
+    """v3's idle probe waited the same ``settle_s`` before each of its spans: that wait, per level."""
+    idle = d["probes"].get("idle")
+    if idle is not None:
+        raw = idle["raw"]
+        raw["settle_s"] = {level: raw["settle_s"] for level in raw["spans"]}
+    return d
+
+
 PROBE = Format(
     "probe",
     (
@@ -170,6 +179,12 @@ PROBE = Format(
             3,
             "`profile`: the board's BoardProfile derived from the probes (null when read from v2)",
             _probe_v3,
+        ),
+        Version(
+            4,
+            "idle `settle_s`: the wait before each span, per level (v3 waited the same before each); "
+            "the probes share spans (docs/probe.md)",
+            _probe_v4,
         ),
     ),
 )

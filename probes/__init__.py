@@ -1,12 +1,13 @@
-"""The probes, in the order ``nvmeter probe`` runs them.
+"""The probes, in the order a probe file lists them.
 
-Each module has ``NAME``, ``TITLE``, ``IN_QUICK``, ``budget_s(quick)``, ``run(rig, quick)``
-returning a frozen record with ``derived()``, ``rows()``, ``to_dict()`` and a
-``from_dict()`` class method, so every derived number can be recomputed from the
-raw series in a probe file.
+Each module has ``NAME``, ``TITLE``, ``IN_QUICK``, ``needs(quick)`` (the measurements of
+:mod:`nvmeter.probes.schedule` its record is made of), ``assemble(measured, quick)`` and
+``run(rig, quick)`` (the probe alone), returning a frozen record with ``derived()``,
+``rows()``, ``to_dict()`` and a ``from_dict()`` class method, so every derived number can be
+recomputed from the raw series in a probe file.
 
-The order keeps context changes few: the no-context measurements come first, and
-cadence ends by closing the context.
+The schedule, not this order, decides when each thing is measured: the no-context
+measurements first, each span made once for every probe that uses it.
 """
 
 from . import bursts, cadence, idle, polling, read_cost, reference, samples, step

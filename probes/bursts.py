@@ -16,7 +16,8 @@ import numpy as np
 
 from nvmeter.boards.protocol import PowerSample
 from nvmeter.meter.series import integrate_samples_j, samples_from_dict, samples_to_dict, summary
-from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.meter.span import AlignedSpan
+from nvmeter.probes import schedule
 from nvmeter.worker.protocol import MatmulRun
 from nvmeter.worker.rig import Rig
 
@@ -24,25 +25,26 @@ NAME = "bursts"
 TITLE = "isolated bursts"
 IN_QUICK = True
 
-LOAD_N = 4096
+LOAD_N = schedule.LOAD_N
 TARGETS_S = (0.020, 0.075)
 TAIL_S = 0.25
 # The sample buffer is integrated from this long before the burst to TAIL_S after:
 # the smoothing spreads a burst over a few tens of ms (docs/facts.md).
 SAMPLE_LEAD_S = 0.1
 GAP_S = (0.35, 0.7)  # random idle gap before each burst
+# The gaps' random generator: the same draws in every run, so a run of N bursts a size makes
+# the first N of a longer run's (bench/probe_prefix.py compares them with the committed 16).
+SEED = 20261129
 METHODS = ("edges", "tail", "samples")
 
 
-def _counts(quick: bool) -> tuple[int, float]:
-    """(bursts per size, reference window s)."""
-    return (3, 1.0) if quick else (16, 4.0)
+def needs(quick: bool) -> set[str]:
+    """The schedule's measurements this probe's record is made of (:mod:`nvmeter.probes.schedule`).
 
-
-def budget_s(quick: bool) -> float:
-    """Expected run time, s."""
-    n, ref = _counts(quick)
-    return len(TARGETS_S) * n * (np.mean(GAP_S) + TAIL_S + 0.15) + 2 * ref + 4
+    The idle span is the one between the constant- and random-operand loads, the long window
+    the random-operand load span: idle, the long window, then the bursts, as before.
+    """
+    return {"idle_between", "random", "bursts"}
 
 
 @dataclass(frozen=True)
@@ -186,24 +188,24 @@ def _burst(rig: Rig, worker, count: int, rng) -> Burst:
     return Burst(pre, post, tail, run, samples)
 
 
-def run(rig: Rig, quick: bool) -> Bursts:
-    """Idle span, reference window, then the bursts of both sizes interleaved."""
-    board, clock = rig.board, rig.clock
-    worker = rig.context()
-    n, ref_s = _counts(quick)
+def run_bursts(rig: Rig, worker, n: int) -> dict[str, tuple[Burst, ...]]:
+    """``n`` bursts of each size, interleaved, each after a random gap from idle."""
     per = worker.seconds_per_matmul(LOAD_N)
     counts = {f"{round(t * 1e3)}ms": max(1, round(t / per)) for t in TARGETS_S}
-    rig.on_phase("idle")
-    idle = measure_span(board, clock, ref_s / 2)
-    rig.on_phase("long reference window")
-    job = worker.matmul(LOAD_N, "random", seconds=ref_s + 1.5)
-    clock.sleep(0.3)
-    reference = measure_span(board, clock, ref_s)
-    reference_run = job.result()
-    rng = np.random.default_rng(20261129)
+    rng = np.random.default_rng(SEED)
     bursts: dict[str, list[Burst]] = {k: [] for k in counts}
     for i in range(n):
         rig.on_phase(f"burst {i + 1}/{n}")
         for size, count in counts.items():
             bursts[size].append(_burst(rig, worker, count, rng))
-    return Bursts(idle, reference, reference_run, {k: tuple(v) for k, v in bursts.items()})
+    return {k: tuple(v) for k, v in bursts.items()}
+
+
+def assemble(m: dict, quick: bool) -> Bursts:
+    """The record: the idle between the loads, the random-operand load span as the long window, the bursts."""
+    return Bursts(m["idle_between"], m["random"].span, m["random"].run, m["bursts"])
+
+
+def run(rig: Rig, quick: bool) -> Bursts:
+    """This probe alone (``nvmeter probe --only bursts``)."""
+    return assemble(schedule.measure(rig, quick, needs(quick)), quick)

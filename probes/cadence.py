@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvmeter.meter.series import CounterSeries, poll_counter, summary
+from nvmeter.meter.series import CounterSeries, summary
+from nvmeter.probes import schedule
 from nvmeter.worker.rig import Rig
 
 NAME = "cadence"
@@ -18,16 +19,20 @@ IN_QUICK = True
 
 PHASES = ("context", "load", "no_context")
 # 4096^2 FP32 products, random operands: the probes' standard load (docs/facts.md reference).
-LOAD_N = 4096
+LOAD_N = schedule.LOAD_N
+# The load phase's reads start this long after the job was asked for (the counter settles
+# within 149 ms of a load's start on the H200: results/probe-h200.json, step).
+LOAD_RAMP_S = 0.2
 
 
-def budget_s(quick: bool) -> float:
-    """Expected run time, s."""
-    return 3 * _duration_s(quick) + 0.5
+def needs(quick: bool) -> set[str]:
+    """The schedule's measurements this probe's record is made of (:mod:`nvmeter.probes.schedule`).
 
-
-def _duration_s(quick: bool) -> float:
-    return 1.0 if quick else 4.0
+    No context: the no-context counter poll (also the polling probe's). Full runs: the context
+    and load phases are the step response's polls before and during its load; quick runs poll
+    at context idle at the end, and under load before the random-operand load span.
+    """
+    return {"tight", "random", "context_poll"} if quick else {"tight", "step"}
 
 
 @dataclass(frozen=True)
@@ -72,21 +77,14 @@ class Cadence:
         return cls({k: CounterSeries.from_dict(v) for k, v in data["phases"].items()})
 
 
+def assemble(m: dict, quick: bool) -> Cadence:
+    """The record, phases in the order context, load, no context."""
+    if quick:
+        return Cadence({"context": m["context_poll"], "load": m["random"].poll, "no_context": m["tight"]})
+    polls = m["step"]
+    return Cadence({"context": polls.context, "load": polls.load, "no_context": m["tight"]})
+
+
 def run(rig: Rig, quick: bool) -> Cadence:
-    """Poll through the three phases; ends with no context (the worker is ended)."""
-    board, clock = rig.board, rig.clock
-    duration = _duration_s(quick)
-    phases = {}
-    rig.on_phase("idle, context open")
-    worker = rig.context()
-    phases["context"] = poll_counter(board, clock, duration)
-    rig.on_phase("under load")
-    job = worker.matmul(LOAD_N, "random", seconds=duration + 0.4)
-    clock.sleep(0.2)
-    phases["load"] = poll_counter(board, clock, duration, until=job.done)
-    job.result()
-    rig.on_phase("no context")
-    rig.no_context()
-    clock.sleep(0.5)
-    phases["no_context"] = poll_counter(board, clock, duration)
-    return Cadence(phases)
+    """This probe alone (``nvmeter probe --only cadence``)."""
+    return assemble(schedule.measure(rig, quick, needs(quick)), quick)

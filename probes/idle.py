@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.meter.span import AlignedSpan
+from nvmeter.probes import schedule
 from nvmeter.worker.rig import Rig
 
 NAME = "idle"
@@ -20,23 +21,22 @@ IN_QUICK = True
 LEVELS = ("no_context", "context", "frozen")
 
 
-def _durations(quick: bool) -> tuple[float, float]:
-    """(settle, span) seconds; docs/facts.md froze for a 3 s settle."""
-    return (0.3, 1.0) if quick else (3.0, 5.0)
-
-
-def budget_s(quick: bool) -> float:
-    """Expected run time, s."""
-    settle, span = _durations(quick)
-    return 3 * (settle + span + 0.3) + (2 if quick else 5)
+def needs(quick: bool) -> set[str]:
+    """The schedule's measurements this probe's record is made of (:mod:`nvmeter.probes.schedule`)."""
+    return {"idle_no_context", "frozen", "idle_context"}
 
 
 @dataclass(frozen=True)
 class Idle:
-    """One aligned span per idle level, and the settle time before each."""
+    """One aligned span per idle level, and the wait before each, s (level -> seconds).
+
+    The wait is the one after the board's last change of state: the run's start for no
+    context, the context's opening and the freeze for frozen; the context span follows the
+    frozen one at once (resuming a process that does nothing changes nothing on the board).
+    """
 
     spans: dict[str, AlignedSpan]
-    settle_s: float
+    settle_s: dict[str, float]
 
     def derived(self) -> dict:
         """Power per level from the counter and from the sample buffer, W, and deltas."""
@@ -63,27 +63,21 @@ class Idle:
     @classmethod
     def from_dict(cls, data: dict) -> Idle:
         """Inverse of :meth:`to_dict`."""
-        return cls({k: AlignedSpan.from_dict(v) for k, v in data["spans"].items()}, data["settle_s"])
+        return cls(
+            {k: AlignedSpan.from_dict(v) for k, v in data["spans"].items()},
+            {k: float(v) for k, v in data["settle_s"].items()},
+        )
+
+
+def assemble(m: dict, quick: bool) -> Idle:
+    """The record, in the order no context, context, frozen (the schedule measures frozen first)."""
+    p = schedule.plan(quick)
+    return Idle(
+        {"no_context": m["idle_no_context"], "context": m["idle_context"], "frozen": m["frozen"]},
+        {"no_context": p.start_settle_s, "context": 0.0, "frozen": p.context_settle_s},
+    )
 
 
 def run(rig: Rig, quick: bool) -> Idle:
-    """No context, then a context, then the context's process frozen (always resumed)."""
-    board, clock = rig.board, rig.clock
-    settle, span = _durations(quick)
-    spans = {}
-    rig.on_phase("no context")
-    rig.no_context()
-    clock.sleep(settle)
-    spans["no_context"] = measure_span(board, clock, span)
-    rig.on_phase("context open")
-    worker = rig.context()
-    clock.sleep(settle)
-    spans["context"] = measure_span(board, clock, span)
-    rig.on_phase("context frozen (SIGSTOP)")
-    worker.freeze()
-    try:
-        clock.sleep(settle)
-        spans["frozen"] = measure_span(board, clock, span)
-    finally:
-        worker.resume()
-    return Idle(spans, settle)
+    """This probe alone: no context, then the context frozen (always resumed), then running."""
+    return assemble(schedule.measure(rig, quick, needs(quick)), quick)

@@ -3,15 +3,18 @@
 On the H200 the counter advanced at 85.2 W while polled ~250 times a second against
 81.3 W read sparsely (docs/facts.md); an A100 showed ~90 W against 60-67 W. The
 sparse figure uses edges aligned to counter steps and only the sample buffer in
-between, so it polls for well under a tenth of its span.
+between, so it polls for well under a tenth of its span. The sparse span is the no-context
+idle span, measured before any polling of the run; the tight series follows the read cost
+(:mod:`nvmeter.probes.schedule`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nvmeter.meter.series import CounterSeries, poll_counter
-from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.meter.series import CounterSeries
+from nvmeter.meter.span import AlignedSpan
+from nvmeter.probes import schedule
 from nvmeter.worker.rig import Rig
 
 NAME = "polling"
@@ -19,13 +22,9 @@ TITLE = "tight-polling artefact"
 IN_QUICK = False
 
 
-def budget_s(quick: bool) -> float:
-    """Expected run time, s."""
-    return 2 * _duration_s(quick) + 1.0
-
-
-def _duration_s(quick: bool) -> float:
-    return 2.0 if quick else 5.0
+def needs(quick: bool) -> set[str]:
+    """The schedule's measurements this probe's record is made of (:mod:`nvmeter.probes.schedule`)."""
+    return {"idle_no_context", "tight"}
 
 
 @dataclass(frozen=True)
@@ -68,12 +67,11 @@ class Polling:
         return cls(CounterSeries.from_dict(data["tight"]), AlignedSpan.from_dict(data["sparse"]))
 
 
+def assemble(m: dict, quick: bool) -> Polling:
+    """The record: the no-context counter poll, and the no-context idle span as the sparse reading."""
+    return Polling(m["tight"], m["idle_no_context"])
+
+
 def run(rig: Rig, quick: bool) -> Polling:
-    """Sparse first, then tight, both with no context open."""
-    rig.no_context()
-    duration = _duration_s(quick)
-    rig.on_phase("read sparsely")
-    sparse = measure_span(rig.board, rig.clock, duration)
-    rig.on_phase("polled back to back")
-    tight = poll_counter(rig.board, rig.clock, duration)
-    return Polling(tight, sparse)
+    """This probe alone (``nvmeter probe --only polling``)."""
+    return assemble(schedule.measure(rig, quick, needs(quick)), quick)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nvmeter.meter.series import summary
+from nvmeter.probes import schedule
 from nvmeter.worker.rig import Rig
 
 NAME = "read_cost"
@@ -18,9 +19,9 @@ IN_QUICK = True
 SIGNALS = ("energy", "power_instant", "power_average", "samples")
 
 
-def budget_s(quick: bool) -> float:
-    """Expected run time, s."""
-    return 0.5 if quick else 1.5
+def needs(quick: bool) -> set[str]:
+    """The schedule's measurements this probe's record is made of (:mod:`nvmeter.probes.schedule`)."""
+    return {"read_cost"}
 
 
 @dataclass(frozen=True)
@@ -51,21 +52,11 @@ class ReadCost:
         return cls({k: tuple(v) for k, v in data["reads_s"].items()})
 
 
+def assemble(m: dict, quick: bool) -> ReadCost:
+    """The record: ``plan.read_rounds`` reads of each signal, interleaved (the schedule's)."""
+    return ReadCost(m["read_cost"])
+
+
 def run(rig: Rig, quick: bool) -> ReadCost:
-    """Time ``n`` reads of each signal, interleaved so drifts hit all alike."""
-    board, clock = rig.board, rig.clock
-    n = 40 if quick else 150
-    readers = {
-        "energy": board.energy_mj,
-        "power_instant": board.power_instant_w,
-        "power_average": board.power_average_w,
-        "samples": board.power_samples,
-    }
-    reads: dict[str, list[float]] = {s: [] for s in SIGNALS}
-    rig.on_phase("reading each signal")
-    for _ in range(n):
-        for sig in SIGNALS:
-            t0 = clock.now()
-            readers[sig]()
-            reads[sig].append(clock.now() - t0)
-    return ReadCost({s: tuple(v) for s, v in reads.items()})
+    """This probe alone (``nvmeter probe --only read_cost``)."""
+    return assemble(schedule.measure(rig, quick, needs(quick)), quick)

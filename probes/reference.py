@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.probes import schedule
 from nvmeter.worker.protocol import MatmulRun
 from nvmeter.worker.rig import Rig
 
@@ -23,19 +24,23 @@ OPERANDS = ("constant", "random")
 
 
 def _durations(quick: bool) -> tuple[float, float]:
-    """(idle span, load span) seconds; the A100 recipe ran 5 s of load."""
+    """(idle span, load span) seconds of :func:`run_trial`; the A100 recipe ran 5 s of load."""
     return (0.6, 1.0) if quick else (2.0, 5.0)
-
-
-def budget_s(quick: bool) -> float:
-    """Expected run time, s."""
-    idle, load = _durations(quick)
-    return len(_operands(quick)) * (2 * idle + load + 2.5)
 
 
 def _operands(quick: bool) -> tuple[str, ...]:
     """Quick runs only the band's recipe (constant operands)."""
     return OPERANDS[:1] if quick else OPERANDS
+
+
+def needs(quick: bool) -> set[str]:
+    """The schedule's measurements this probe's record is made of (:mod:`nvmeter.probes.schedule`).
+
+    The constant trial's idle before is the context idle span, its idle after the span between
+    the two loads, which is also the random trial's idle before.
+    """
+    base = {"idle_context", "constant", "idle_between"}
+    return base if quick else base | {"random", "idle_after"}
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,12 @@ class Reference:
 
 
 def run_trial(rig: Rig, operands: str, quick: bool) -> Trial:
-    """Idle span, a load span inside one product job, idle span."""
+    """Idle span, a load span inside one product job, idle span: one trial on its own.
+
+    ``nvmeter check`` (5 s of load between 2 s idle spans: the A100 recipe) and the scorer
+    (``--reference quick``: 1 s between 0.6 s spans) run this; ``nvmeter probe`` makes its
+    trials from the schedule's shared spans instead (:func:`assemble`).
+    """
     board, clock = rig.board, rig.clock
     worker = rig.context()
     idle_s, load_s = _durations(quick)
@@ -158,6 +168,16 @@ def run_trial(rig: Rig, operands: str, quick: bool) -> Trial:
     return Trial(before, load, after, run_)
 
 
+def assemble(m: dict, quick: bool) -> Reference:
+    """Constant operands (the band's recipe) and, in a full run, random ones, from the schedule's spans."""
+    constant = m["constant"]
+    trials = {"constant": Trial(m["idle_context"], constant.span, m["idle_between"], constant.run)}
+    if not quick:
+        random = m["random"]
+        trials["random"] = Trial(m["idle_between"], random.span, m["idle_after"], random.run)
+    return Reference(trials)
+
+
 def run(rig: Rig, quick: bool) -> Reference:
-    """Both operand kinds (quick: constant only), constant first (the band's recipe)."""
-    return Reference({op: run_trial(rig, op, quick) for op in _operands(quick)})
+    """This probe alone (``nvmeter probe --only reference``)."""
+    return assemble(schedule.measure(rig, quick, needs(quick)), quick)

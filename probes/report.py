@@ -160,9 +160,16 @@ def verify_report(path: Path, data: dict, report: ProbeReport) -> None:
     )
 
 
-def budget_s(quick: bool) -> float:
-    """Expected duration of a run, s (probes only, not the worker's start)."""
-    return sum(m.budget_s(quick) for m in probes.selected(quick))
+def budget_s(quick: bool, only: tuple[str, ...] = ()) -> float:
+    """Expected duration of a run's measurements, s (:func:`nvmeter.probes.schedule.expected_s`)."""
+    from nvmeter.probes import schedule
+
+    return schedule.expected_s(quick, needs(selection(quick, only), quick))
+
+
+def needs(chosen, quick: bool) -> set[str]:
+    """The schedule's measurements the chosen probe modules are made of."""
+    return set().union(*(m.needs(quick) for m in chosen)) if chosen else set()
 
 
 def selection(quick: bool, only: tuple[str, ...] = ()) -> list:
@@ -210,11 +217,15 @@ def run_probes(
 ) -> ProbeReport:
     """Run the probes (all, the quick subset, or ``only`` these) and return the report.
 
+    The probes share their measurements: :mod:`nvmeter.probes.schedule` makes each one the
+    chosen probes need once, in its order, and each probe's record is assembled from them.
+
     Args:
         rig: The board and its worker.
         quick: Fewer, shorter probes.
         only: Probe names to run (default: all of the selection).
-        on_probe: Called as each probe starts, with its module and elapsed host time (s).
+        on_probe: Called as each of the schedule's measurements starts, with it (``NAME`` and
+            ``TITLE``, as a probe module has them) and the elapsed host time (s).
 
     Raises:
         UsageError: an unknown probe name, or one ``quick`` skips (:func:`selection`).
@@ -222,14 +233,20 @@ def run_probes(
         TelemetryError, WorkerError: as they happen; the worker is always resumed and reaped.
 
     """
+    from nvmeter.probes import schedule
+
     chosen = selection(quick, only)
     started = _utc_now()
     t0 = time.monotonic()
+
+    def on_step(step) -> None:
+        if on_probe:
+            on_probe(step, time.monotonic() - t0)
+
     results = {}
     with rig:
+        measured = schedule.measure(rig, quick, needs(chosen, quick), on_step)
         for module in chosen:
-            if on_probe:
-                on_probe(module, time.monotonic() - t0)
-            results[module.NAME] = module.run(rig, quick)
+            results[module.NAME] = module.assemble(measured, quick)
             check_readings(module.NAME, results[module.NAME])
     return ProbeReport(rig.board.identity(), started, _utc_now(), quick, provenance.collect(), results)

@@ -13,23 +13,20 @@ import numpy as np
 
 from nvmeter.boards.protocol import PowerSample
 from nvmeter.meter.series import samples_from_dict, samples_to_dict, summary
-from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.meter.span import AlignedSpan
+from nvmeter.probes import schedule
 from nvmeter.worker.rig import Rig
 
 NAME = "samples"
 TITLE = "power-sample buffer"
 IN_QUICK = False
 
-LOAD_N = 4096
+LOAD_N = schedule.LOAD_N
 
 
-def _span_s(quick: bool) -> float:
-    return 2.0 if quick else 5.0
-
-
-def budget_s(quick: bool) -> float:
-    """Expected run time, s."""
-    return 2 * _span_s(quick) + 2.0
+def needs(quick: bool) -> set[str]:
+    """The schedule's measurements this probe's record is made of (:mod:`nvmeter.probes.schedule`)."""
+    return {"idle_context", "buffer", "random"}
 
 
 @dataclass(frozen=True)
@@ -91,17 +88,11 @@ class Samples:
         )
 
 
+def assemble(m: dict, quick: bool) -> Samples:
+    """The record: a buffer read at context idle, the context idle span and the random-operand load span."""
+    return Samples(m["buffer"], m["idle_context"], m["random"].span)
+
+
 def run(rig: Rig, quick: bool) -> Samples:
-    """Buffer read at idle (context open), then an idle span and a load span."""
-    board, clock = rig.board, rig.clock
-    worker = rig.context()
-    span = _span_s(quick)
-    rig.on_phase("idle span")
-    idle = measure_span(board, clock, span)
-    buffer = board.power_samples()
-    rig.on_phase("load span")
-    job = worker.matmul(LOAD_N, "random", seconds=span + 1.2)
-    clock.sleep(0.3)
-    load = measure_span(board, clock, span)
-    job.result()
-    return Samples(buffer, idle, load)
+    """This probe alone (``nvmeter probe --only samples``)."""
+    return assemble(schedule.measure(rig, quick, needs(quick)), quick)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nvmeter.meter.series import CounterSeries
+from nvmeter.probes import schedule
 from nvmeter.worker.protocol import MatmulRun
 from nvmeter.worker.rig import Rig
 
@@ -19,7 +20,7 @@ NAME = "step"
 TITLE = "step response"
 IN_QUICK = False
 
-LOAD_N = 4096
+LOAD_N = schedule.LOAD_N
 # "Settled": every later reading within this fraction of the change. One interval's
 # counter power carries about +-3% from its edges (half a ~3 ms read at each end of
 # ~100 ms), so a tighter band would call noise unsettled.
@@ -35,13 +36,9 @@ DELAY_GRID_S = np.arange(-0.050, 0.5005, 0.001)
 FIT_WINDOW_S = 0.6
 
 
-def _phases_s(quick: bool) -> tuple[float, float, float]:
-    return (0.6, 1.5, 0.8) if quick else (1.5, 3.0, 2.0)
-
-
-def budget_s(quick: bool) -> float:
-    """Expected run time, s."""
-    return sum(_phases_s(quick)) + 0.5
+def needs(quick: bool) -> set[str]:
+    """The schedule's measurements this probe's record is made of (:mod:`nvmeter.probes.schedule`)."""
+    return {"step"}
 
 
 @dataclass(frozen=True)
@@ -161,11 +158,22 @@ class Step:
         )
 
 
-def run(rig: Rig, quick: bool) -> Step:
-    """Poll counter + instant power through idle, a load job, and idle again."""
+def poll_step(rig: Rig, worker, phases_s: tuple[float, float, float]) -> tuple[Step, float]:
+    """Poll counter + instant power through idle, a load job, and idle again.
+
+    Args:
+        rig: The board.
+        worker: Its worker, holding the context.
+        phases_s: Idle before, load, idle after, s. The fit of each edge's delay reads
+            FIT_WINDOW_S either side of it, so the idle after needs no more than that.
+
+    Returns:
+        The record, and when the load job was asked for (s), where the cadence's load phase
+        is cut from the same reads (:mod:`nvmeter.probes.schedule`).
+
+    """
     board, clock = rig.board, rig.clock
-    worker = rig.context()
-    pre, load_s, post = _phases_s(quick)
+    pre, load_s, post = phases_s
     t0s, t1s, energy, instant = [], [], [], []
 
     def poll_until(t_end: float, job=None) -> None:
@@ -179,9 +187,20 @@ def run(rig: Rig, quick: bool) -> Step:
     rig.on_phase("idle before")
     poll_until(clock.now() + pre)
     rig.on_phase("load")
+    submitted = clock.now()
     job = worker.matmul(LOAD_N, "random", seconds=load_s)
     poll_until(clock.now() + load_s + 30.0, job)
     run_ = job.result()
     rig.on_phase("idle after")
     poll_until(clock.now() + post)
-    return Step(CounterSeries(tuple(t0s), tuple(t1s), tuple(energy)), tuple(instant), run_)
+    return Step(CounterSeries(tuple(t0s), tuple(t1s), tuple(energy)), tuple(instant), run_), submitted
+
+
+def assemble(m: dict, quick: bool) -> Step:
+    """The record, from the schedule's step polls."""
+    return m["step"].record
+
+
+def run(rig: Rig, quick: bool) -> Step:
+    """This probe alone (``nvmeter probe --only step``; the full run's phases)."""
+    return assemble(schedule.measure(rig, quick, needs(quick)), quick)

@@ -21,6 +21,7 @@ FIXTURES = Path(__file__).with_name("fixtures")
 COMMITTED = {
     ("probe", 1): RESULTS / "probe-h200-quick.json",
     ("probe", 2): FIXTURES / "probe-v2.json",
+    ("probe", 3): RESULTS / "probe-h200-quick-84564389.json",
     ("score", 1): FIXTURES / "score-v1.json",
     ("score", 2): FIXTURES / "score-v2.json",
     ("workloads", 1): RESULTS / "workloads-h200-2026-11-29.json",
@@ -68,6 +69,14 @@ def test_probe_v1_loads_recomputes_and_keeps_its_host_as_provenance():
     assert report.provenance.host is None  # v1 did not keep it
     fresh = json.loads(json.dumps(records._clean(report.derived())))
     assert fresh == {name: entry["derived"] for name, entry in stored["probes"].items()}
+
+
+def test_probe_v3_idle_waits_become_one_per_level():
+    from nvmeter.probes.report import load_report
+
+    data = records.read_json(COMMITTED[("probe", 3)], "probe")
+    assert data["probes"]["idle"]["raw"]["settle_s"] == {"no_context": 0.3, "context": 0.3, "frozen": 0.3}
+    assert load_report(COMMITTED[("probe", 3)]).probes["idle"].settle_s["frozen"] == 0.3
 
 
 def test_probe_v2_fixture_loads_and_recomputes():

@@ -80,7 +80,7 @@ def test_quick_run_fits_its_budget():
     rig = Rig.open(simulate=True)
     t0 = rig.clock.now()
     quick = run_probes(rig, quick=True)
-    assert rig.clock.now() - t0 < 30.0
+    assert rig.clock.now() - t0 < 20.0  # issue 16; tests/test_probe_schedule.py has the details
     assert set(quick.probes) == {"read_cost", "idle", "bursts", "reference", "cadence"}
 
 
@@ -88,19 +88,22 @@ def test_full_run_fits_its_budget():
     rig = Rig.open(simulate=True)
     t0 = rig.clock.now()
     run_probes(rig, quick=False)
-    assert rig.clock.now() - t0 < 150.0
+    assert rig.clock.now() - t0 < 60.0
 
 
 def test_worker_is_closed_even_when_a_probe_fails(monkeypatch):
-    from nvmeter import probes
+    from nvmeter.probes import schedule
 
     rig = Rig.open(simulate=True)
 
-    def boom(rig_, quick):
-        rig_.context().freeze()
+    def boom(session):
+        session.context().freeze()
         raise RuntimeError("probe failed")
 
-    monkeypatch.setattr(probes.idle, "run", boom)
+    failing = tuple(
+        dataclasses.replace(s, make=boom) if s.NAME == "idle_context" else s for s in schedule.STEPS
+    )
+    monkeypatch.setattr(schedule, "STEPS", failing)
     with pytest.raises(RuntimeError):
         run_probes(rig, only=("idle",))
     assert rig.board.compute_process_count() == 0

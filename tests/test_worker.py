@@ -93,3 +93,25 @@ def test_worker_dies_with_its_parent_even_when_frozen(tmp_path):
     parent.kill()
     parent.wait()
     assert gone(child_pid), "the frozen worker outlived its SIGKILLed parent"
+
+
+def test_a_stopped_job_ends_after_its_current_chunk_and_reports_what_ran(worker):
+    worker.matmul(128, "random", count=1).result()  # imports and operands, out of the timing
+    job = worker.matmul(128, "random", seconds=5.0)
+    time.sleep(0.3)
+    t_stop = time.perf_counter()
+    job.stop()
+    run = job.result()
+    assert time.perf_counter() - t_stop < 1.0
+    assert 0.2 < run.duration_s < 1.2
+    assert run.flops == 2 * 128**3 * run.matmuls
+    job.stop()  # done: a no-op
+    after = worker.matmul(128, "random", seconds=0.3).result()  # a stop never cuts the next job short
+    assert after.duration_s >= 0.3
+
+
+def test_preload_then_the_context_and_a_job(worker):
+    worker.preload()
+    worker.preload(wait=True)  # twice is once; waiting takes the reply once
+    assert worker.open_context() is None  # the cpu backend has no device
+    assert worker.matmul(64, "constant", count=2, check=True).result().max_abs_err == 0.0

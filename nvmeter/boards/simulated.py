@@ -13,7 +13,7 @@ The model (every default's source is in :class:`SimConfig`):
 * Reads cost virtual time (the counter ~3 ms, fields ~2 us).
 * Faults can be injected at a virtual time.
 
-A 150 s probe runs in well under a second of host time.
+A one-minute probe runs in well under a second of host time.
 """
 
 from __future__ import annotations
@@ -209,6 +209,7 @@ class SimulatedBoard:
         now = self.clock.now()
         self._context = False
         self._context_pid = 0
+        self.context_log: list[tuple[float, bool]] = []  # (virtual time, opened) of each change
         # processes of others holding a context (tests add some to fail the scorer's check)
         self.other_pids: list[int] = []
         self._frozen = False
@@ -243,7 +244,9 @@ class SimulatedBoard:
 
     # -- the worker's side -------------------------------------------------
     def set_context(self, open_: bool, pid: int = 0) -> None:
-        """A CUDA context opens (held by process ``pid``) or closes on the board."""
+        """A CUDA context opens (held by process ``pid``) or closes (each change kept in ``context_log``)."""
+        if open_ != self._context:
+            self.context_log.append((self.clock.now(), open_))
         self._context = open_
         self._context_pid = pid
         self._retarget()
@@ -261,6 +264,10 @@ class SimulatedBoard:
         else:
             self._scheduled.append((at_s, above_idle_w))
             self._scheduled.sort()
+
+    def cancel_load_change(self, at_s: float) -> None:
+        """Drop the load change :meth:`set_load` scheduled for ``at_s`` (a job stopped early)."""
+        self._scheduled = [(t, w) for t, w in self._scheduled if t != at_s]
 
     def inject(self, fault: Fault, at_s: float | None = None, until_s: float | None = None) -> None:
         """Show ``fault`` from virtual time ``at_s`` (default: now) until ``until_s`` (default: for good)."""

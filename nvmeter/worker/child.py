@@ -21,6 +21,14 @@ from nvmeter import errors
 # --------------------------------------------------------------------------
 # The child's reply channel (a private copy of its stdout), set by main().
 _PROTOCOL = None
+# Set by SIGUSR1 (the parent's Job.stop()): the running matmul job ends after its current chunk.
+# Cleared when a job starts, so a stop that lands between jobs never cuts the next one short.
+_STOP = False
+
+
+def _on_stop(_signum, _frame) -> None:
+    global _STOP
+    _STOP = True
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -42,6 +50,15 @@ class _Engine:
         self.backend = backend
         self.uuid: str | None = None
         self._operands: dict = {}
+
+    def preload(self) -> None:
+        """Import torch without touching the GPU: no CUDA call, so no context exists yet.
+
+        torch initialises CUDA lazily (on its first CUDA call), so the import costs host time
+        only; the parent sends this while it still measures the board without a context.
+        """
+        if self.backend == "cuda":
+            import torch  # noqa: F401
 
     def context(self) -> str | None:
         if self.backend == "cuda":
@@ -96,13 +113,15 @@ class _Engine:
             np.matmul(a, b, out=out)
 
     def matmul(self, n: int, operands: str, seconds: float, count: int, check: bool) -> dict:
+        global _STOP
+        _STOP = False
         a, b, out = self._pair(n, operands)
         self._product(a, b, out)  # first product outside the timed job (lazy init)
         self._sync()
         t0 = time.perf_counter()
         done = 0
         chunk = max(1, min(count or 8, 8))
-        while (count and done < count) or (not count and time.perf_counter() - t0 < seconds):
+        while not _STOP and ((count and done < count) or (not count and time.perf_counter() - t0 < seconds)):
             for _ in range(min(chunk, count - done) if count else chunk):
                 self._product(a, b, out)
                 done += 1
@@ -147,6 +166,9 @@ def _serve(backend: str, handlers: dict | None = None, out=None, inp=None) -> No
                 reply = handlers[op](request, engine)
             elif op == "ping":
                 reply = {"pid": os.getpid()}
+            elif op == "preload":
+                engine.preload()
+                reply = {}
             elif op == "context":
                 reply = {"uuid": engine.context()}
             elif op == "calibrate":
@@ -175,6 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     _die_with_parent(args.parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
+    signal.signal(signal.SIGUSR1, _on_stop)  # the parent's Job.stop(); before any job can run
     # the protocol gets a private copy of stdout; fd 1 (print, C libraries) goes to stderr
     global _PROTOCOL
     _PROTOCOL = os.fdopen(os.dup(1), "w")

@@ -77,6 +77,18 @@ class _ProcessJob(Reply):
     def result(self) -> MatmulRun:
         return MatmulRun(**super().result()["run"])
 
+    def stop(self) -> None:
+        """End the job after its current chunk (at most 8 products): SIGUSR1 to the worker.
+
+        A no-op once the job is done; :meth:`result` then reports the products that ran.
+        """
+        if not self.done():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._worker.pid, signal.SIGUSR1)
+
+
+_DONE = object()  # WorkerProcess._preloaded once the import's reply is in
+
 
 class WorkerProcess:
     """A real worker child process. Use as a context manager.
@@ -135,6 +147,7 @@ class WorkerProcess:
         self._replies: dict[int, dict] = {}
         self._next_id = 0
         self._closed = False
+        self._preloaded: Reply | object | None = None
 
     def __enter__(self) -> WorkerProcess:
         return self
@@ -224,8 +237,26 @@ class WorkerProcess:
         return lines[-1] if lines else "no message"
 
     # -- the Worker interface -------------------------------------------------
+    def preload(self, wait: bool = False) -> None:
+        """Start importing torch in the child now, without any CUDA call; with ``wait``, until it is done.
+
+        The import (seconds on a cold machine) then overlaps whatever the parent measures
+        meanwhile; :meth:`open_context` waits for it and raises its error, if any.
+        """
+        if self._preloaded is None:
+            self._preloaded = self.submit("preload", timeout_s=_START_TIMEOUT_S)
+        if wait:
+            self._preload_done()
+
+    def _preload_done(self) -> None:
+        """Wait for the import's reply once (a reply can be taken only once)."""
+        if self._preloaded is not None and self._preloaded is not _DONE:
+            preloaded, self._preloaded = self._preloaded, _DONE
+            preloaded.result()
+
     def open_context(self) -> str | None:
         """Create the CUDA context (torch, device 0 of the child's one visible GPU)."""
+        self._preload_done()
         return self._call("context")["uuid"]
 
     def seconds_per_matmul(self, n: int) -> float:

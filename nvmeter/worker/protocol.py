@@ -54,11 +54,19 @@ class Job(Protocol):
         """Wait for and return the result. Raises WorkerError."""
         ...
 
+    def stop(self) -> None:
+        """End the job early, after its current chunk of products; a no-op once it is done."""
+        ...
+
 
 class Worker(Protocol):
     """What probes, windows and the scorer ask of the process holding the context."""
 
     backend: str
+
+    def preload(self) -> None:
+        """Start loading the device library (no device call, so no context), without waiting."""
+        ...
 
     def open_context(self) -> str | None:
         """Create the device context; return the device UUID it runs on (None on CPU)."""

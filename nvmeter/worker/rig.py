@@ -57,7 +57,9 @@ class Rig:
     def around(cls, board: Board) -> Rig:
         """A rig on a board already open: a simulated one gets the simulated worker."""
         if board.identity().simulated:
-            return cls(board, lambda: SimWorker(board))
+            from nvmeter.worker.simulated import REAL_CONTEXT_S, REAL_START_S
+
+            return cls(board, lambda: SimWorker(board, start_s=REAL_START_S, context_s=REAL_CONTEXT_S))
         uuid = board.identity().uuid
         return cls(board, lambda: WorkerProcess("cuda", uuid))
 
@@ -72,11 +74,27 @@ class Rig:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def has_context(self) -> bool:
+        """True while the rig's worker holds a context on the board."""
+        return self._has_context
+
     def worker(self) -> Worker:
         """The current worker, started (without a context) if there is none."""
         if self._worker is None:
             self._worker = self._make_worker()
         return self._worker
+
+    def start_worker(self) -> None:
+        """Start the worker and its import of torch now, without a context and without waiting.
+
+        A probe calls this before it measures the board without a context, so that the
+        seconds of process start and import pass meanwhile; no CUDA call is made until
+        :meth:`context`.
+        """
+        preload = getattr(self.worker(), "preload", None)  # a scorer's worker may not have it
+        if preload is not None:
+            preload()
 
     def context(self) -> Worker:
         """A worker holding a context on this board (opened once, then reused).

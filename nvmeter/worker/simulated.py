@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 from nvmeter.boards.simulated import SimulatedBoard
-from nvmeter.clock import VirtualClock
 from nvmeter.worker.protocol import MatmulRun
+
+# A real worker's start, as `nvmeter probe --simulate` models it (s). The committed quick probes
+# (results/probe-h200-quick.json, probe-h200-quick-84564389.json) show the context on the board
+# 3.30 and 3.41 s after the parent asked for a worker (process start, imports, torch, CUDA
+# initialisation; read from the power samples' step) and its reply 0.19 s later; the full probe
+# (results/probe-h200.json, the machine's first run) took 5.06 s in all. How those seconds
+# split between the import (which preload() overlaps) and CUDA's initialisation (which it cannot)
+# was not measured: 2.3 s and 1.0 s are assumptions, and bench/device/probe_speed.sh times both.
+REAL_START_S = 2.3
+REAL_CONTEXT_S = 1.0
 
 
 # --------------------------------------------------------------------------
 # The simulated worker
 # --------------------------------------------------------------------------
 class _SimJob:
-    def __init__(self, clock: VirtualClock, run: MatmulRun) -> None:
-        self._clock = clock
+    def __init__(self, worker: SimWorker, run: MatmulRun, per_s: float) -> None:
+        self._worker = worker
+        self._clock = worker.board.clock
         self._run = run
+        self._per_s = per_s
 
     def done(self) -> bool:
         return self._clock.now() >= self._run.t1_s
@@ -22,16 +36,44 @@ class _SimJob:
         self._clock.advance_to(self._run.t1_s)
         return self._run
 
+    def stop(self) -> None:
+        """End the job at the first product boundary from now (the real one ends after its chunk)."""
+        now, run = self._clock.now(), self._run
+        if now >= run.t1_s:
+            return
+        count = max(1, math.ceil((now - run.t0_s) / self._per_s))
+        if count >= run.matmuls:
+            return
+        t1 = run.t0_s + count * self._per_s
+        board = self._worker.board
+        board.cancel_load_change(run.t1_s)
+        board.set_load(0.0, at_s=t1)
+        self._worker._busy_until_s = t1
+        self._run = replace(run, t1_s=t1, matmuls=count, flops=2.0 * run.n**3 * count)
+
 
 class SimWorker:
-    """A worker acting on a simulated board's virtual time. Implements :class:`Worker`."""
+    """A worker acting on a simulated board's virtual time. Implements :class:`Worker`.
+
+    Args:
+        board: The board it loads.
+        start_s: Virtual time the process takes to start and import torch, s; :meth:`preload`
+            lets it pass while the caller measures, :meth:`open_context` waits for what is left.
+        context_s: Virtual time of creating the context itself, s.
+
+    The defaults (0 and 0.5 s) keep the virtual timings that tests of windows and the scorer
+    were written against; :data:`REAL_START_S` and :data:`REAL_CONTEXT_S` model a real worker.
+    """
 
     backend = "sim"
 
-    def __init__(self, board: SimulatedBoard) -> None:
+    def __init__(self, board: SimulatedBoard, start_s: float = 0.0, context_s: float = 0.5) -> None:
         self.board = board
         self.frozen = False
         self._busy_until_s = board.clock.now()
+        self.start_s = start_s
+        self.context_s = context_s
+        self._ready_at_s: float | None = None
 
     def __enter__(self) -> SimWorker:
         return self
@@ -39,9 +81,16 @@ class SimWorker:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def preload(self) -> None:
+        """Start the import now: it is over ``start_s`` later, whatever the caller does meanwhile."""
+        if self._ready_at_s is None:
+            self._ready_at_s = self.board.clock.now() + self.start_s
+
     def open_context(self) -> str | None:
-        """Open the simulated context (costs 0.5 s of virtual time)."""
-        self.board.clock.sleep(0.5)
+        """Wait for the import (all of ``start_s`` without :meth:`preload`), then ``context_s``."""
+        self.preload()
+        self.board.clock.advance_to(max(self.board.clock.now(), self._ready_at_s))
+        self.board.clock.sleep(self.context_s)
         self.board.set_context(True)
         return self.board.identity().uuid
 
@@ -63,7 +112,7 @@ class SimWorker:
         self.board.set_load(0.0, at_s=t1)
         self._busy_until_s = t1
         err = 0.0 if check and operands == "constant" else None
-        return _SimJob(self.board.clock, MatmulRun(t0, t1, count, n, 2.0 * n**3 * count, err))
+        return _SimJob(self, MatmulRun(t0, t1, count, n, 2.0 * n**3 * count, err), per)
 
     def freeze(self) -> None:
         """Mark the context's process stopped."""

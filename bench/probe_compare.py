@@ -1,0 +1,157 @@
+"""Compare two probe records figure by figure: is each new figure within the old one's stated uncertainty?
+
+    python bench/probe_compare.py OLD.json NEW.json [--json OUT.json] [--all] [--strict]
+
+For every figure both records have (nvmeter.probes.figures: what each figure's stated
+uncertainty is and how it is computed from the raw series), prints the old and new value,
+their difference, both stated uncertainties (half-widths), and whether the new figure lies
+within the old one's uncertainty (``|new - old| <= U_old``) and within both together
+(``|new - old| <= sqrt(U_old^2 + U_new^2)``). Extremes (min, max: they grow with the number
+of readings), counts and chosen lengths are listed but not judged (``--all`` shows them);
+exactness and alignment must be equal. Both records are read as any probe file is (any
+version, every stored figure checked against its raw series).
+
+Exit status: 0, or with ``--strict`` 1 when a judged figure is outside the old one's
+uncertainty; 2 for a file that cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+
+def compare(old_report, new_report) -> list[dict]:
+    """One row per figure of either report, in the old report's order (then the new one's)."""
+    from nvmeter.probes.figures import EQUAL, JUDGED, figures
+
+    old = {f.key: f for f in figures(old_report)}
+    new = {f.key: f for f in figures(new_report)}
+    rows = []
+    for key in [*old, *(k for k in new if k not in old)]:
+        o, n = old.get(key), new.get(key)
+        row = {
+            "figure": key,
+            "unit": (o or n).unit,
+            "kind": (o or n).kind,
+            "old": o.value if o else None,
+            "new": n.value if n else None,
+            "u_old": o.u if o else None,
+            "u_new": n.u if n else None,
+            "n_old": o.n if o else None,
+            "n_new": n.n if n else None,
+        }
+        if o is None or n is None:
+            row["verdict"] = "only in new" if o is None else "only in old"
+        elif row["kind"] == EQUAL:
+            row["verdict"] = "same" if o.value == n.value else "DIFFERS"
+        elif row["kind"] != JUDGED:
+            row["verdict"] = f"not judged ({row['kind']})"
+        elif not _finite(o.value, n.value, o.u):
+            row["verdict"] = "no figure"
+        else:
+            diff = n.value - o.value
+            row["diff"] = diff
+            row["within_old"] = bool(abs(diff) <= o.u)
+            both = math.hypot(o.u, n.u) if _finite(n.u) else o.u
+            row["within_both"] = bool(abs(diff) <= both)
+            row["verdict"] = (
+                "within" if row["within_old"] else ("within both" if row["within_both"] else "OUTSIDE")
+            )
+        rows.append(row)
+    return rows
+
+
+def _plain(value):
+    """numpy scalars as Python ones, for JSON."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _finite(*values) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:.5g}"
+
+
+def table(rows: list[dict], show_all: bool = False) -> str:
+    """The rows as a fixed-width table, and a one-line count of the verdicts."""
+    from nvmeter.probes.figures import JUDGED
+
+    head = ("figure", "unit", "old", "new", "new-old", "U old", "U new", "verdict")
+    lines = []
+    for r in rows:
+        if not show_all and r["kind"] not in (JUDGED, "equal") and "only" not in r["verdict"]:
+            continue
+        diff = f"{r['diff']:+.4g}" if "diff" in r else "-"
+        lines.append(
+            (
+                r["figure"],
+                r["unit"],
+                _fmt(r["old"]),
+                _fmt(r["new"]),
+                diff,
+                _fmt(r["u_old"]),
+                _fmt(r["u_new"]),
+                r["verdict"],
+            )
+        )
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines, strict=True)]
+    out = [
+        "  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip()
+        for row in (head, *lines)
+    ]
+    judged = [r for r in rows if "within_old" in r]
+    inside = sum(r["within_old"] for r in judged)
+    both = sum(r["within_both"] for r in judged)
+    differ = [r["figure"] for r in rows if r["verdict"] == "DIFFERS"]
+    out.append(
+        f"{inside} of {len(judged)} judged figures within the old one's stated uncertainty, "
+        f"{both} within both together" + (f"; differ: {', '.join(differ)}" if differ else "")
+    )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", type=Path)
+    parser.add_argument("new", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--all", action="store_true", help="also list extremes, counts and lengths")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a judged figure is outside")
+    args = parser.parse_args(argv)
+    from nvmeter import errors
+    from nvmeter.probes.report import load_report
+
+    try:
+        old, new = load_report(args.old), load_report(args.new)
+    except errors.NvmeterError as exc:
+        print(f"probe_compare: {exc}", file=sys.stderr)
+        return 2
+    rows = compare(old, new)
+    print(f"old: {args.old} ({old.board.uuid}, {old.started_utc}, {'quick' if old.quick else 'full'})")
+    print(f"new: {args.new} ({new.board.uuid}, {new.started_utc}, {'quick' if new.quick else 'full'})")
+    if old.board.uuid != new.board.uuid:
+        print("note: the two records come from different boards")
+    print(table(rows, args.all))
+    if args.json:
+        args.json.write_text(
+            json.dumps({"old": str(args.old), "new": str(args.new), "rows": rows}, indent=1, default=_plain)
+            + "\n"
+        )
+    outside = any("within_old" in r and not r["within_old"] for r in rows)
+    return 1 if args.strict and outside else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
