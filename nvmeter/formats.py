@@ -415,6 +415,13 @@ LADDER_SM90 = Format(
 )
 
 
+# -- graph-mlp-step: bench/graph_mlp_step.py ------------------------------------------------------
+GRAPH_MLP_STEP = Format(
+    "graph-mlp-step",
+    (Version(1, "per steps_per_graph variant of the graph MLP: host-timed calls and a kernel profile"),),
+)
+
+
 # -- profile: a board's BoardProfile in the user cache (nvmeter.boards.profile) --------------------
 PROFILE = Format("profile", (Version(1, "board identity and its BoardProfile, written by nvmeter probe"),))
 
@@ -483,6 +490,7 @@ FORMATS: dict[str, Format] = {
         LADDER_H200,
         LADDER_STEP,
         LADDER_SM90,
+        GRAPH_MLP_STEP,
         SCORE_SUMMARY,
         PROFILE,
         JOB,

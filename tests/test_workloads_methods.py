@@ -7,7 +7,17 @@ import pytest
 import torch
 
 from nvmeter import errors
-from nvmeter.workloads import eager_ensemble, graph_mlp, harness, judge, mlp_fp32, mlp_tf32, task, training
+from nvmeter.workloads import (
+    eager_ensemble,
+    graph_mlp,
+    graph_mlp_fast,
+    harness,
+    judge,
+    mlp_fp32,
+    mlp_tf32,
+    task,
+    training,
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +35,17 @@ def test_graph_mlp_recipe_passes_difficulty_1_on_a_real_draw(draw):
     labels = harness.call(graph_mlp.method, *tensors(draw), name="graph_mlp")
     verdict = judge.judge([judge.score(draw, labels)], [], graph_mlp.DIFFICULTY)
     assert verdict.passed, verdict.reasons
+
+
+def test_graph_mlp_fast_is_the_seed_recipe_with_one_graph_a_call():
+    assert dataclasses.replace(graph_mlp_fast.RECIPE, steps_per_graph=1) == graph_mlp.RECIPE
+    assert graph_mlp_fast.RECIPE.steps_per_graph == graph_mlp_fast.RECIPE.steps
+
+
+@pytest.mark.parametrize("steps_per_graph", [0, 3, 201])
+def test_recipe_refuses_steps_per_graph_that_do_not_divide_the_steps(steps_per_graph):
+    with pytest.raises(ValueError, match="must divide steps=200"):
+        dataclasses.replace(graph_mlp.RECIPE, steps_per_graph=steps_per_graph)
 
 
 def test_random_classifier_fails_through_the_harness(draw):
