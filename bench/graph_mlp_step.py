@@ -4,7 +4,7 @@ From the repository root on one H200 (bench/device/speed_h200.sh runs it):
 
     python bench/graph_mlp_step.py --out results/graph-mlp-step-h200
 
-Per variant (``steps_per_graph`` 1, the seed's graph_mlp; 10; 200, graph_mlp_fast), on a synthetic
+Per variant (``steps_per_graph`` 1, the seed's graph_mlp; 10; 200), on a synthetic
 draw of the task's shapes (10,000 training rows of 60 features, 10,000 test rows; accuracy is the
 scorer's business, not this bench's):
 
@@ -13,6 +13,11 @@ scorer's business, not this bench's):
 * ``profile``: torch.profiler (CUPTI) over 3 calls: kernels a call and a step, kernel time a call,
   the span from the first kernel's start to the last one's end, the gaps between kernels, and the
   ten kernels that take the most time a call.
+
+Measured at 3cfeff6 (results/graph-mlp-step-h200/): 31.7, 31.4 and 37.5 ms a call; one graph of 200
+steps is slower, not faster, and the kernels themselves take 29 ms of the 31.7 (45 a step, a quarter of
+their time in the optimiser's and the EMA's multi-tensor kernels), so the launches were never the cost.
+A method with 200 steps a graph (graph_mlp_fast) was evaluated at that commit and withdrawn.
 
 Writes ``graph_mlp_step.json`` (kind ``graph-mlp-step``, docs/formats.md) under --out, saved after
 every variant.

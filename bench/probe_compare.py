@@ -1,6 +1,6 @@
 """Compare two probe records figure by figure: is each new figure within the old one's stated uncertainty?
 
-    python bench/probe_compare.py OLD.json NEW.json [--json OUT.json] [--all] [--strict]
+    python bench/probe_compare.py OLD.json NEW.json [--control OLD2.json] [--json OUT.json] [--all] [--strict]
 
 For every figure both records have (nvmeter.probes.figures: what each figure's stated
 uncertainty is and how it is computed from the raw series), prints the old and new value,
@@ -8,7 +8,12 @@ their difference, both stated uncertainties (half-widths), and whether the new f
 within the old one's uncertainty (``|new - old| <= U_old``) and within both together
 (``|new - old| <= sqrt(U_old^2 + U_new^2)``). Extremes (min, max: they grow with the number
 of readings), counts and chosen lengths are listed but not judged (``--all`` shows them);
-exactness and alignment must be equal. Both records are read as any probe file is (any
+exactness and alignment must be equal. ``--control OLD2.json``, a second run of the old probe on
+the same board, adds the run-to-run test: a stated uncertainty is a within-run figure and leaves
+out what moves between runs minutes apart (the board's temperature, its idle draw), so the old
+probe itself lands outside its own uncertainty on many figures (results/probe-speed/). The new
+figure then ``repeats`` when ``|new - old| <= |old2 - old| + sqrt(U_old^2 + U_new^2)``: it differs
+from the old one by no more than the old one differs from itself, plus both uncertainties. Both records are read as any probe file is (any
 version, every stored figure checked against its raw series).
 
 Exit status: 0, or with ``--strict`` 1 when a judged figure is outside the old one's
@@ -24,12 +29,17 @@ import sys
 from pathlib import Path
 
 
-def compare(old_report, new_report) -> list[dict]:
-    """One row per figure of either report, in the old report's order (then the new one's)."""
+def compare(old_report, new_report, control_report=None) -> list[dict]:
+    """One row per figure of either report, in the old report's order (then the new one's).
+
+    With ``control_report`` (the old probe again), each judged row also gets ``control_diff``
+    (old2 - old) and ``repeats`` (see the module's docstring).
+    """
     from nvmeter.probes.figures import EQUAL, JUDGED, figures
 
     old = {f.key: f for f in figures(old_report)}
     new = {f.key: f for f in figures(new_report)}
+    control = {f.key: f for f in figures(control_report)} if control_report is not None else {}
     rows = []
     for key in [*old, *(k for k in new if k not in old)]:
         o, n = old.get(key), new.get(key)
@@ -61,6 +71,12 @@ def compare(old_report, new_report) -> list[dict]:
             row["verdict"] = (
                 "within" if row["within_old"] else ("within both" if row["within_both"] else "OUTSIDE")
             )
+            c = control.get(key)
+            if c is not None and _finite(c.value):
+                row["control_diff"] = c.value - o.value
+                row["repeats"] = bool(abs(diff) <= abs(row["control_diff"]) + both)
+                if not row["within_both"]:
+                    row["verdict"] += ", repeats" if row["repeats"] else ", DOES NOT REPEAT"
         rows.append(row)
     return rows
 
@@ -88,12 +104,13 @@ def table(rows: list[dict], show_all: bool = False) -> str:
     """The rows as a fixed-width table, and a one-line count of the verdicts."""
     from nvmeter.probes.figures import JUDGED
 
-    head = ("figure", "unit", "old", "new", "new-old", "U old", "U new", "verdict")
+    head = ("figure", "unit", "old", "new", "new-old", "old2-old", "U old", "U new", "verdict")
     lines = []
     for r in rows:
         if not show_all and r["kind"] not in (JUDGED, "equal") and "only" not in r["verdict"]:
             continue
         diff = f"{r['diff']:+.4g}" if "diff" in r else "-"
+        control = f"{r['control_diff']:+.4g}" if "control_diff" in r else "-"
         lines.append(
             (
                 r["figure"],
@@ -101,6 +118,7 @@ def table(rows: list[dict], show_all: bool = False) -> str:
                 _fmt(r["old"]),
                 _fmt(r["new"]),
                 diff,
+                control,
                 _fmt(r["u_old"]),
                 _fmt(r["u_new"]),
                 r["verdict"],
@@ -115,9 +133,16 @@ def table(rows: list[dict], show_all: bool = False) -> str:
     inside = sum(r["within_old"] for r in judged)
     both = sum(r["within_both"] for r in judged)
     differ = [r["figure"] for r in rows if r["verdict"] == "DIFFERS"]
+    repeat = [r for r in judged if "repeats" in r]
+    repeats = (
+        f", {sum(r['repeats'] for r in repeat)} of {len(repeat)} within the old one's own run-to-run "
+        "difference and both"
+        if repeat
+        else ""
+    )
     out.append(
         f"{inside} of {len(judged)} judged figures within the old one's stated uncertainty, "
-        f"{both} within both together" + (f"; differ: {', '.join(differ)}" if differ else "")
+        f"{both} within both together{repeats}" + (f"; differ: {', '.join(differ)}" if differ else "")
     )
     return "\n".join(out)
 
@@ -126,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old", type=Path)
     parser.add_argument("new", type=Path)
+    parser.add_argument("--control", type=Path, help="the old probe run again on the same board")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--all", action="store_true", help="also list extremes, counts and lengths")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a judged figure is outside")
@@ -135,18 +161,33 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         old, new = load_report(args.old), load_report(args.new)
+        control = load_report(args.control) if args.control else None
     except errors.NvmeterError as exc:
         print(f"probe_compare: {exc}", file=sys.stderr)
         return 2
-    rows = compare(old, new)
+    if control is not None and control.board.uuid != old.board.uuid:
+        print("probe_compare: --control must come from the old record's board", file=sys.stderr)
+        return 2
+    rows = compare(old, new, control)
     print(f"old: {args.old} ({old.board.uuid}, {old.started_utc}, {'quick' if old.quick else 'full'})")
     print(f"new: {args.new} ({new.board.uuid}, {new.started_utc}, {'quick' if new.quick else 'full'})")
+    if control is not None:
+        print(f"control: {args.control} ({control.started_utc}, {'quick' if control.quick else 'full'})")
     if old.board.uuid != new.board.uuid:
         print("note: the two records come from different boards")
     print(table(rows, args.all))
     if args.json:
         args.json.write_text(
-            json.dumps({"old": str(args.old), "new": str(args.new), "rows": rows}, indent=1, default=_plain)
+            json.dumps(
+                {
+                    "old": str(args.old),
+                    "new": str(args.new),
+                    "control": args.control and str(args.control),
+                    "rows": rows,
+                },
+                indent=1,
+                default=_plain,
+            )
             + "\n"
         )
     outside = any("within_old" in r and not r["within_old"] for r in rows)

@@ -10,7 +10,6 @@ from nvmeter import errors
 from nvmeter.workloads import (
     eager_ensemble,
     graph_mlp,
-    graph_mlp_fast,
     harness,
     judge,
     mlp_fp32,
@@ -35,11 +34,6 @@ def test_graph_mlp_recipe_passes_difficulty_1_on_a_real_draw(draw):
     labels = harness.call(graph_mlp.method, *tensors(draw), name="graph_mlp")
     verdict = judge.judge([judge.score(draw, labels)], [], graph_mlp.DIFFICULTY)
     assert verdict.passed, verdict.reasons
-
-
-def test_graph_mlp_fast_is_the_seed_recipe_with_one_graph_a_call():
-    assert dataclasses.replace(graph_mlp_fast.RECIPE, steps_per_graph=1) == graph_mlp.RECIPE
-    assert graph_mlp_fast.RECIPE.steps_per_graph == graph_mlp_fast.RECIPE.steps
 
 
 @pytest.mark.parametrize("steps_per_graph", [0, 3, 201])

@@ -49,6 +49,10 @@ from nvmeter.workloads.ladder_ops import BN_EPS, LEAK, N_COMBINATOR_PARAMS
 # Column sums the decoder backward's first kernel writes per tile: the 17 parameter
 # gradients (rows as in ladder_ops), then sum dL/du and sum dL/du * u.
 N_DECODER_PARTIALS = N_COMBINATOR_PARAMS + 2
+# The same, as the kernels read them (a jitted function sees only constexpr globals); 32 holds them all.
+_PARTIALS = tl.constexpr(N_DECODER_PARTIALS)
+_PARAMS = tl.constexpr(N_COMBINATOR_PARAMS)
+_PARTIALS_P2 = tl.constexpr(32)
 
 # Launch shapes, read at call time (tests and bench/ladder_step.py change them). First
 # guesses for the H200 (132 SMs), not yet swept on it.
@@ -407,14 +411,26 @@ def _fast_decoder_bwd_tile_kernel(
 
 
 @triton.jit
-def _sum_partials(
-    part_ptr, k: tl.constexpr, cols, col_mask, n_cols, N_RB: tl.constexpr, N_RB_P2: tl.constexpr
-):
-    """Sum over the row blocks of partial sum k (a tree in a fixed order: deterministic)."""
-    rb = tl.arange(0, N_RB_P2)
-    mask = (rb < N_RB)[:, None] & col_mask[None, :]
-    x = tl.load(part_ptr + (rb[:, None] * 19 + k) * n_cols + cols[None, :], mask=mask, other=0.0)
+def _sum_partials(part_ptr, cols, col_mask, n_cols, N_RB: tl.constexpr, N_RB_P2: tl.constexpr):
+    """(32, BLOCK_N): every partial sum k < 19 over the row blocks (rows k >= 19 are 0).
+
+    One load of all of them, then a tree over the row blocks in a fixed order (deterministic).
+    One load, not one per k: a store between loads (the parameter gradients) may alias the
+    partials for all the compiler knows, so loads interleaved with stores run one memory round
+    trip after another (~7 us a launch on the H200, results/ladder-step-h200, layers).
+    """
+    rb = tl.arange(0, N_RB_P2)[:, None, None]
+    k = tl.arange(0, _PARTIALS_P2)[None, :, None]
+    c = cols[None, None, :]
+    mask = (rb < N_RB) & (k < _PARTIALS) & col_mask[None, None, :]
+    x = tl.load(part_ptr + (rb * _PARTIALS + k) * n_cols + c, mask=mask, other=0.0)
     return tl.sum(x, axis=0)
+
+
+@triton.jit
+def _row(totals, k: tl.constexpr):
+    """Row k of a (32, BLOCK_N) block, as (BLOCK_N,)."""
+    return tl.sum(tl.where(tl.arange(0, _PARTIALS_P2)[:, None] == k, totals, 0.0), axis=0)
 
 
 @triton.jit
@@ -436,8 +452,9 @@ def _fast_decoder_bwd_finish_kernel(
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
     rb = tl.program_id(1)
-    mean_gu = _sum_partials(part_ptr, 17, cols, col_mask, n_cols, N_RB, N_RB_P2) / n_rows
-    mean_guu = _sum_partials(part_ptr, 18, cols, col_mask, n_cols, N_RB, N_RB_P2) / n_rows
+    totals = _sum_partials(part_ptr, cols, col_mask, n_cols, N_RB, N_RB_P2)
+    mean_gu = _row(totals, _PARAMS) / n_rows
+    mean_guu = _row(totals, _PARAMS + 1) / n_rows
     rows = rb * BLOCK_M + tl.arange(0, BLOCK_M)
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
     offs = rows[:, None] * n_cols + cols[None, :]
@@ -449,9 +466,9 @@ def _fast_decoder_bwd_finish_kernel(
     gv = rstd[None, :] * (gu - mean_gu[None, :] - u * mean_guu[None, :])
     tl.store(gv_ptr + offs, gv, mask=mask)
     if rb == 0:
-        for k in tl.static_range(17):
-            total = _sum_partials(part_ptr, k, cols, col_mask, n_cols, N_RB, N_RB_P2)
-            tl.store(gp_ptr + k * n_cols + cols, total, mask=col_mask)
+        k = tl.arange(0, _PARTIALS_P2)[:, None]
+        pmask = (k < _PARAMS) & col_mask[None, :]
+        tl.store(gp_ptr + k * n_cols + cols[None, :], totals, mask=pmask)
 
 
 def _launch(kernel, shape: dict, *args, **constexprs):

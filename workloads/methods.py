@@ -49,7 +49,6 @@ METHODS = {
         MethodSpec("mlp_fp32", "example eager MLP, full FP32", 1, 762.4, 0.9677),
         MethodSpec("mlp_tf32", "eager MLP, TF32, 100 steps", 1, 191.3, 0.9498),
         MethodSpec("graph_mlp", "CUDA-graph MLP", 1, 61.6, 0.9503),
-        MethodSpec("graph_mlp_fast", "CUDA-graph MLP, 200 steps in one graph", 1, 61.6, 0.9503),
         MethodSpec("graph_ensemble", "CUDA-graph ensemble of 4", 2, 252.1, 0.9687),
         MethodSpec("eager_ensemble", "eager ensemble of 16", 2, 927.3, 0.9678),
         MethodSpec("ladder_d3_plain", "Ladder, sampled (plain PyTorch)", 3, 1443.3, 0.9759, "ladder"),
