@@ -13,7 +13,9 @@ the same board, adds the run-to-run test: a stated uncertainty is a within-run f
 out what moves between runs minutes apart (the board's temperature, its idle draw), so the old
 probe itself lands outside its own uncertainty on many figures (results/probe-speed/). The new
 figure then ``repeats`` when ``|new - old| <= |old2 - old| + sqrt(U_old^2 + U_new^2)``: it differs
-from the old one by no more than the old one differs from itself, plus both uncertainties. Both records are read as any probe file is (any
+from the old one by no more than the old one differs from itself, plus both uncertainties.
+
+Both records are read as any probe file is (any
 version, every stored figure checked against its raw series).
 
 Exit status: 0, or with ``--strict`` 1 when a judged figure is outside the old one's

@@ -8,6 +8,10 @@ Then here:
     python bench/window_accuracy.py analyze A.json B.json --json S.json --markdown M.md --plot P.png
     python bench/window_accuracy.py fit A.json --json fitted.json
     python bench/window_accuracy.py check B.json --constants fitted.json
+measure() alone, 20 runs a kind (issue 10's cell; the default plan keeps 4), on one board:
+    python bench/window_accuracy.py run --kinds copy,duty,fp32big --only measure --measure-runs 20 \
+        --budget-s 540 --out M.json
+(`--only` takes any of warm, zeus, transient, single, measure; `plan` takes both options too.)
 Schema-1 files (results/window-accuracy-h200*.json, runs 1 and 2) still analyze and fit.
 The package is bench/accuracy/ (its __init__ lists the modules).
 """

@@ -211,6 +211,11 @@ def _score_v2(d: dict) -> dict:
     return d
 
 
+def _score_v4(d: dict) -> dict:
+    d["target"] = {**d["target"], "sources": None}
+    return d
+
+
 # The energy windows inside a score record are Measurement dicts (nvmeter.meter.measurement).
 # A change there bumps this kind too: a Version(3, "…", unchanged) where Measurement.from_dict
 # upgrades its own dicts, or an upgrade that rewrites energy.control.window and
@@ -234,6 +239,12 @@ SCORE = Format(
             "energy windows are Measurement dicts of their version 2 (board profile, error model, sub-window "
             "edges, board states; Measurement.from_dict reads both)",
             unchanged,
+        ),
+        Version(
+            4,
+            "target.sources: sha256 of the method's file and of every nvmeter.workloads module it imports "
+            "(null when upgraded: not recorded before)",
+            _score_v4,
         ),
     ),
 )

@@ -490,3 +490,33 @@ def test_pooling_refuses_unknown_names_nothing_left_and_copies(sim_run, tmp_path
         assert cli.main(["analyze", *extra]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and says in err
+
+
+def test_limits_keep_only_the_types_asked_for():
+    full, floor, hard = plan.limits(("measure",), 20)
+    for c in (full, floor, hard):
+        assert c == plan.Counts(measure=20)
+    full, floor, _ = plan.limits(("single", "warm"))
+    assert (full.single, full.measure, full.zeus, full.transient) == (plan.FULL.single, 0, 0, {})
+    assert full.warm == plan.FULL.warm and floor.warm == plan.FLOOR.warm
+    assert plan.limits() == (plan.FULL, plan.FLOOR, plan.HARD_FLOOR)
+    with pytest.raises(ValueError, match="unknown trial type"):
+        plan.limits(("warm", "cold"))
+    with pytest.raises(ValueError, match="measure_runs must be >= 1"):
+        plan.limits(None, 0)
+
+
+def test_a_measure_only_run_records_measure_trials_alone(tmp_path):
+    out = tmp_path / "m.json"
+    config = runner.Config(kinds=("copy",), budget_s=90.0, verbose=False, only=("measure",), measure_runs=5)
+    runner.run(out, config, board=_board(1000.0))
+    part = json.loads(out.read_text())["kinds"]["copy"]
+    types = _types(part)
+    assert part["done"] and types["measure"] == 5 and set(types) == {"measure", "ref"}
+    assert part["plan"]["counts"]["measure"] == 5
+
+
+def test_the_cli_refuses_an_unknown_trial_type(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["plan", "--kinds", "copy", "--only", "warm,cold"])
+    assert exc.value.code == 2 and "unknown trial types cold" in capsys.readouterr().err

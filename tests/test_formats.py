@@ -24,6 +24,7 @@ COMMITTED = {
     ("probe", 3): RESULTS / "probe-h200-quick-84564389.json",
     ("score", 1): FIXTURES / "score-v1.json",
     ("score", 2): FIXTURES / "score-v2.json",
+    ("score", 3): RESULTS / "score-h200" / "ladder_d4_fused" / "run-001.json",
     ("workloads", 1): RESULTS / "workloads-h200-2026-11-29.json",
     ("workloads", 2): FIXTURES / "workloads-v2.json",
     ("window-accuracy", 1): RESULTS / "window-accuracy-h200.json",

@@ -387,6 +387,36 @@ def test_targets_resolve_without_importing(tmp_path):
         Target.parse(str(f))
 
 
+def test_a_method_version_covers_the_workloads_modules_it_imports():
+    """The Ladder's kernels live outside workloads/ladder.py: a kernel change is a new version."""
+    fast = dict(Target.parse("ladder_d3_fast").sources)
+    assert {"nvmeter.workloads.ladder", "nvmeter.workloads.ladder_fast_kernels"} <= fast.keys()
+    assert "nvmeter.workloads.training" in dict(Target.parse("graph_mlp").sources)
+    # a family file imports every variant's modules, so a kernel change is a new version of them all
+    assert dict(Target.parse("ladder_d3_fused").sources) == fast
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [("module", "ran another version of score_methods.py"), ("none", "predates the record of the modules")],
+)
+def test_a_folder_refuses_a_run_whose_imported_modules_changed(scored, tmp_path, change, why):
+    out, *_ = scored
+    record = json.loads((out / "run-001.json").read_text())
+    target = Target.from_dict(record["target"])
+    if change == "module":
+        record["target"]["sources"] = {m: "0" * 64 for m in record["target"]["sources"]}
+    else:  # a record upgraded from v3, which did not record them
+        record["target"]["sources"] = None
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "run-001.json").write_text(json.dumps(record))
+    with pytest.raises(errors.UsageError, match=why):
+        scoring.next_run(folder, target, record["difficulty"])
+    (folder / "run-001.json").write_text((out / "run-001.json").read_text())
+    assert scoring.next_run(folder, target, record["difficulty"]) == 2
+
+
 def test_config_is_checked():
     with pytest.raises(errors.UsageError, match="idle-s"):
         ScoreConfig(idle_s=-1)

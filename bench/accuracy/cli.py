@@ -22,6 +22,28 @@ def _kinds(text: str) -> tuple[str, ...]:
     return names
 
 
+def _types(text: str) -> tuple[str, ...]:
+    from accuracy import plan
+
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    unknown = [t for t in names if t not in plan.TYPES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown trial types {', '.join(unknown) or '(none)'}; types: {', '.join(plan.TYPES)}"
+        )
+    return names
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, not {text!r}")
+    return value
+
+
 def _schema(path: Path) -> int:
     with open(path) as f:
         return json.load(f).get("schema_version", 1)
@@ -67,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--ref-s", type=float, default=10.0, help="reference window, s")
         r.add_argument("--idle-s", type=float, default=2.0, help="each quiescent idle span, s")
         r.add_argument("--seed", type=int, default=20261201)
+        r.add_argument("--only", type=_types, default=None, help="comma-separated trial types (default all)")
+        r.add_argument("--measure-runs", type=_positive_int, default=None, help="measure() trials a kind")
         if name == "run":
             r.add_argument("--out", type=Path, required=True, help="the record (a re-run resumes it)")
             r.add_argument("--simulate", action="store_true", help="the simulated board and the kinds' twins")
@@ -122,6 +146,8 @@ def _config(args):
         seed=args.seed,
         zeus=not getattr(args, "no_zeus", False),
         verbose=not getattr(args, "quiet", False),
+        only=args.only,
+        measure_runs=args.measure_runs,
     )
 
 
@@ -133,7 +159,8 @@ def _plan(args) -> None:
             call_s=args.call_ms / 1e3, ref_s=args.ref_s, idle_s=args.idle_s, meter_s=args.meter_ms / 1e3
         )
         budget = args.budget_s / len(args.kinds)
-        counts, est = plan.fit_counts(kind, budget, timing, args.block_s, args.seed)
+        full, floor, _ = plan.limits(args.only, args.measure_runs)
+        counts, est = plan.fit_counts(kind, budget, timing, args.block_s, args.seed, full, floor)
         blocks = plan.blocks(kind, plan.units(kind, counts, args.seed), timing, args.block_s, args.seed)
         print(f"{kind}: ~{est:.0f} s of {budget:.0f} s, {len(blocks)} blocks, {json.dumps(counts.to_dict())}")
         if i == 0:

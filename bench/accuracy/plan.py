@@ -80,6 +80,41 @@ FLOOR = Counts({0.25: 5, 0.5: 20, 1.0: 5, 2.0: 3, 4.0: 3}, 5, {0.5: 8, 0.25: 4},
 HARD_FLOOR = Counts({0.25: 2, 0.5: 20, 1.0: 2, 2.0: 1, 4.0: 1}, 2, {0.5: 6, 0.25: 3}, 20, 4)
 
 
+TYPES = ("warm", "zeus", "transient", "single", "measure")
+
+
+def limits(
+    only: tuple[str, ...] | None = None, measure_runs: int | None = None
+) -> tuple[Counts, Counts, Counts]:
+    """(full, floor, hard floor) counts for a run: FULL, FLOOR and HARD_FLOOR keeping only the trial
+    types in ``only`` (all when None), with ``measure_runs`` measure() trials in each when given
+    (issue 10 asks 20 a cell; the default plan keeps 4, as each takes ~5 s of calls).
+
+    Raises:
+        ValueError: an unknown type, or measure_runs < 1.
+    """
+    unknown = sorted(set(only or ()) - set(TYPES))
+    if unknown:
+        raise ValueError(f"unknown trial type(s) {', '.join(unknown)}; known: {', '.join(TYPES)}")
+    if measure_runs is not None and measure_runs < 1:
+        raise ValueError(f"measure_runs must be >= 1, not {measure_runs}")
+
+    def keep(c: Counts) -> Counts:
+        if measure_runs is not None:
+            c = replace(c, measure=measure_runs)
+        if only is None:
+            return c
+        return Counts(
+            c.warm if "warm" in only else {},
+            c.zeus if "zeus" in only else 0,
+            c.transient if "transient" in only else {},
+            c.single if "single" in only else 0,
+            c.measure if "measure" in only else 0,
+        )
+
+    return keep(FULL), keep(FLOOR), keep(HARD_FLOOR)
+
+
 @dataclass(frozen=True)
 class Unit:
     """One trial of the plan.

@@ -54,6 +54,8 @@ class Config:
         seed: Seeds the plan's pauses and order.
         zeus: Interleave ZeusMonitor windows (when the import works).
         verbose: Log every trial.
+        only: Trial types to run (plan.TYPES), or None for all.
+        measure_runs: measure() trials a kind, or None for the plan's own.
     """
 
     kinds: tuple[str, ...] = kinds_mod.FIT_KINDS
@@ -67,6 +69,8 @@ class Config:
     seed: int = 20261201
     zeus: bool = True
     verbose: bool = True
+    only: tuple[str, ...] | None = None
+    measure_runs: int | None = None
 
 
 # Least time a kind is started with, s: its idle spans, two references and a few trials.
@@ -274,8 +278,9 @@ class KindRun:
             budget = deadline - self.clock.now() + self.timing.reference_s - ref_s
             rest = [u for b in blocks[k:] for u in b]
             kept, dropped = plan_mod.trim(
-                rest, self.timing, budget, self.name, self.config.block_s, self.config.seed, self._have()
-            )
+                rest, self.timing, budget, self.name, self.config.block_s, self.config.seed, self._have(),
+                self._floors(),
+            )  # fmt: skip
             self._skip(dropped, "time")
             blocks[k:] = kept
             if k >= len(blocks):
@@ -309,26 +314,32 @@ class KindRun:
             f"{len(self.part['errors'])} errors"
         )
 
+    def _floors(self) -> tuple:
+        """The floors a cut plan goes down to: FLOOR, then HARD_FLOOR, of the types this run keeps."""
+        return plan_mod.limits(self.config.only, self.config.measure_runs)[1:]
+
     def _plan(self, deadline: float) -> list[list]:
         """The kind's blocks of trials, sized to the time left (less the trials already recorded)."""
         budget = deadline - self.clock.now() + self.timing.reference_s  # the opening one is taken
         # without ZeusMonitor there are no Zeus windows to plan
         no_zeus = {} if self.monitor is not None else {"zeus": 0}
+        full, floor, _ = plan_mod.limits(self.config.only, self.config.measure_runs)
         counts, est = plan_mod.fit_counts(
             self.name,
             budget,
             self.timing,
             self.config.block_s,
             self.config.seed,
-            full=replace(plan_mod.FULL, **no_zeus),
-            floor=replace(plan_mod.FLOOR, **no_zeus),
+            full=replace(full, **no_zeus),
+            floor=replace(floor, **no_zeus),
         )
         done = self.store.done_ids(self.name)
         trials = [u for u in plan_mod.units(self.name, counts, self.config.seed) if u.id not in done]
         # below FLOOR when even that does not fit (the opening reference is taken)
         blocks, dropped = plan_mod.trim(
-            trials, self.timing, budget, self.name, self.config.block_s, self.config.seed, self._have()
-        )
+            trials, self.timing, budget, self.name, self.config.block_s, self.config.seed, self._have(),
+            self._floors(),
+        )  # fmt: skip
         est = plan_mod.estimate_s(blocks, self.timing) - self.timing.idle_span_s
         self._skip(dropped, "time")
         self.part["plan"] = {

@@ -4,7 +4,9 @@
 #   NVMETER_COMMIT=<sha> bash bench/device/window_accuracy_x2.sh
 #   KINDS_A=copy,duty,launch,fp32big KINDS_B=fp32,bf16cap ... swaps the boards' kinds (a later call);
 #   BUDGET=420 is each board's wall time for its kinds, s; LIMIT=560 the hard stop (SIGTERM: it saves).
-#   EXTRA_ARGS="--simulate" runs it on the simulated board (a dry run of this script anywhere).
+#   EXTRA_ARGS="--simulate" runs it on the simulated board (a dry run of this script anywhere);
+#   EXTRA_ARGS="--only measure --measure-runs 20" runs measure() alone, 20 a kind (issue 10's cell).
+# On a host with one GPU only lane a runs (KINDS_A on board 0).
 # Writes $OUT/acc-{a,b}.json (saved as the run goes; a cut call keeps what ran) and acc-{a,b}.log.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
@@ -22,6 +24,8 @@ lane() {  # lane name gpu kinds
   echo "bench rc=$? wall $((SECONDS - s)) s"
 }
 lane a 0 "${KINDS_A:-fp32,bf16cap}" > "$OUT/acc-a.log" 2>&1 &
-lane b 1 "${KINDS_B:-copy,duty,launch,fp32big}" > "$OUT/acc-b.log" 2>&1 &
+if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+  lane b 1 "${KINDS_B:-copy,duty,launch,fp32big}" > "$OUT/acc-b.log" 2>&1 &
+fi
 wait
-tail -n 20 "$OUT/acc-a.log"; tail -n 20 "$OUT/acc-b.log"
+for f in "$OUT"/acc-*.log; do tail -n 20 "$f"; done

@@ -124,8 +124,23 @@ def next_run(out_dir: Path, target: Target, difficulty: int) -> int:
                 f"{out_dir} holds runs of another version of {target.name} ({path.name}: sha256 "
                 f"{theirs.sha256[:12]}…, now {target.sha256[:12]}…); score it into another folder"
             )
+        if theirs.sources != target.sources:
+            raise errors.UsageError(
+                f"{out_dir}: {path.name} {_sources_differ(theirs, target)}; score it into another folder"
+            )
         last = max(last, int(data["run"]))  # folder_runs checked it
     return last + 1
+
+
+def _sources_differ(theirs: Target, target: Target) -> str:
+    """Why a folder's run is of another version than ``target``, though its own file is the same."""
+    if theirs.sources is None:
+        return (
+            "predates the record of the modules a method imports (score record v4), so its version is unknown"
+        )
+    old, new = dict(theirs.sources), dict(target.sources or ())
+    changed = sorted(m for m in old.keys() | new.keys() if old.get(m) != new.get(m))
+    return f"ran another version of {', '.join(changed)}"
 
 
 # folders this process holds (real path -> how many holders), so the CLI can take the lock

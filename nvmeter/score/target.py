@@ -23,6 +23,12 @@ class Target:
             registry key for its variants).
         sha256: Of the source file, when the run started.
         difficulty: The registered method's own level (None for a file).
+        sources: (module, sha256) of the source file and of every ``nvmeter.workloads``
+            module it imports, directly or through another (sorted by module): the code a
+            run's figures depend on beyond the file itself (the Ladder's kernels live in
+            modules of their own). Conservative: a module imported anywhere in a file counts, so
+            the Ladder's variants, one file, all change version with either kernel module.
+            None in records written before score record v4.
 
     """
 
@@ -32,6 +38,7 @@ class Target:
     function: str
     sha256: str
     difficulty: int | None = None
+    sources: tuple[tuple[str, str], ...] | None = None
 
     @classmethod
     def parse(cls, spec: str) -> Target:
@@ -80,18 +87,21 @@ class Target:
             file=str(path.resolve()),
             function=function,
             sha256=hashlib.sha256(source).hexdigest(),
+            sources=source_closure(path.name, source),
         )
 
     @classmethod
     def _registered(cls, spec) -> Target:
         origin = importlib.util.find_spec(spec.module).origin
+        source = Path(origin).read_bytes()
         return cls(
             name=spec.name,
             registered=True,
             file=origin,
             function=spec.name if spec.family else "method",
-            sha256=hashlib.sha256(Path(origin).read_bytes()).hexdigest(),
+            sha256=hashlib.sha256(source).hexdigest(),
             difficulty=spec.difficulty,
+            sources=source_closure(spec.module, source),
         )
 
     def load_request(self) -> dict:
@@ -101,22 +111,76 @@ class Target:
         return {"file": self.file, "function": self.function, "name": self.name}
 
     def same_method(self, other: Target) -> bool:
-        """Same name, source file and source bytes."""
-        return (self.name, self.file, self.function, self.sha256) == (
+        """Same name, source file, source bytes and imported workloads modules."""
+        return (self.name, self.file, self.function, self.sha256, self.sources) == (
             other.name,
             other.file,
             other.function,
             other.sha256,
+            other.sources,
         )
 
     def to_dict(self) -> dict:
-        """JSON form."""
-        return asdict(self)
+        """JSON form (``sources`` as a {module: sha256} mapping)."""
+        d = asdict(self)
+        d["sources"] = None if self.sources is None else dict(self.sources)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Target:
-        """Inverse of :meth:`to_dict` (every field is required: older records are upgraded first)."""
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+        """Inverse of :meth:`to_dict` (every field is required: older records are upgraded first).
+
+        Raises:
+            KeyError, TypeError, AttributeError: a damaged target (the caller names the file).
+        """
+        fields = {k: d[k] for k in cls.__dataclass_fields__}
+        if fields["sources"] is not None:
+            fields["sources"] = tuple(sorted((str(m), str(h)) for m, h in fields["sources"].items()))
+        return cls(**fields)
+
+
+_PACKAGE = "nvmeter.workloads"
+
+
+def _imported_workloads(tree: ast.Module) -> set[str]:
+    """The ``nvmeter.workloads`` modules a module imports anywhere in it (inside functions too)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith(_PACKAGE + "."))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module == _PACKAGE:  # from nvmeter.workloads import ladder_kernels
+                found.update(f"{_PACKAGE}.{a.name}" for a in node.names)
+            elif node.module.startswith(_PACKAGE + "."):
+                found.add(node.module)
+    return found
+
+
+def source_closure(name: str, source: bytes) -> tuple[tuple[str, str], ...]:
+    """(module, sha256) of ``source`` (called ``name``) and every workloads module it reaches.
+
+    Imports are followed by reading each module's file (nothing is imported); a name that
+    is not a module of the package (an imported function) is left out.
+
+    Raises:
+        UsageError: a module on the way does not parse.
+    """
+    out = {name: hashlib.sha256(source).hexdigest()}
+    todo = [(name, source)]
+    while todo:
+        where, text = todo.pop()
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError) as exc:
+            raise errors.UsageError(f"{where} is not valid Python: {exc}") from exc
+        for module in sorted(_imported_workloads(tree) - out.keys()):
+            spec = importlib.util.find_spec(module)
+            if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+                continue
+            data = Path(spec.origin).read_bytes()
+            out[module] = hashlib.sha256(data).hexdigest()
+            todo.append((module, data))
+    return tuple(sorted(out.items()))
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
