@@ -242,8 +242,8 @@ SCORE = Format(
         ),
         Version(
             4,
-            "target.sources: sha256 of the method's file and of every nvmeter.workloads module it imports "
-            "(null when upgraded: not recorded before)",
+            "target.sources: sha256 of the code (comments, docstrings and layout aside) of the method's file "
+            "and of every nvmeter.workloads module it imports (null when upgraded: not recorded before)",
             _score_v4,
         ),
     ),

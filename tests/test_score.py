@@ -396,6 +396,20 @@ def test_a_method_version_covers_the_workloads_modules_it_imports():
     assert dict(Target.parse("ladder_d3_fused").sources) == fast
 
 
+def test_a_method_version_is_its_code_not_its_comments():
+    import ast
+
+    from nvmeter.score.target import code_sha256
+
+    def h(src: str) -> str:
+        return code_sha256(src.encode(), ast.parse(src))
+
+    base = h('"""Doc."""\n\ndef f(x):\n    """Doc."""\n    return x + 1\n')
+    assert h('"""Other."""\n# a comment\ndef f(x):\n    return x + 1  # why\n') == base
+    assert h('"""Doc."""\ndef f(x):\n    return x + 2\n') != base
+    assert h('"""Doc."""\ndef f(x):\n    "kept: not a docstring" if x else 0\n    return x + 1\n') != base
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [("module", "ran another version of score_methods.py"), ("none", "predates the record of the modules")],

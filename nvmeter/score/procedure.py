@@ -119,7 +119,10 @@ def next_run(out_dir: Path, target: Target, difficulty: int) -> int:
                 f"{out_dir} holds runs of {theirs.name} at difficulty {data['difficulty']} ({path.name}); "
                 f"score {target.name} at difficulty {difficulty} into another folder"
             )
-        if (theirs.function, theirs.sha256) != (target.function, target.sha256):
+        # runs since score record v4 compare their code (comments and docstrings aside); earlier
+        # ones, only the file's bytes
+        same_file = theirs.sha256 == target.sha256 or theirs.sources is not None
+        if theirs.function != target.function or not same_file:
             raise errors.UsageError(
                 f"{out_dir} holds runs of another version of {target.name} ({path.name}: sha256 "
                 f"{theirs.sha256[:12]}…, now {target.sha256[:12]}…); score it into another folder"
