@@ -106,7 +106,9 @@ def table(rows: list[dict], show_all: bool = False) -> str:
     """The rows as a fixed-width table, and a one-line count of the verdicts."""
     from nvmeter.probes.figures import JUDGED
 
-    head = ("figure", "unit", "old", "new", "new-old", "old2-old", "U old", "U new", "verdict")
+    controlled = any("control_diff" in r for r in rows)
+    control_col = ("old2-old",) if controlled else ()
+    head = ("figure", "unit", "old", "new", "new-old", *control_col, "U old", "U new", "verdict")
     lines = []
     for r in rows:
         if not show_all and r["kind"] not in (JUDGED, "equal") and "only" not in r["verdict"]:
@@ -120,7 +122,7 @@ def table(rows: list[dict], show_all: bool = False) -> str:
                 _fmt(r["old"]),
                 _fmt(r["new"]),
                 diff,
-                control,
+                *((control,) if controlled else ()),
                 _fmt(r["u_old"]),
                 _fmt(r["u_new"]),
                 r["verdict"],

@@ -296,6 +296,22 @@ def test_compare_flags_a_board_that_idles_higher_and_strict_fails(two_records):
     assert _compare(a, hotter, "--strict").returncode == 1
 
 
+def test_compare_with_a_control_judges_against_the_old_probes_own_repeat(two_records):
+    a, b, hotter = two_records
+    done = _compare(a, hotter, "--control", b)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[3].split()[5] == "old2-old" and lines[2].startswith("control:")
+    row = next(line for line in lines if line.startswith("idle.no_context.power_w "))
+    assert row.endswith("OUTSIDE, DOES NOT REPEAT")  # 5 W more, the old probe repeats to a fraction
+    assert "within the old one's own run-to-run difference and both" in lines[-1]
+    # a control equal to the old one repeats nothing: the repeat test is then the plain one
+    same = _compare(a, b, "--control", a).stdout.splitlines()
+    outside = [line for line in same if " OUTSIDE" in line]
+    assert all(line.endswith("OUTSIDE, DOES NOT REPEAT") for line in outside)
+    assert same[-1].split(", ")[1].split()[0] == same[-1].split(", ")[2].split()[0]  # both = repeat
+
+
 def test_compare_refuses_a_damaged_record(two_records, tmp_path):
     a, b, _ = two_records
     data = json.loads(b.read_text())
