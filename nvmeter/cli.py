@@ -297,6 +297,11 @@ def show(
         for line in load_run(record_file).lines():
             print(line)
         return
+    if kind is not None and kind != "probe":  # a record of nvmeter's, but not one show reads
+        raise errors.UsageError(
+            f"{record_file} is a record of kind {kind!r}; nvmeter show reads probe records (nvmeter probe) "
+            "and run records (nvmeter run --json)"
+        )
     from nvmeter.probes.report import load_report
 
     report = load_report(record_file)

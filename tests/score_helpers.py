@@ -19,13 +19,15 @@ FAST = {
     "holdout_draws": 1,
     "warmup_calls": 1,
     "window_draws": 2,
-    "window_ms_tolerance": 0.5,
+    # the plumbing, not the check (test_score covers it): a tiny method's calls on a loaded 2-core
+    # machine move by more than 50% between the timed calls and the window
+    "window_ms_tolerance": 2.0,
 }
 FAST_CLI = [
     "--window-s", "0.4", "--window-warmup-s", "0.1", "--min-calls", "2", "--control-s", "0.2",
     "--idle-s", "0.5", "--settle-s", "0.2",
     "--mnist-draws", "2", "--holdout-draws", "1", "--warmups", "1", "--window-draws", "2",
-    "--window-ms-tolerance", "0.5",
+    "--window-ms-tolerance", "2.0",
 ]  # fmt: skip
 
 

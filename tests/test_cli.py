@@ -245,3 +245,10 @@ def test_show_points_score_and_workloads_records_to_their_readers():
     assert "is a score record: read it with `nvmeter summarize" in line
     line = one_line_error(nvmeter("show", "results/workloads-h200.json", cwd=root), 2)
     assert "evaluate --table results/workloads-h200.json" in line
+
+
+def test_show_names_the_kind_of_a_record_it_does_not_read(tmp_path):
+    other = tmp_path / "band.json"
+    other.write_text('{"kind": "h200-band-check", "schema_version": 1}')
+    line = one_line_error(nvmeter("show", str(other)), 2)
+    assert "a record of kind 'h200-band-check'" in line and "probe records" in line

@@ -276,9 +276,15 @@ def test_ctrl_c_during_a_command_still_runs_its_cleanup(tmp_path, data):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "NVMETER_DATA_DIR": str(data)},
     )  # fmt: skip
+    def cmdline(child) -> str:
+        try:
+            return " ".join(child.cmdline())
+        except psutil.Error:  # a child that ended (or is a zombie) between the listing and the look
+            return ""
+
     end = time.monotonic() + 60
     while time.monotonic() < end and not any(
-        "nvmeter.worker.child" in " ".join(c.cmdline()) for c in psutil.Process(proc.pid).children()
+        "nvmeter.worker.child" in cmdline(c) for c in psutil.Process(proc.pid).children()
     ):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)

@@ -340,17 +340,26 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
 
     path = Path(path)
     records.check_writable(path)
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for s in points:
-        ax.errorbar(s.ms_per_call, s.mj_per_call, yerr=s.mj_per_call_err, fmt="o", capsize=3, label=s.name)
-        ax.annotate(f" {s.name} (d{s.difficulty})", (s.ms_per_call, s.mj_per_call), fontsize=8)
+    fig, ax = plt.subplots(figsize=(8.0, 4.4))
+    markers = "osD^v<>ph*"
+    for i, s in enumerate(points):  # names in a legend: labels beside close points overlap
+        ax.errorbar(
+            s.ms_per_call, s.mj_per_call, yerr=s.mj_per_call_err, fmt=markers[i % len(markers)],
+            capsize=3, label=f"{s.name} (d{s.difficulty})",
+        )  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("time per call, ms (median of runs)")
     ax.set_ylabel("energy per call above idle, mJ")
     boards = sorted({b for s in points for b in s.boards})
-    ax.set_title(f"nvmeter score: {', '.join(boards)}", fontsize=10)
+    on = (
+        ", ".join(boards)
+        if len(boards) <= 2
+        else f"{len(boards)} boards ({', '.join(sorted({b.split()[0] for b in boards}))})"
+    )
+    ax.set_title(f"nvmeter score on {on}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(fd)
