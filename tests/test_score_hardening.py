@@ -276,6 +276,7 @@ def test_ctrl_c_during_a_command_still_runs_its_cleanup(tmp_path, data):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "NVMETER_DATA_DIR": str(data)},
     )  # fmt: skip
+
     def cmdline(child) -> str:
         try:
             return " ".join(child.cmdline())
