@@ -11,7 +11,8 @@ rounds of the noise; BAR the barriers of the cross-warp column sums).
 
 The record (--json, kind ``ladder-sm90``) of the shipped kernels is results/ladder-sm90.json.
 
---check exits 1 if a fast kernel fails to compile or spills to local memory (the CPU tests run it).
+--check exits 1 if a fast kernel fails to compile or spills (ptxas -v's spill stores and loads, and
+cuobjdump's local memory; spills themselves show in its STACK, not LOCAL) (the CPU tests run it).
 Must run without TRITON_INTERPRET (the interpreter's kernels cannot be compiled).
 """
 
@@ -62,7 +63,18 @@ def compile_one(kernel, types: dict, constexprs: dict, num_warps: int) -> dict:
         sass = subprocess.run(
             [BIN / "cuobjdump", "-sass", cubin], capture_output=True, text=True, check=True
         ).stdout
+        # spills show in cuobjdump's STACK, not LOCAL: ptxas -v says how many bytes it spilled
+        ptx = Path(tmp) / "k.ptx"
+        ptx.write_text(compiled.asm["ptx"])
+        arch = re.search(r"^\.target\s+(\S+)", compiled.asm["ptx"], re.M).group(1)  # sm_90a
+        verbose = subprocess.run(
+            [BIN / "ptxas", f"-arch={arch}", "-v", ptx, "-o", Path(tmp) / "v.cubin"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
     res = {k.lower(): int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", usage)}
+    info = verbose.stdout + verbose.stderr
+    res["spill_store_bytes"] = sum(int(v) for v in re.findall(r"(\d+) bytes spill stores", info))
+    res["spill_load_bytes"] = sum(int(v) for v in re.findall(r"(\d+) bytes spill loads", info))
     ops = collections.Counter(
         m.group(1).split(".")[0]
         for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)", sass)
@@ -193,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # report every kernel, then fail
             row = {"error": f"{type(exc).__name__}: {exc}"}
         rows[label] = row
-        if label.startswith("fast") and ("error" in row or row.get("local", 0) > 0):
+        spilled = row.get("local", 0) + row.get("spill_store_bytes", 0) + row.get("spill_load_bytes", 0)
+        if label.startswith("fast") and ("error" in row or spilled > 0):
             bad.append(label)
         print(label, json.dumps(row), flush=True)
     if args.json:

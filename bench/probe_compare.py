@@ -19,7 +19,9 @@ Both records are read as any probe file is (any
 version, every stored figure checked against its raw series).
 
 Exit status: 0, or with ``--strict`` 1 when a judged figure is outside the old one's
-uncertainty; 2 for a file that cannot be read.
+uncertainty or an exactness or alignment differs; 2 for bad input (a file that cannot be read, a
+``--json`` path that is an input or cannot be written, a control from another board or mode), in
+one line before anything is printed.
 """
 
 from __future__ import annotations
@@ -158,19 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--control", type=Path, help="the old probe run again on the same board")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--all", action="store_true", help="also list extremes, counts and lengths")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a judged figure is outside")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a judged figure is outside or a fixed one differs"
+    )
     args = parser.parse_args(argv)
-    from nvmeter import errors
-    from nvmeter.probes.report import load_report
-
     try:
-        old, new = load_report(args.old), load_report(args.new)
-        control = load_report(args.control) if args.control else None
-    except errors.NvmeterError as exc:
+        old, new, control = _load(args)
+    except _Refused as exc:
         print(f"probe_compare: {exc}", file=sys.stderr)
-        return 2
-    if control is not None and control.board.uuid != old.board.uuid:
-        print("probe_compare: --control must come from the old record's board", file=sys.stderr)
         return 2
     rows = compare(old, new, control)
     print(f"old: {args.old} ({old.board.uuid}, {old.started_utc}, {'quick' if old.quick else 'full'})")
@@ -179,23 +176,59 @@ def main(argv: list[str] | None = None) -> int:
         print(f"control: {args.control} ({control.started_utc}, {'quick' if control.quick else 'full'})")
     if old.board.uuid != new.board.uuid:
         print("note: the two records come from different boards")
+    if old.quick != new.quick:
+        print("note: one record is a --quick probe and the other a full one")
     print(table(rows, args.all))
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "old": str(args.old),
-                    "new": str(args.new),
-                    "control": args.control and str(args.control),
-                    "rows": rows,
-                },
-                indent=1,
-                default=_plain,
-            )
-            + "\n"
-        )
+        from nvmeter import errors, records
+
+        record = {"old": str(args.old), "new": str(args.new), "control": args.control and str(args.control)}
+        try:
+            records.write_json(args.json, json.loads(json.dumps({**record, "rows": rows}, default=_plain)))
+        except errors.NvmeterError as exc:
+            print(f"probe_compare: {exc}", file=sys.stderr)
+            return 2
     outside = any("within_old" in r and not r["within_old"] for r in rows)
-    return 1 if args.strict and outside else 0
+    differs = any(r["verdict"] == "DIFFERS" for r in rows)
+    return 1 if args.strict and (outside or differs) else 0
+
+
+class _Refused(Exception):
+    """Input that cannot be compared: one line, exit 2."""
+
+
+def _load(args):
+    """The three reports, after every check on the arguments (nothing is printed before them).
+
+    Raises:
+        _Refused: an unreadable record, an output path that is an input or cannot be written,
+            or a control from another board or of the other mode than the old record.
+    """
+    from nvmeter import errors, records
+    from nvmeter.probes.report import load_report
+
+    inputs = [p for p in (args.old, args.new, args.control) if p is not None]
+    if args.json is not None:
+        if any(args.json.resolve() == p.resolve() for p in inputs):
+            raise _Refused(f"--json {args.json} is one of the records compared; give another path")
+        try:
+            records.check_writable(args.json)
+        except errors.NvmeterError as exc:
+            raise _Refused(str(exc)) from exc
+    loaded = []
+    for path in inputs:
+        try:
+            loaded.append(load_report(path))
+        except errors.NvmeterError as exc:
+            text = str(exc)
+            raise _Refused(text if str(path) in text else f"{path}: {text}") from exc
+    old, new, control = (*loaded, None) if args.control is None else loaded
+    if control is not None:
+        if control.board.uuid != old.board.uuid or new.board.uuid != old.board.uuid:
+            raise _Refused("--control judges repeats on one board: old, new and control must share it")
+        if control.quick != old.quick:
+            raise _Refused("--control must be the same kind of probe as the old record (full or --quick)")
+    return old, new, control
 
 
 if __name__ == "__main__":

@@ -414,6 +414,13 @@ LADDER_STEP = Format(
 
 
 # -- ladder-sm90: bench/ladder_sm90.py ------------------------------------------------------------
+def _ladder_sm90_v2(d: dict) -> dict:
+    d["kernels"] = {
+        k: {**row, "spill_store_bytes": None, "spill_load_bytes": None} for k, row in d["kernels"].items()
+    }
+    return d
+
+
 LADDER_SM90 = Format(
     "ladder-sm90",
     (
@@ -421,6 +428,12 @@ LADDER_SM90 = Format(
             1,
             "per Ladder kernel compiled for sm_90 without a GPU: registers, stack, local (spills), shared, "
             "warps, grid, SASS opcode counts",
+        ),
+        Version(
+            2,
+            "spill_store_bytes and spill_load_bytes from ptxas -v (spills show in the stack, not in local; "
+            "null when upgraded)",
+            _ladder_sm90_v2,
         ),
     ),
 )

@@ -30,6 +30,7 @@ COMMITTED = {
     ("window-accuracy", 1): RESULTS / "window-accuracy-h200.json",
     ("window-accuracy-summary", 1): RESULTS / "window-accuracy-h200-summary.json",
     ("ladder-h200", 1): RESULTS / "ladder-h200.json",
+    ("ladder-sm90", 1): RESULTS / "ladder-sm90.json",
 }
 
 

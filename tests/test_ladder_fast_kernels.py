@@ -315,4 +315,30 @@ def test_the_kernels_compile_for_the_h200_without_spilling():
     ]
     proc = subprocess.run([*command, "--check"], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.stdout.count('"local": 0') == 10, proc.stdout
+    assert proc.stdout.count('"spill_store_bytes": 0, "spill_load_bytes": 0') == 10, proc.stdout
+
+
+def test_the_spill_check_fails_on_a_kernel_that_spills():
+    """A launch shape that holds far too many elements a thread must spill, and --check must say so."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this triton has no NVIDIA backend (ptxas)")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = (
+        "import sys; sys.path.insert(0, 'bench'); import ladder_sm90 as L; "
+        "from nvmeter.workloads import ladder_fast_kernels as f; f.CONFIG['elems_per_thread'] = 256; "
+        "sys.exit(L.main(['--kernels', 'fast', '--widths', '1000', '--check']))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, timeout=600
+    )
+    why = proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode == 1 and "failed or spilled" in proc.stderr, why
+    assert '"spill_store_bytes": 0' not in proc.stdout.splitlines()[0], why

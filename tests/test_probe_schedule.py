@@ -312,6 +312,22 @@ def test_compare_with_a_control_judges_against_the_old_probes_own_repeat(two_rec
     assert same[-1].split(", ")[1].split()[0] == same[-1].split(", ")[2].split()[0]  # both = repeat
 
 
+def test_compare_refuses_bad_arguments_before_printing_anything(two_records, tmp_path):
+    a, b, _ = two_records
+    quick = tmp_path / "quick.json"
+    probe = [sys.executable, "-m", "nvmeter", "probe", "--simulate", "--quick", "--no-cache"]
+    done = subprocess.run([*probe, "--out", str(quick)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for args, message in (
+        (("--json", str(a)), "is one of the records compared"),
+        (("--json", str(tmp_path / "missing" / "rows.json")), "does not exist"),
+        (("--control", str(quick)), "same kind of probe"),
+    ):
+        done = _compare(a, b, *args)
+        assert done.returncode == 2 and message in done.stderr and not done.stdout, args
+    assert json.loads(a.read_text())["kind"] == "probe"  # the input was not overwritten
+
+
 def test_compare_refuses_a_damaged_record(two_records, tmp_path):
     a, b, _ = two_records
     data = json.loads(b.read_text())

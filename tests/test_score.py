@@ -115,8 +115,10 @@ def test_the_figures_match_the_simulated_load(scored):
     assert e.method.per_call_mj_err < 0.08 * e.method.per_call_mj
     assert e.warmup_block.calls >= 1 and e.warmup_block.t1_s < e.method_block.t0_s
     assert not e.method.cold  # the warm-up's load is in the window's lead-in
-    # the sample buffer's reading of an in-work start differs by its placement of the start (~1 spacing)
-    assert e.samples_per_call_mj == pytest.approx(e.method.per_call_mj, rel=0.04)
+    # the sample buffer's reading of an in-work start differs by its placement of the start: up to
+    # about a spacing (20 ms) of the work's power, 5% of this 0.4 s window (4.3% seen on a loaded machine)
+    spacing_share = e.method.profile.sample_spacing_s / e.method.window_s
+    assert e.samples_per_call_mj == pytest.approx(e.method.per_call_mj, rel=1.5 * spacing_share)
     assert record.w_above_idle == pytest.approx(e.method.per_call_mj / record.ms_per_call)
 
 

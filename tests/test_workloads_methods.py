@@ -36,10 +36,20 @@ def test_graph_mlp_recipe_passes_difficulty_1_on_a_real_draw(draw):
     assert verdict.passed, verdict.reasons
 
 
-@pytest.mark.parametrize("steps_per_graph", [0, 3, 201])
+@pytest.mark.parametrize("steps_per_graph", [3, 201])
 def test_recipe_refuses_steps_per_graph_that_do_not_divide_the_steps(steps_per_graph):
     with pytest.raises(ValueError, match="must divide steps=200"):
         dataclasses.replace(graph_mlp.RECIPE, steps_per_graph=steps_per_graph)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("steps_per_graph", 0), ("steps_per_graph", 2.0), ("steps_per_graph", True), ("steps_per_graph", "2"),
+     ("steps_per_graph", None), ("steps", 0), ("steps", -200)],
+)  # fmt: skip
+def test_recipe_refuses_step_counts_that_are_not_whole_numbers_above_zero(field, value):
+    with pytest.raises(ValueError, match=f"{field} must be a whole number >= 1"):
+        dataclasses.replace(graph_mlp.RECIPE, **{field: value})
 
 
 def test_random_classifier_fails_through_the_harness(draw):

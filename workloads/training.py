@@ -92,8 +92,9 @@ class Recipe:
         warmup: Fraction of the steps spent warming up the learning rate.
         tf32: Whether float32 matmuls may use TF32.
         steps_per_graph: Steps captured in one CUDA graph (graph mode); ``steps`` must be a
-            multiple. 1 is the seed's recipe, and the fastest measured: 200 steps a graph made
-            the call slower on the H200, 37.5 against 31.7 ms (bench/graph_mlp_step.py).
+            multiple. 1 is the seed's recipe. On the H200 10 steps a graph gave 31.4 ms a call
+            against 31.7 (within run-to-run spread) and 200 steps 37.5 ms, slower
+            (bench/graph_mlp_step.py, results/graph-mlp-step-h200).
 
     """
 
@@ -112,7 +113,11 @@ class Recipe:
     steps_per_graph: int = 1
 
     def __post_init__(self) -> None:
-        if self.steps_per_graph < 1 or self.steps % self.steps_per_graph:
+        for name in ("steps", "steps_per_graph"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, not {value!r}")
+        if self.steps % self.steps_per_graph:
             raise ValueError(f"steps_per_graph={self.steps_per_graph} must divide steps={self.steps}")
 
 
