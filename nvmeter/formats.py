@@ -315,6 +315,15 @@ def _workloads_v3(d: dict) -> dict:
     return d
 
 
+def _workloads_v4(d: dict) -> dict:
+    d["methods"] = {name: {**r, "sources": None} for name, r in d["methods"].items()}
+    d["resumed_from"] = [
+        {**src, "nvmeter_commit": None, "unversioned": list(src.get("methods", []))}
+        for src in d.get("resumed_from") or []
+    ]
+    return d
+
+
 WORKLOADS = Format(
     "workloads",
     (
@@ -330,6 +339,13 @@ WORKLOADS = Format(
             "every method result names its board (`board_uuid`); `resumed_from` lists the records "
             "(file, creation time, board, methods) whose finished methods a resumed or merged run kept",
             _workloads_v3,
+        ),
+        Version(
+            4,
+            "every method result carries `sources`, its version (sha256 of its code and of the workloads "
+            "modules it imports; null when upgraded); `resumed_from` entries add the record's commit and "
+            "the kept methods of unknown version",
+            _workloads_v4,
         ),
     ),
 )

@@ -27,6 +27,7 @@ COMMITTED = {
     ("score", 3): RESULTS / "score-h200" / "ladder_d4_fused" / "run-001.json",
     ("workloads", 1): RESULTS / "workloads-h200-2026-11-29.json",
     ("workloads", 2): FIXTURES / "workloads-v2.json",
+    ("workloads", 3): RESULTS / "workloads-h200.json",
     ("window-accuracy", 1): RESULTS / "window-accuracy-h200.json",
     ("window-accuracy-summary", 1): RESULTS / "window-accuracy-h200-summary.json",
     ("ladder-h200", 1): RESULTS / "ladder-h200.json",

@@ -401,7 +401,7 @@ def test_a_method_version_covers_the_workloads_modules_it_imports():
 def test_a_method_version_is_its_code_not_its_comments():
     import ast
 
-    from nvmeter.score.target import code_sha256
+    from nvmeter.workloads.versions import code_sha256
 
     def h(src: str) -> str:
         return code_sha256(src.encode(), ast.parse(src))

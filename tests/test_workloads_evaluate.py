@@ -30,6 +30,9 @@ class FakeSpec:
     def load(self):
         return self.fn
 
+    def sources(self):
+        return {f"stand-in.{self.name}": "0" * 64}
+
 
 @pytest.fixture
 def fake_methods(monkeypatch):
@@ -110,10 +113,27 @@ def test_resume_keeps_finished_methods_and_merges_without_a_gpu(
             "file": "workloads-cpu.json",
             "created_utc": done["created_utc"],
             "board_uuid": None,
+            "nvmeter_commit": done["provenance"]["nvmeter_commit"],
             "methods": ["nn"],
+            "unversioned": [],
         }
     ]
     assert "== nn: kept" in (second / "workloads.log").read_text()
+    # another version of a method's code runs again; a row from before versions were kept is kept
+    other = tmp_path / "other.json"
+    changed = {**done, "methods": {**done["methods"], "nn": {**done["methods"]["nn"], "sources": {"x": "1"}}}}
+    other.write_text(json.dumps(changed))
+    evaluate.main(["--out", str(tmp_path / "third"), *base, "--methods", "nn", "--resume", str(other)])
+    third = json.loads((tmp_path / "third" / "workloads-cpu.json").read_text())
+    assert (
+        "== nn: kept" not in (tmp_path / "third" / "workloads.log").read_text()
+        and not third["resumed_from"][0]["methods"]
+    )
+    legacy = {**done, "methods": {**done["methods"], "nn": {**done["methods"]["nn"], "sources": None}}}
+    other.write_text(json.dumps(legacy))
+    evaluate.main(["--out", str(tmp_path / "fourth"), *base, "--methods", "nn", "--resume", str(other)])
+    fourth = json.loads((tmp_path / "fourth" / "workloads-cpu.json").read_text())
+    assert fourth["resumed_from"][0]["unversioned"] == ["nn"]
     # nothing left to run: a merge, which needs neither data nor a device
     merged = tmp_path / "merged"
     capsys.readouterr()

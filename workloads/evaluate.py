@@ -188,6 +188,7 @@ def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: task.Plan, dra
         "ms_min": None,
         "ms_max": None,
         "board_uuid": bench.board_uuid,
+        "sources": spec.sources(),  # the method's version (workloads record v4)
     }
     t0 = time.monotonic()
     try:

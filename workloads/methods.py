@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nvmeter import errors
+from nvmeter.workloads import versions
 
 if TYPE_CHECKING:  # the harness imports torch; the scorer reads this registry without it
     from nvmeter.workloads.harness import Method
@@ -36,6 +39,14 @@ class MethodSpec:
     def module(self) -> str:
         """The module that defines it: ``nvmeter.workloads.FAMILY`` or ``nvmeter.workloads.NAME``."""
         return f"nvmeter.workloads.{self.family or self.name}"
+
+    def sources(self) -> dict[str, str]:
+        """Its version: {module: sha256 of its code} of its module and every workloads module it imports.
+
+        See :mod:`nvmeter.workloads.versions`.
+        """
+        origin = importlib.util.find_spec(self.module).origin
+        return dict(versions.source_closure(self.module, Path(origin).read_bytes()))
 
     def load(self) -> Method:
         """Import the method: ``NAME.method``, or ``FAMILY.METHODS[NAME]``."""

@@ -3,8 +3,10 @@
 A kept method is trusted only as far as it can be checked: its record must be whole, made with the
 same plan (seed, draws, order, hold-out) and on the same kind of device as the run it joins, its calls
 must be the plan's draws in the plan's order, and its verdict, accuracies and timings must equal what
-its calls give (:func:`nvmeter.workloads.judge.from_calls`). Correct counts themselves cannot be
-re-derived without the method's labels, which records do not keep.
+its calls give (:func:`nvmeter.workloads.judge.from_calls`), and its method's version (workloads record
+v4's ``sources``) must be this checkout's (a row of another version runs again; one from an earlier
+record, which kept no version, is kept and named in ``resumed_from``'s ``unversioned``). Correct counts
+themselves cannot be re-derived without the method's labels, which records do not keep.
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ def _keep(name: str, result: dict, run: dict) -> bool:
             raise ValueError(f"method {name}: its {key} disagrees with its calls (the record was altered)")
     if not isinstance(result["board_uuid"], (str, type(None))):
         raise ValueError(f"method {name}: board_uuid is not a UUID")
-    return True
+    # another version of the method's code runs again; a row from before versions were kept (null)
+    # is kept, and the record says so (resumed_from's "unversioned")
+    return result["sources"] is None or result["sources"] == spec.sources()
 
 
 class Resumed:
@@ -115,7 +119,8 @@ class Resumed:
         board = record["board"]["uuid"] if record["board"] else None
         self.sources.append(
             {"file": path.name, "created_utc": str(record["created_utc"]), "board_uuid": board,
-             "methods": sorted(kept)}
+             "nvmeter_commit": record["provenance"]["nvmeter_commit"], "methods": sorted(kept),
+             "unversioned": sorted(n for n, r in kept.items() if r["sources"] is None)}
         )  # fmt: skip
 
     def check(self, run: dict, device: dict) -> None:
