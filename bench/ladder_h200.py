@@ -356,20 +356,41 @@ def main() -> int:
         print("no CUDA device: nothing to run", file=sys.stderr)
         return 2
     parts = {
-        "kernels": part_kernels,
-        "timing": part_timing,
-        "profile": part_profile,
-        "accuracy": (lambda: part_accuracy(args.mnist_pkl, args.whiten)) if args.mnist_pkl else None,
+        "kernels": lambda save: part_kernels(),
+        "timing": lambda save: part_timing(),
+        "profile": lambda save: part_profile(),
+        "accuracy": (lambda save: part_accuracy(args.mnist_pkl, args.whiten)) if args.mnist_pkl else None,
     }
+    failed = run_parts(record, path, parts, args.parts.split(","), "not asked for or no input (--mnist-pkl)")
+    print(json.dumps(_summary(record), indent=1))
+    return 1 if failed else 0
+
+
+def run_parts(record: dict, path: Path, parts: dict, names: list[str], missing: str) -> int:
+    """Run the named parts in order, the record saved after each; returns how many failed.
+
+    ``parts`` maps a name to ``fn(save) -> dict`` (None: skipped, with ``missing`` as the reason);
+    ``save(partial)`` stores a part's results so far, so a crash or a cut call keeps them. One
+    part's failure (its traceback recorded) does not stop the others.
+    """
+    from nvmeter import records
+
     failed = 0
-    for name in args.parts.split(","):
+    for name in names:
         fn = parts.get(name)
         if fn is None:
-            record["parts"][name] = {"skipped": "not asked for or no input (--mnist-pkl)"}
+            record["parts"][name] = {"skipped": missing}
             continue
         t0 = time.perf_counter()
+
+        def save(partial=None, name=name, t0=t0):
+            if partial is not None:
+                wall_s = time.perf_counter() - t0
+                record["parts"][name] = {"ok": None, "partial": True, **partial, "wall_s": wall_s}
+            records.write_json(path, record)
+
         try:
-            result = {"ok": True, **fn()}
+            result = {"ok": True, **fn(save)}
         except Exception as exc:  # one part's failure must not lose the others
             failed += 1
             result = {
@@ -382,8 +403,7 @@ def main() -> int:
         record["parts"][name] = result
         records.write_json(path, record)
         print(f"part {name}: {'ok' if result['ok'] else 'FAILED'} in {result['wall_s']:.1f} s", flush=True)
-    print(json.dumps(_summary(record), indent=1))
-    return 1 if failed else 0
+    return failed
 
 
 def _summary(record: dict) -> dict:

@@ -52,7 +52,6 @@ import json
 import statistics
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -417,38 +416,8 @@ def main() -> int:
         "layers": part_layers,
         "sweep": lambda save: part_sweep(save, args.replays),
     }
-    failed = 0
-    for name in args.parts.split(","):
-        fn = parts.get(name)
-        if fn is None:
-            record["parts"][name] = {"skipped": f"unknown part; known: {', '.join(parts)}"}
-            continue
-        t0 = time.perf_counter()
-
-        def save(partial=None, name=name, t0=t0):
-            if partial is not None:
-                record["parts"][name] = {
-                    "ok": None,
-                    "partial": True,
-                    **partial,
-                    "wall_s": time.perf_counter() - t0,
-                }
-            records.write_json(path, record)
-
-        try:
-            result = {"ok": True, **fn(save)}
-        except Exception as exc:  # one part's failure must not lose the others
-            failed += 1
-            result = {
-                "ok": False,
-                "error": f"{type(exc).__name__}: {exc}",
-                "traceback": traceback.format_exc(),
-            }
-            print(f"part {name} FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
-        result["wall_s"] = time.perf_counter() - t0
-        record["parts"][name] = result
-        records.write_json(path, record)
-        print(f"part {name}: {'ok' if result['ok'] else 'FAILED'} in {result['wall_s']:.1f} s", flush=True)
+    unknown = f"unknown part; known: {', '.join(parts)}"
+    failed = ladder_h200.run_parts(record, path, parts, args.parts.split(","), unknown)
     print(json.dumps(summary(record), indent=1))
     return 1 if failed else 0
 

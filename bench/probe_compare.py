@@ -164,9 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         "--strict", action="store_true", help="exit 1 when a judged figure is outside or a fixed one differs"
     )
     args = parser.parse_args(argv)
+    from nvmeter import errors
+
     try:
         old, new, control = _load(args)
-    except _Refused as exc:
+    except errors.NvmeterError as exc:
         print(f"probe_compare: {exc}", file=sys.stderr)
         return 2
     rows = compare(old, new, control)
@@ -193,16 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if args.strict and (outside or differs) else 0
 
 
-class _Refused(Exception):
-    """Input that cannot be compared: one line, exit 2."""
-
-
 def _load(args):
     """The three reports, after every check on the arguments (nothing is printed before them).
 
     Raises:
-        _Refused: an unreadable record, an output path that is an input or cannot be written,
-            or a control from another board or of the other mode than the old record.
+        RecordError: an unreadable record (named). UsageError: an output path that is an input
+            or cannot be written, or a control from another board or of the other mode than the old
+            record.
     """
     from nvmeter import errors, records
     from nvmeter.probes.report import load_report
@@ -210,24 +209,21 @@ def _load(args):
     inputs = [p for p in (args.old, args.new, args.control) if p is not None]
     if args.json is not None:
         if any(args.json.resolve() == p.resolve() for p in inputs):
-            raise _Refused(f"--json {args.json} is one of the records compared; give another path")
-        try:
-            records.check_writable(args.json)
-        except errors.NvmeterError as exc:
-            raise _Refused(str(exc)) from exc
+            raise errors.UsageError(f"--json {args.json} is one of the records compared; give another path")
+        records.check_writable(args.json)
     loaded = []
     for path in inputs:
         try:
             loaded.append(load_report(path))
         except errors.NvmeterError as exc:
             text = str(exc)
-            raise _Refused(text if str(path) in text else f"{path}: {text}") from exc
+            raise errors.RecordError(text if str(path) in text else f"{path}: {text}") from exc
     old, new, control = (*loaded, None) if args.control is None else loaded
     if control is not None:
         if control.board.uuid != old.board.uuid or new.board.uuid != old.board.uuid:
-            raise _Refused("--control judges repeats on one board: old, new and control must share it")
+            raise errors.UsageError("--control judges repeats on one board: old, new and control share it")
         if control.quick != old.quick:
-            raise _Refused("--control must be the same kind of probe as the old record (full or --quick)")
+            raise errors.UsageError("--control must be the old record's kind of probe (full or --quick)")
     return old, new, control
 
 

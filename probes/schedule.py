@@ -332,24 +332,22 @@ def _constant(s: Session) -> Load:
     return s.load("constant", check=True)
 
 
-def _idle_between(s: Session) -> AlignedSpan:
-    s.context()
-    s.after_load()
-    s.rig.on_phase("idle between the loads")
-    return measure_span(s.board, s.clock, s.plan.between_s)
-
-
 def _random(s: Session) -> Load:
     s.rig.on_phase("random operands")
     poll = s.plan.cadence_s if s.plan.cadence_s and "context_poll" in s.needs else 0.0
     return s.load("random", poll_s=poll)
 
 
-def _idle_after(s: Session) -> AlignedSpan:
-    s.context()
-    s.after_load()
-    s.rig.on_phase("idle after the loads")
-    return measure_span(s.board, s.clock, s.plan.between_s)
+def _idle_after_load(phase: str) -> Callable[[Session], AlignedSpan]:
+    """An idle span right after a load job (the reference's idle between and after its loads)."""
+
+    def make(s: Session) -> AlignedSpan:
+        s.context()
+        s.after_load()
+        s.rig.on_phase(phase)
+        return measure_span(s.board, s.clock, s.plan.between_s)
+
+    return make
 
 
 def _bursts(s: Session):
@@ -410,9 +408,9 @@ STEPS = (
     Step("idle_context", "idle, context", True, _idle_context),
     Step("buffer", "power-sample buffer", True, _buffer),
     Step("constant", "load, constant operands", True, _constant),
-    Step("idle_between", "idle between the loads", True, _idle_between),
+    Step("idle_between", "idle between the loads", True, _idle_after_load("idle between the loads")),
     Step("random", "load, random operands", True, _random),
-    Step("idle_after", "idle after the loads", True, _idle_after),
+    Step("idle_after", "idle after the loads", True, _idle_after_load("idle after the loads")),
     Step("bursts", "isolated bursts", True, _bursts),
     Step("step", "step response", True, _step),
     Step("context_poll", "counter polled, context", True, _context_poll),

@@ -321,7 +321,7 @@ def test_compare_refuses_bad_arguments_before_printing_anything(two_records, tmp
     for args, message in (
         (("--json", str(a)), "is one of the records compared"),
         (("--json", str(tmp_path / "missing" / "rows.json")), "does not exist"),
-        (("--control", str(quick)), "same kind of probe"),
+        (("--control", str(quick)), "the old record's kind of probe"),
     ):
         done = _compare(a, b, *args)
         assert done.returncode == 2 and message in done.stderr and not done.stdout, args

@@ -93,7 +93,8 @@ class Recipe:
         tf32: Whether float32 matmuls may use TF32.
         steps_per_graph: Steps captured in one CUDA graph (graph mode); ``steps`` must be a
             multiple. 1 is the seed's recipe. On the H200 10 steps a graph gave 31.4 ms a call
-            against 31.7 (within run-to-run spread) and 200 steps 37.5 ms, slower
+            against 31.7 (medians of 30; the ranges, 31.1-31.8 and 31.5-32.1 ms, overlap) and
+            200 steps 37.5 ms, slower
             (bench/graph_mlp_step.py, results/graph-mlp-step-h200).
 
     """

@@ -12,26 +12,25 @@ from accuracy import kinds as kinds_mod
 from nvmeter import errors
 
 
-def _kinds(text: str) -> tuple[str, ...]:
+def _names(text: str, known, what: str) -> tuple[str, ...]:
+    """A comma-separated list of ``known`` names (argparse's type error names the unknown ones)."""
     names = tuple(k.strip() for k in text.split(",") if k.strip())
-    unknown = [k for k in names if k not in kinds_mod.ALL_KINDS]
+    unknown = [k for k in names if k not in known]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"unknown kinds {', '.join(unknown) or '(none)'}; kinds: {', '.join(kinds_mod.ALL_KINDS)}"
+            f"unknown {what} {', '.join(unknown) or '(none)'}; {what}: {', '.join(known)}"
         )
     return names
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    return _names(text, kinds_mod.ALL_KINDS, "kinds")
 
 
 def _types(text: str) -> tuple[str, ...]:
     from accuracy import plan
 
-    names = tuple(t.strip() for t in text.split(",") if t.strip())
-    unknown = [t for t in names if t not in plan.TYPES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(
-            f"unknown trial types {', '.join(unknown) or '(none)'}; types: {', '.join(plan.TYPES)}"
-        )
-    return names
+    return _names(text, plan.TYPES, "trial types")
 
 
 def _positive_int(text: str) -> int:

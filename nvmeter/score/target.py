@@ -95,15 +95,14 @@ class Target:
     @classmethod
     def _registered(cls, spec) -> Target:
         origin = importlib.util.find_spec(spec.module).origin
-        source = Path(origin).read_bytes()
         return cls(
             name=spec.name,
             registered=True,
             file=origin,
             function=spec.name if spec.family else "method",
-            sha256=hashlib.sha256(source).hexdigest(),
+            sha256=hashlib.sha256(Path(origin).read_bytes()).hexdigest(),
             difficulty=spec.difficulty,
-            sources=source_closure(spec.module, source),
+            sources=tuple(sorted(spec.sources().items())),
         )
 
     def load_request(self) -> dict:
