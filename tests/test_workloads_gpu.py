@@ -54,7 +54,7 @@ def test_method_reaches_its_floor_on_two_mnist_draws(name, cuda, mnist_root):
     assert all(s.correct >= floor for s in scores), (name, [s.correct for s in scores], floor)
 
 
-@pytest.mark.parametrize("name", ["graph_mlp", "graph_ensemble"])
+@pytest.mark.parametrize("name", ["graph_mlp", "graph_ensemble", "graph_mlp_flat"])
 def test_graph_method_resets_between_calls(name, cuda, mnist_root):
     """A call on draw B after draws A gives what a call on B gives first: weights and state reset."""
     method = methods.spec(name).load()
