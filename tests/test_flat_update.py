@@ -78,6 +78,14 @@ def test_reference_is_torch_adamw_then_lerp():
         assert rel_err(ours[name], want) < 1e-6, name
 
 
+# max |kernel - reference| / max |reference|. The kernel works in float32 throughout, as
+# torch's fused CUDA AdamW does: 1 - beta2 there is 1 - float32(0.999), 1.3e-5 (relative) off
+# the 0.001 that the PyTorch form takes from Python (measured 1.29e-5 on exp_avg_sq on the
+# H200, results/gpu-tests/session6-flat.log; the interpreter computes it in float64).
+# beta ** t as exp(t log beta) adds float32 rounding.
+TOLERANCE = {"param": 2e-6, "exp_avg": 2e-6, "exp_avg_sq": 2e-5, "ema": 2e-6}
+
+
 # a ragged last program; the graph MLP's 83,978 weights
 @pytest.mark.parametrize("n", [N, 83_978])
 def test_kernel_matches_its_reference(n):
@@ -90,8 +98,7 @@ def test_kernel_matches_its_reference(n):
     kernel = run(flat_update.adamw_ema_, buffers(n, device=DEVICE), grads(5, n, device=DEVICE))
     ref = run(flat_update.adamw_ema_reference_, buffers(n), grads(5, n))
     for name in ref:
-        # float32: beta**t as exp(t log beta) in the kernel, a power in PyTorch
-        assert rel_err(kernel[name].cpu(), ref[name]) < 2e-6, name
+        assert rel_err(kernel[name].cpu(), ref[name]) < TOLERANCE[name], name
     assert not torch.equal(kernel["param"].cpu(), buffers(n)["param"]), "the weights moved"
 
 
