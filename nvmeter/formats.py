@@ -170,6 +170,14 @@ def _probe_v4(d: dict) -> dict:
     return d
 
 
+def _probe_v5(d: dict) -> dict:
+    """v4's step response was derived dropping the intervals that a slow read blurs: derivation 1."""
+    step = d["probes"].get("step")
+    if step is not None:
+        step["raw"]["derivation"] = 1
+    return d
+
+
 PROBE = Format(
     "probe",
     (
@@ -185,6 +193,12 @@ PROBE = Format(
             "idle `settle_s`: the wait before each span, per level (v3 waited the same before each); "
             "the probes share spans (docs/probe.md)",
             _probe_v4,
+        ),
+        Version(
+            5,
+            "step `raw.derivation`: 2 measures across a counter step that a slow read blurs instead of "
+            "dropping its intervals (earlier records: 1, derived as they were)",
+            _probe_v5,
         ),
     ),
 )

@@ -238,6 +238,14 @@ def _step(rec) -> list[Figure]:
     }
     u_delay = {"counter": edges_s * 1e3, "instant": period_s / 2 * 1e3}
     u_settle = {"counter": interval_s * 1e3, "instant": period_s * 1e3}
+    spans = rec.delay_spans_ms()
+
+    def delay(sig: str, edge: str) -> Figure:
+        # the reported delay is the lowest of those that fit equally well: cover the highest too
+        span = spans[sig][f"{edge}_delay_ms"]
+        u = max(u_delay[sig], span[1] - span[0]) if span else u_delay[sig]
+        return Figure(f"step.{sig}.{edge}_delay_ms", d[sig][f"{edge}_delay_ms"], "ms", u)
+
     out = []
     for sig in ("counter", "instant"):
         before, during = levels[sig]
@@ -246,8 +254,8 @@ def _step(rec) -> list[Figure]:
             Figure(
                 f"step.{sig}.plateau_w", d[sig]["plateau_w"], "W", median_u(during), JUDGED, int(during.size)
             ),
-            Figure(f"step.{sig}.rise_delay_ms", d[sig]["rise_delay_ms"], "ms", u_delay[sig]),
-            Figure(f"step.{sig}.fall_delay_ms", d[sig]["fall_delay_ms"], "ms", u_delay[sig]),
+            delay(sig, "rise"),
+            delay(sig, "fall"),
             Figure(f"step.{sig}.rise_settle_ms", d[sig]["rise_settle_ms"], "ms", u_settle[sig]),
         ]
     return out

@@ -34,6 +34,12 @@ SHARP_EDGES = 0.10
 # an edge are fitted.
 DELAY_GRID_S = np.arange(-0.050, 0.5005, 0.001)
 FIT_WINDOW_S = 0.6
+# How the record's figures are derived (stored in its raw form; probe record v5):
+#   1  intervals with a blurred edge are dropped (every record before v5);
+#   2  a blurred step is skipped instead: the interval runs from the sharp step before it to
+#      the sharp one after, so a slow read at the load's start no longer leaves the edge in a
+#      gap that every delay fits alike (results/probe-speed/: -23 ms and +179 ms misfits).
+DERIVATION = 2
 
 
 def needs(quick: bool) -> set[str]:
@@ -48,15 +54,21 @@ class Step:
     counter: CounterSeries
     instant_w: tuple[float, ...]
     load: MatmulRun
+    derivation: int = DERIVATION
 
     def _intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Start, end and mean power of each counter interval with sharp edges."""
         steps = self.counter.steps
-        dt = np.diff(steps.t_s)
+        t, half, energy = steps.t_s, steps.half_width_s, steps.energy_mj
+        if self.derivation >= 2 and t.size > 2:
+            # skip a step that a slow read blurs: measure across it, between sharp steps
+            keep = half <= SHARP_EDGES * float(np.median(np.diff(t))) / 2
+            t, half, energy = t[keep], half[keep], energy[keep]
+        dt = np.diff(t)
         # a slow read blurs an edge; keep intervals known to within SHARP_EDGES
-        sharp = steps.half_width_s[:-1] + steps.half_width_s[1:] <= SHARP_EDGES * dt
-        power = np.diff(steps.energy_mj) / 1e3 / dt
-        return steps.t_s[:-1][sharp], steps.t_s[1:][sharp], power[sharp]
+        sharp = half[:-1] + half[1:] <= SHARP_EDGES * dt
+        power = np.diff(energy) / 1e3 / dt
+        return t[:-1][sharp], t[1:][sharp], power[sharp]
 
     def _levels(self, t: np.ndarray, p: np.ndarray) -> tuple[float, float]:
         """Idle before the load and the plateau (median of the load's second half), W."""
@@ -65,16 +77,26 @@ class Step:
         idle = float(np.median(before)) if before.size else float("nan")
         return idle, float(np.median(during)) if during.size else float("nan")
 
-    def _fit_delays_ms(self, predict, t_mid: np.ndarray, p: np.ndarray) -> dict:
-        """The delay (ms) that best explains the readings near each edge, by grid search."""
+    def _fit_delays_ms(self, predict, t_mid: np.ndarray, p: np.ndarray, spans: bool = False) -> dict:
+        """The delay (ms) that best explains the readings near each edge, by grid search.
+
+        With ``spans``, each edge's (lowest, highest) delay, ms, that fits exactly as well as
+        the best: where no interval spans the edge (derivation 1 drops the intervals that a
+        slow read blurs), every delay inside the gap predicts the same readings, and the
+        grid's first is reported; the figure's uncertainty then covers the gap.
+        """
         out = {}
         for edge, t_edge in (("rise", self.load.t0_s), ("fall", self.load.t1_s)):
             near = np.abs(t_mid - t_edge) < FIT_WINDOW_S
             if near.sum() < 3:
                 out[f"{edge}_delay_ms"] = None
                 continue
-            cost = [np.sum((predict(d)[near] - p[near]) ** 2) for d in DELAY_GRID_S]
-            out[f"{edge}_delay_ms"] = float(DELAY_GRID_S[int(np.argmin(cost))] * 1e3)
+            cost = np.array([np.sum((predict(d)[near] - p[near]) ** 2) for d in DELAY_GRID_S])
+            if spans:
+                tied = DELAY_GRID_S[cost <= cost.min() * (1 + 1e-12)] * 1e3
+                out[f"{edge}_delay_ms"] = (float(tied.min()), float(tied.max()))
+            else:
+                out[f"{edge}_delay_ms"] = float(DELAY_GRID_S[int(np.argmin(cost))] * 1e3)
         return out
 
     def _settle_ms(self, t: np.ndarray, p: np.ndarray, idle: float, plateau: float) -> float | None:
@@ -84,7 +106,9 @@ class Step:
         after = t[during & (t > (t[far].max() if far.any() else -np.inf))]
         return float((after[0] - self.load.t0_s) * 1e3) if after.size else None
 
-    def _response(self, t_level: np.ndarray, t_fit: np.ndarray, p: np.ndarray, on_fraction) -> dict:
+    def _response(
+        self, t_level: np.ndarray, t_fit: np.ndarray, p: np.ndarray, on_fraction, spans: bool = False
+    ) -> dict:
         """Levels, fitted delays and settling of readings ``p``.
 
         Args:
@@ -92,9 +116,13 @@ class Step:
             t_fit: Where each reading sits for the delay fit, s.
             p: The readings, W.
             on_fraction: delay_s -> the share of each reading the load covers (0..1).
+            spans: Return only each delay's span of equally good fits (see _fit_delays_ms).
         """
         idle, plateau = self._levels(t_level, p)
-        fit = self._fit_delays_ms(lambda d: idle + (plateau - idle) * on_fraction(d), t_fit, p)
+        predict = lambda d: idle + (plateau - idle) * on_fraction(d)  # noqa: E731
+        if spans:
+            return self._fit_delays_ms(predict, t_fit, p, spans=True)
+        fit = self._fit_delays_ms(predict, t_fit, p)
         return {
             "idle_w": idle,
             "plateau_w": plateau,
@@ -102,19 +130,29 @@ class Step:
             "rise_settle_ms": self._settle_ms(t_level, p, idle, plateau),
         }
 
-    def _counter_response(self) -> dict:
+    def _counter_response(self, spans: bool = False) -> dict:
         a, b, p = self._intervals()
         t0, t1 = self.load.t0_s, self.load.t1_s
 
         def on_fraction(delay_s: float) -> np.ndarray:
             return np.clip(np.minimum(b, t1 + delay_s) - np.maximum(a, t0 + delay_s), 0, None) / (b - a)
 
-        return self._response(b, (a + b) / 2, p, on_fraction)
+        return self._response(b, (a + b) / 2, p, on_fraction, spans)
 
-    def _instant_response(self) -> dict:
+    def _instant_response(self, spans: bool = False) -> dict:
         t = (np.asarray(self.counter.t0_s) + np.asarray(self.counter.t1_s)) / 2
         t0, t1 = self.load.t0_s, self.load.t1_s
-        return self._response(t, t, np.asarray(self.instant_w), lambda d: (t >= t0 + d) & (t < t1 + d))
+        on = lambda d: (t >= t0 + d) & (t < t1 + d)  # noqa: E731
+        return self._response(t, t, np.asarray(self.instant_w), on, spans)
+
+    def delay_spans_ms(self) -> dict:
+        """{signal: {"rise_delay_ms": (lowest, highest) or None, "fall_delay_ms": ...}}, ms.
+
+        The delays that explain the readings exactly as well as the one :meth:`derived`
+        reports (its grid's first). One grid step (1 ms) wide where a sharp interval spans
+        the edge; as wide as the gap where none does (a slow read at the edge).
+        """
+        return {"counter": self._counter_response(spans=True), "instant": self._instant_response(spans=True)}
 
     def derived(self) -> dict:
         """Idle and plateau (W), fitted rise/fall delay (ms) and settling (ms) of each signal.
@@ -148,13 +186,17 @@ class Step:
             "counter": self.counter.to_dict(),
             "instant_w": list(self.instant_w),
             "load": self.load.__dict__,
+            "derivation": self.derivation,
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> Step:
         """Inverse of :meth:`to_dict`."""
         return cls(
-            CounterSeries.from_dict(data["counter"]), tuple(data["instant_w"]), MatmulRun(**data["load"])
+            CounterSeries.from_dict(data["counter"]),
+            tuple(data["instant_w"]),
+            MatmulRun(**data["load"]),
+            data.get("derivation", 1),  # records before probe v5 were derived by 1
         )
 
 

@@ -22,6 +22,7 @@ COMMITTED = {
     ("probe", 1): RESULTS / "probe-h200-quick.json",
     ("probe", 2): FIXTURES / "probe-v2.json",
     ("probe", 3): RESULTS / "probe-h200-quick-84564389.json",
+    ("probe", 4): RESULTS / "probe-speed" / "f2595641" / "new-full.json",
     ("score", 1): FIXTURES / "score-v1.json",
     ("score", 2): FIXTURES / "score-v2.json",
     ("score", 3): RESULTS / "score-h200" / "ladder_d4_fused" / "run-001.json",

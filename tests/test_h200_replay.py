@@ -118,8 +118,8 @@ def test_the_h200_score_records_recompute_to_their_stored_figures():
 
     folders = sorted((RESULTS / "score-h200").iterdir())
     loaded = load_records(folders)
-    # the seed's 7 methods x 3 runs, and one run of the fast Ladder at d3 (docs/results.md)
-    assert len(loaded) == 22
+    # the seed's 7 methods x 3 runs, and nvmeter's 3 (both fast Ladders, graph_mlp_flat) x 3 (docs/results.md)
+    assert len(loaded) == 30
     assert all(r.passed and r.energy_valid for _, r in loaded)
     superseded = load_records(sorted(p for p in (RESULTS / "score-h200-superseded").iterdir() if p.is_dir()))
-    assert len(superseded) == 4 and all(r.passed and r.energy_valid for _, r in superseded)
+    assert len(superseded) == 5 and all(r.passed and r.energy_valid for _, r in superseded)

@@ -437,13 +437,17 @@ def markdown(summary: dict) -> str:
             g, o = k["gaps"], k["overhead"]
             meter = g.get("nvmeter_ms") or {}
             gap = g.get("gap_before_entry_ms") or {}
+            warm = (
+                f"Warm windows: gap before entry median {gap['median']:.2f} ms (max {gap['max']:.2f}); "
+                f"nvmeter's own time at entry and exit median {meter.get('median', math.nan):.2f} ms "
+                f"(max {meter.get('max', math.nan):.2f}). "
+                if "median" in gap
+                else "No warm windows. "  # a run of measure() alone (--only measure)
+            )
             lines += [
                 "",
-                f"Warm windows: gap before entry median {gap.get('median', math.nan):.2f} ms (max "
-                f"{gap.get('max', math.nan):.2f}); nvmeter's own time at entry and exit median "
-                f"{meter.get('median', math.nan):.2f} ms (max {meter.get('max', math.nan):.2f}). Overhead "
-                f"{_pct(o.get('overhead'), 3)} (work ms per call in windows against the references). "
-                f"Trials without a reference within 60 s and ±1 °C: {k['trials_without_ref']}.",
+                f"{warm}Overhead {_pct(o.get('overhead'), 3)} (work ms per call in windows against the "
+                f"references). Trials without a reference within 60 s and ±1 °C: {k['trials_without_ref']}.",
                 "",
             ]
     return "\n".join(lines)
