@@ -1,9 +1,10 @@
 """One optimiser step for a whole net: AdamW and the weights' EMA over flat buffers.
 
 The CUDA-graph MLP spent a quarter of its kernel time in PyTorch's multi-tensor kernels
-(fused AdamW, the EMA's ``_foreach_lerp_``): 36.6 µs a step on the H200 for 84k weights,
-because those kernels give one thread block a 65,536-element chunk, so a small net runs on a
-handful of SMs (bench/graph_mlp_step.py, results/graph-mlp-step-h200). Here the weights,
+(fused AdamW, the EMA's ``_foreach_lerp_``): 36.6 µs a step on the H200 for 84k weights
+(bench/graph_mlp_step.py, results/graph-mlp-step-h200). Those kernels give each tensor chunk of
+up to 65,536 elements one thread block (ATen's MultiTensorApply), so the net's six tensors make
+six blocks; that this, rather than launches, is what costs was not profiled apart. Here the weights,
 gradients, moments and EMA each live in one flat float32 buffer, and one Triton kernel with
 one program per 1,024 elements does the whole update, reading the learning rate from the
 schedule at the step counter (which a graph cannot take from the host).
