@@ -520,3 +520,21 @@ def test_the_cli_refuses_an_unknown_trial_type(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["plan", "--kinds", "copy", "--only", "warm,cold"])
     assert exc.value.code == 2 and "unknown trial types cold" in capsys.readouterr().err
+
+
+def test_trials_whose_windows_return_find_their_end_in_the_next_calls(tmp_path):
+    out = tmp_path / "return.json"
+    config = runner.Config(kinds=("fp32",), budget_s=90.0, verbose=False, only=("warm",), exit="return")
+    runner.run(out, config, board=_board(seed=8))
+    rec = json.loads(out.read_text())
+    trials = [u for u in rec["kinds"]["fp32"]["units"] if u["type"] == "warm"]
+    refs = [u for u in rec["kinds"]["fp32"]["units"] if u["type"] == "ref"]
+    assert trials and all(u["exit"] == "return" and u["raw"]["end_in_work"] for u in trials)
+    assert all(u["exit"] == "wait" and not u["raw"]["end_in_work"] for u in refs)
+    # the exit only synchronises: no tail, no counter period at idle
+    assert max(u["exit_ms"] for u in trials) < 5.0 < min(u["exit_ms"] for u in refs)
+    summary = analysis.analyze([out])
+    f = summary["files"][str(out)]
+    assert f["exit"] == "return"
+    half = f["kinds"]["fp32"]["rows"]["warm@0.5"]
+    assert half["n"] >= 5 and half["bound_contains"] == 1.0 and half["within_1pct"] == 1.0

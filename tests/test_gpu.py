@@ -170,6 +170,46 @@ def test_energy_window_on_the_gpu_agrees_with_its_samples_and_a_longer_window(bo
     assert short.with_method("samples").per_call_mj == pytest.approx(short.per_call_mj, rel=0.03)
 
 
+def test_windows_that_return_keep_the_board_busy_and_agree_with_a_long_one(board):
+    import torch
+
+    from nvmeter.meter.window import EnergyWindow
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(4096, 4096, device="cuda")
+    out = torch.empty_like(a)
+
+    def calls(seconds):
+        n, end = 0, time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(15):
+                torch.matmul(a, a, out=out)
+            torch.cuda.synchronize()
+            n += 1
+        return n
+
+    calls(2.0)
+    with EnergyWindow(board, idle=121.0, exit="return") as long:
+        long.call(calls(3.0))
+    windows, exits_s = [], []
+    for _ in range(4):
+        with EnergyWindow(board, idle=121.0, exit="return") as w:
+            w.call(calls(0.5))
+            t = time.perf_counter()
+        exits_s.append(time.perf_counter() - t)
+        while not w.end_found():  # the next calls carry the end edge
+            calls(0.0)
+        windows.append(w.result)
+    ref = long.result
+    print(ref, *windows, exits_s, sep="\n")
+    assert ref.end_found_in_work and ref.reliable, ref.reason
+    assert max(exits_s) < 0.010  # the exit synchronises and returns: no tail, no counter period
+    for m in windows:
+        assert m.end_found_in_work and m.reliable, m.reason
+        assert abs(m.per_call_mj - ref.per_call_mj) <= m.per_call_mj_err + ref.per_call_mj_err
+        assert m.per_call_mj == pytest.approx(ref.per_call_mj, rel=0.03)
+
+
 def test_energy_window_lets_an_exception_through_on_the_gpu(board):
     from nvmeter.meter.window import EnergyWindow
 

@@ -254,7 +254,7 @@ def test_a_window_names_its_profile_in_its_record():
     board.set_load(0.0)
     record = w.result.to_dict()
     assert record["profile"]["source"] == "test" and record["tail_s"] == 0.08
-    assert record["schema_version"] == 2 and record["model_version"] == 2
+    assert record["schema_version"] == 3 and record["model_version"] == 2
 
 
 def test_a_probe_file_gives_its_board_s_profile_and_windows_can_use_it(tmp_path, sim_rig):

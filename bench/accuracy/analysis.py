@@ -395,6 +395,8 @@ def analyze(paths: list[Path], model_version: int | None = None) -> dict:
         out["files"][str(path)] = {
             "board": rec["board"].get("uuid"),
             "zeus": rec["runs"][-1].get("zeus") if rec.get("runs") else None,
+            # the trials' window exit (references always wait); files before it waited
+            "exit": ",".join(sorted({r.get("config", {}).get("exit", "wait") for r in rec.get("runs", [])})),
             "kinds": kinds,
         }
     return out
@@ -414,7 +416,7 @@ def markdown(summary: dict) -> str:
     for path, f in summary["files"].items():
         for name, k in f["kinds"].items():
             lines += [
-                f"### {name} ({path}, board {f['board'][:12]}…)",
+                f"### {name} ({path}, board {f['board'][:12]}…, exit {f.get('exit', 'wait')})",
                 "",
                 f"{k['work'].get('description', '')}; references: {len(k['references'])}, spread "
                 f"{_pct(k['reference_spread'])}; idle {k['idle']['power_w']:.1f} ± "

@@ -95,6 +95,12 @@ def _parser() -> argparse.ArgumentParser:
             r.add_argument("--simulate", action="store_true", help="the simulated board and the kinds' twins")
             r.add_argument("--no-zeus", action="store_true", help="leave ZeusMonitor out")
             r.add_argument("--quiet", action="store_true", help="log references and blocks, not every trial")
+            r.add_argument(
+                "--exit",
+                choices=("wait", "return"),
+                default="wait",
+                help="trials' window exit: idle for the end edge, or find it in the next calls",
+            )
         else:
             r.add_argument("--call-ms", type=float, default=40.0, help="one call, ms, for the estimate")
             r.add_argument("--meter-ms", type=float, default=5.0, help="nvmeter's own time per window, ms")
@@ -147,6 +153,7 @@ def _config(args):
         verbose=not getattr(args, "quiet", False),
         only=args.only,
         measure_runs=args.measure_runs,
+        exit=getattr(args, "exit", "wait"),
     )
 
 

@@ -56,6 +56,9 @@ class Config:
         verbose: Log every trial.
         only: Trial types to run (plan.TYPES), or None for all.
         measure_runs: measure() trials a kind, or None for the plan's own.
+        exit: The trials' ``EnergyWindow(exit=...)``: ``"wait"`` (the exit idles the board for
+            its end edge) or ``"return"`` (the end edge is found in the calls that follow);
+            references always wait.
     """
 
     kinds: tuple[str, ...] = kinds_mod.FIT_KINDS
@@ -71,6 +74,7 @@ class Config:
     verbose: bool = True
     only: tuple[str, ...] | None = None
     measure_runs: int | None = None
+    exit: str = "wait"
 
 
 # Least time a kind is started with, s: its idle spans, two references and a few trials.
@@ -427,12 +431,16 @@ class KindRun:
             "state_after": self._state_now(),
         }
 
-    def _window(self, body) -> dict:
-        """One EnergyWindow around ``body(w, t_entry)``, with its timings, states and raw readings."""
+    def _window(self, body, exit: str = "wait") -> dict:
+        """One EnergyWindow around ``body(w, t_entry)``, with its timings, states and raw readings.
+
+        With ``exit="return"`` the calls go on after the block until the window's end edge is
+        in (as a caller's next calls would); they are the stream's, not the window's.
+        """
         from nvmeter.meter.window import EnergyWindow
 
         state_before = self._state_before()
-        win = EnergyWindow(self.board, idle=self.idle, sync=self.work.sync)
+        win = EnergyWindow(self.board, idle=self.idle, sync=self.work.sync, exit=exit)
         last_end = self.stream.last_end_s
         calls_ms: list[float] = []
         self.stream.collect = calls_ms
@@ -445,6 +453,8 @@ class KindRun:
             t3 = self.clock.now()
         finally:
             self.stream.collect = None
+        while not w.end_found():
+            self.stream.call()
         m = w.result
         self.meter_s.append((t1 - t0) + (t3 - t2))
         self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
@@ -455,6 +465,7 @@ class KindRun:
             "reliable": m.reliable,
             "reason": m.reason,
             "transient": getattr(m, "transient", None),
+            "exit": exit,
             "raw": m.to_dict(),
         }
 
@@ -572,12 +583,12 @@ class KindRun:
         return {
             "lead_calls": lead_calls,
             "unbroken_s": unbroken,
-            **self._window(self._calls_for(unit.window_s)),
+            **self._window(self._calls_for(unit.window_s), self.config.exit),
         }
 
     def _transient(self, unit) -> dict:
         self._pause(unit.pause_s)
-        return self._window(self._calls_for(unit.window_s))
+        return self._window(self._calls_for(unit.window_s), self.config.exit)
 
     def _single(self, unit) -> dict:
         self._pause(unit.pause_s)
@@ -586,7 +597,7 @@ class KindRun:
             self.stream.call(self.work.single)
             w.call()
 
-        return {"single_share": self.work.single_share, **self._window(body)}
+        return {"single_share": self.work.single_share, **self._window(body, self.config.exit)}
 
     def _zeus(self, unit) -> dict:
         if self.monitor is None:

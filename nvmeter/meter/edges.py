@@ -6,9 +6,18 @@ window's start edge (and ``measure()``'s sub-window edges) are polled by a secon
 while the caller's calls keep the board busy. NVML's ctypes calls release the GIL, so the
 poller costs the caller little; its reads draw the polling artefact, which the bound holds.
 
+An edge inside the work costs the work's power over its step's width, where an edge polled
+at idle costs idle power, so a poller that finds a step blurred by a slow read polls on to the
+next one while its time-out allows; the Measurement takes an edge's sharpest step.
+
 A simulated board runs on a virtual clock that moves only with its caller, so no thread
 can poll it; its poller asks the board afterwards which reads a thread would have made
 (:meth:`~nvmeter.boards.simulated.SimulatedBoard.replay_counter_reads`).
+
+A window's end edge can be found the same way, inside the caller's later work
+(``EnergyWindow(exit="return")``): the poller then also reads the sample buffer once the
+sample covering the step has landed, since the window subtracts what the samples say was
+drawn between the work's end and that step.
 """
 
 from __future__ import annotations
@@ -16,9 +25,27 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from nvmeter.boards.protocol import Board
+import numpy as np
+
+from nvmeter.boards.protocol import Board, PowerSample
 from nvmeter.meter.series import CounterSeries
 from nvmeter.meter.span import aligned_edge
+
+# A step is sharp when it is known to within this many of the series' median reads: two
+# ordinary reads bracket it to about one read each side, and a slow read (up to ~16 ms against
+# ~3 ms, docs/facts.md) blurs it several-fold. Inside the work a blurred step costs the work's
+# power over its width, so the poller goes on to the next step while its time-out allows.
+SHARP_READS = 1.5
+
+
+def sharp(reads: CounterSeries) -> bool:
+    """True when the last step in ``reads`` is sharp (:data:`SHARP_READS`)."""
+    steps = reads.steps
+    return bool(len(steps)) and steps.half_width_s[-1] <= SHARP_READS * float(np.median(reads.read_cost_s))
+
+
+def _joined(a: CounterSeries, b: CounterSeries) -> CounterSeries:
+    return CounterSeries(a.t0_s + b.t0_s, a.t1_s + b.t1_s, a.energy_mj + b.energy_mj)
 
 
 class StepPoll(Protocol):
@@ -34,21 +61,37 @@ class StepPoll(Protocol):
         """Wait for the reads and return them. Raises what the poll raised (TelemetryError)."""
         ...
 
+    def samples(self) -> tuple[PowerSample, ...]:
+        """The sample buffer read ``samples_after_s`` after the step (empty when not asked for).
+
+        Call after :meth:`result`.
+        """
+        ...
+
 
 class _ThreadPoll:
     """Polls a real board from a daemon thread."""
 
-    def __init__(self, board: Board, timeout_s: float) -> None:
+    def __init__(self, board: Board, timeout_s: float, samples_after_s: float | None = None) -> None:
         self.t0_s = board.clock.now()
         self._timeout_s = timeout_s
+        self._after_s = samples_after_s
         self._reads: CounterSeries | None = None
+        self._samples: tuple[PowerSample, ...] = ()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(board,), name="nvmeter-edge", daemon=True)
         self._thread.start()
 
     def _run(self, board: Board) -> None:
         try:
-            self._reads = aligned_edge(board, board.clock, self._timeout_s)
+            end_s = board.clock.now() + self._timeout_s
+            reads = aligned_edge(board, board.clock, self._timeout_s)
+            while len(reads.steps) and not sharp(reads) and board.clock.now() < end_s:
+                reads = _joined(reads, aligned_edge(board, board.clock, end_s - board.clock.now()))
+            if self._after_s is not None:
+                board.clock.sleep(reads.t1_s[-1] + self._after_s - board.clock.now())
+                self._samples = board.power_samples()
+            self._reads = reads
         except BaseException as exc:  # handed to the caller by result()
             self._error = exc
 
@@ -68,36 +111,53 @@ class _ThreadPoll:
             )
         return self._reads
 
+    def samples(self) -> tuple[PowerSample, ...]:
+        return self._samples
+
 
 class _ReplayPoll:
     """Asks a virtual-clock board, when the result is needed, what a poller would have read."""
 
-    def __init__(self, board, timeout_s: float) -> None:
+    def __init__(self, board, timeout_s: float, samples_after_s: float | None = None) -> None:
         self.t0_s = board.clock.now()
-        self._board, self._timeout_s = board, timeout_s
+        self._board, self._timeout_s, self._after_s = board, timeout_s, samples_after_s
         self._reads: CounterSeries | None = None
+        self._samples: tuple[PowerSample, ...] = ()
 
     def done(self) -> bool:
-        return self._board.clock.now() >= self.t0_s + self._timeout_s
+        return self._board.clock.now() >= self.t0_s + self._timeout_s + (self._after_s or 0.0)
 
     def result(self) -> CounterSeries:
         if self._reads is None:
-            t0s, t1s, values = self._board.replay_counter_reads(self.t0_s, self._timeout_s)
-            self._reads = CounterSeries(t0s, t1s, values)
+            end_s = self.t0_s + self._timeout_s
+            reads = CounterSeries(*self._board.replay_counter_reads(self.t0_s, self._timeout_s))
+            while len(reads.steps) and not sharp(reads) and reads.t1_s[-1] < end_s:
+                more = self._board.replay_counter_reads(reads.t1_s[-1], end_s - reads.t1_s[-1])
+                reads = _joined(reads, CounterSeries(*more))
+            if self._after_s is not None:  # the caller waits, as for a thread that is still sleeping
+                clock = self._board.clock
+                clock.sleep(reads.t1_s[-1] + self._after_s - clock.now())
+                self._samples = self._board.power_samples()
+            self._reads = reads
         return self._reads
 
+    def samples(self) -> tuple[PowerSample, ...]:
+        return self._samples
 
-def poll_in_background(board: Board, timeout_s: float) -> StepPoll:
+
+def poll_in_background(board: Board, timeout_s: float, samples_after_s: float | None = None) -> StepPoll:
     """Start polling ``board``'s counter for its next step; the caller goes on working.
 
     Args:
         board: The board.
         timeout_s: Give up after this long without a step, s (the profile's ``edge_timeout_s``).
+        samples_after_s: Also read the sample buffer this long after the last read, s (None: not).
 
     Returns:
-        The poll; ``result()`` gives the reads, from the first to the first changed value.
+        The poll; ``result()`` gives the reads, from the first to the first changed value, and
+        ``samples()`` the buffer read after them.
 
     """
     if hasattr(board, "replay_counter_reads"):
-        return _ReplayPoll(board, timeout_s)
-    return _ThreadPoll(board, timeout_s)
+        return _ReplayPoll(board, timeout_s, samples_after_s)
+    return _ThreadPoll(board, timeout_s, samples_after_s)

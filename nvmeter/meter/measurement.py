@@ -2,8 +2,10 @@
 
 The energy of an aligned window is the counter's between two of its steps, plus, where the
 start step came inside the work (edges since error model 2), the sample buffer's integral
-from the work's start to that step. The bound's telemetry figures come from the
-Measurement's :class:`~nvmeter.boards.profile.BoardProfile`, its state constants from the
+from the work's start to that step, less, where the end step came inside the caller's later
+work (``end_in_work``), the sample buffer's integral from the work's end to that step. The
+bound's telemetry figures come from the Measurement's
+:class:`~nvmeter.boards.profile.BoardProfile`, its state constants from the
 :mod:`~nvmeter.meter.errormodel` version it names; a Measurement made of consecutive
 sub-windows (``measure()``) takes its state term from their own spread.
 
@@ -12,6 +14,11 @@ JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes)
        Read as board profile ``H200_V1`` and error model 1.
     2: nvmeter 0.2: adds ``schema_version``, ``profile``, ``model_version``, ``inner`` (the
        sub-window edges) and ``states`` (the board's state at the edges).
+    3: nvmeter 0.3: adds ``end_in_work`` (the end step was found inside the caller's later
+       work, ``EnergyWindow(exit="return")``). Earlier versions read as False: their end
+       edge was polled after the work, its tail counted in the window. An edge's reads may
+       now hold several steps (an in-work poller goes past a blurred one); the edge is the
+       sharpest, which for earlier records, one step an edge, is the only one.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_from_dict, samples_to_dict
 from nvmeter.meter.span import AlignedSpan
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # An SM clock that moved more than this between the window's edges is reported: a power-capped
 # H200 slid 1,545 -> 1,470 MHz (-5%) over 20 s (docs/facts.md); 2% is well inside that change.
 CLOCK_MOVE_REL = 0.02
@@ -58,6 +65,8 @@ class Measurement:
         model_version: The error model that derives the bound (:mod:`nvmeter.meter.errormodel`).
         inner: Counter reads at the sub-window edges found inside the work (``measure()``).
         states: The board's state (clocks, temperature, clock-event reasons) at the edges.
+        end_in_work: True when the end step was polled while the caller went on working
+            (``exit="return"``): the window then ends at the work's end, not at that step.
     """
 
     device: BoardIdentity
@@ -78,6 +87,7 @@ class Measurement:
     model_version: int = errormodel.CURRENT
     inner: tuple[CounterSeries, ...] = ()
     states: tuple[BoardState, ...] = ()
+    end_in_work: bool = False
 
     @property
     def model(self) -> errormodel.ErrorModel:
@@ -89,15 +99,10 @@ class Measurement:
     def _edges(self) -> tuple[float, float, float, float, float, float]:
         """(t_a, t_b, E_a mJ, E_b mJ, half-width a, half-width b) for counter methods."""
         if self.method == "aligned" and self._span.aligned:
-            span = self._span
-            return (
-                span.t_a_s,
-                span.t_b_s,
-                span.start.steps.energy_mj[0],
-                span.end.steps.energy_mj[0],
-                span.start.steps.half_width_s[0],
-                span.end.steps.half_width_s[0],
-            )
+            # an in-work poller may go past a blurred step: each edge is its sharpest step
+            a, b = self.start.steps, self.end.steps
+            i, j = self.start.narrowest_step(self.work_t1_s), self.end.narrowest_step()
+            return (a.t_s[i], b.t_s[j], a.energy_mj[i], b.energy_mj[j], a.half_width_s[i], b.half_width_s[j])
         mid = lambda s, i: (s.t0_s[i] + s.t1_s[i]) / 2  # noqa: E731
         # plain edges, or aligned ones that saw no step: the value may be up to a period old
         return (
@@ -126,32 +131,55 @@ class Measurement:
         return self.work_t0_s if self.in_work else self._edges[0]
 
     @property
+    def end_found_in_work(self) -> bool:
+        """True when the window ends at the work's end, its end step found in later work."""
+        return self.end_in_work and self.method == "aligned" and self._span.aligned
+
+    @property
+    def window_t1_s(self) -> float:
+        """Where the energy ends: the work's end for an end found in later work, else the end edge, s."""
+        if self.method == "samples":
+            return self.work_t1_s + self.tail_s
+        return self.work_t1_s if self.end_found_in_work else self._edges[1]
+
+    @property
     def window_s(self) -> float:
         """Length of the window the energy covers, s."""
-        if self.method == "samples":
-            return self.work_t1_s + self.tail_s - self.window_t0_s
-        return self._edges[1] - self.window_t0_s
+        return self.window_t1_s - self.window_t0_s
+
+    def _cut_j(self, t_cut: float, t_edge: float) -> float:
+        """The sample buffer's energy from ``t_cut`` (the work's start or end) to a counter step, J.
+
+        The sample interval that holds ``t_cut`` is split with the power of the sample before
+        it, not pro rata: a sample holds the mean of its interval, and what ran before the
+        cut drew the power the sample before it read. nan when the samples do not cover both.
+        """
+        before = [s for s in self.samples if s.t_s <= t_cut]
+        after = [s for s in self.samples if s.t_s > t_cut]
+        if not before or not after or self.samples[-1].t_s < t_edge:
+            return math.nan
+        prev, first = before[-1], after[0]
+        first_j = first.power_w * (first.t_s - prev.t_s) - prev.power_w * (t_cut - prev.t_s)
+        if t_edge <= first.t_s:
+            return first_j * (t_edge - t_cut) / (first.t_s - t_cut)
+        return first_j + integrate_samples_j(self.samples, first.t_s, t_edge)
 
     @property
     def head_j(self) -> float:
         """The sample buffer's energy from the work's start to an in-work start step, J (0: none).
 
-        The sample interval that holds the work's start is split with the power of the sample
-        before it (the lead-in's), not pro rata: from idle, the share before the start drew
-        idle power. Within a run of calls both are the same.
+        From idle, the share of the first interval before the start drew idle power; within
+        a run of calls, the calls' (:meth:`_cut_j`).
         """
-        if not self.in_work:
-            return 0.0
-        t0, t_a = self.work_t0_s, self._edges[0]
-        before = [s for s in self.samples if s.t_s <= t0]
-        after = [s for s in self.samples if s.t_s > t0]
-        if not before or not after or self.samples[-1].t_s < t_a:
-            return math.nan
-        prev, first = before[-1], after[0]
-        first_j = first.power_w * (first.t_s - prev.t_s) - prev.power_w * (t0 - prev.t_s)
-        if t_a <= first.t_s:
-            return first_j * (t_a - t0) / (first.t_s - t0)
-        return first_j + integrate_samples_j(self.samples, first.t_s, t_a)
+        return self._cut_j(self.work_t0_s, self._edges[0]) if self.in_work else 0.0
+
+    @property
+    def tail_j(self) -> float:
+        """The sample buffer's energy from the work's end to an end step found in later work, J (0: none).
+
+        What the caller ran after the window (or the idle, if it ran nothing) is no part of it.
+        """
+        return self._cut_j(self.work_t1_s, self._edges[1]) if self.end_found_in_work else 0.0
 
     @property
     def energy_j(self) -> float:
@@ -162,20 +190,31 @@ class Measurement:
             except ValueError:
                 return math.nan
         _, _, e_a, e_b, _, _ = self._edges
-        return (e_b - e_a) / 1e3 + self.head_j - self.lag_j if e_b >= e_a else math.nan
+        if e_b < e_a:
+            return math.nan
+        return (e_b - e_a) / 1e3 + self.head_j - self.tail_j - self.lag_j + self.trail_j
+
+    def _above_before_w(self, t_s: float) -> tuple[float, float]:
+        """(lowest, highest) power above idle of the samples in the two spacings up to ``t_s``, W.
+
+        (0, 0) when there are none. Work that pauses between calls (a host wait) shows as a
+        spread: the 20 ms samples cannot say whether the board was busy right up to ``t_s``.
+        """
+        spacing = self.profile.sample_spacing_s
+        near = [s.power_w - self.idle.samples_w for s in self.samples if t_s - 2 * spacing <= s.t_s <= t_s]
+        if not near:
+            return (0.0, 0.0)
+        return (max(0.0, min(near)), max(0.0, max(near)))
 
     @property
     def lead_above_w(self) -> tuple[float, float]:
-        """(lowest, highest) power above idle of the samples in the two spacings before the work, W.
+        """(lowest, highest) power above idle of the samples in the two spacings before the work, W."""
+        return self._above_before_w(self.work_t0_s)
 
-        (0, 0) when there are none. Work that pauses between calls (a host wait) shows as a
-        spread: the 20 ms samples cannot say whether the board was busy right up to the start.
-        """
-        t0, spacing = self.work_t0_s, self.profile.sample_spacing_s
-        lead = [s.power_w - self.idle.samples_w for s in self.samples if t0 - 2 * spacing <= s.t_s <= t0]
-        if not lead:
-            return (0.0, 0.0)
-        return (max(0.0, min(lead)), max(0.0, max(lead)))
+    @property
+    def trail_above_w(self) -> tuple[float, float]:
+        """(lowest, highest) power above idle of the samples in the two spacings before the work's end, W."""
+        return self._above_before_w(self.work_t1_s)
 
     @property
     def lag_j(self) -> float:
@@ -188,6 +227,17 @@ class Measurement:
         lead-in sample's power; the bound holds the rest (``_head_err_j``).
         """
         return self.lead_above_w[0] * self.profile.power_lag_s if self.in_work else 0.0
+
+    @property
+    def trail_j(self) -> float:
+        """The window's own calls' power after the work's end, J (0 unless the end was found in later work).
+
+        A window cut at the work's end leaves out its last calls' trailing power, which
+        ``power_lag_s`` later is still being drawn; put back at the lowest sample's power
+        before the end. Inside a run of calls it cancels :attr:`lag_j`; the bound holds the
+        rest (:meth:`_cut_err_j`).
+        """
+        return self.trail_above_w[0] * self.profile.power_lag_s if self.end_found_in_work else 0.0
 
     @property
     def idle_w(self) -> float:
@@ -328,38 +378,61 @@ class Measurement:
         idle_term = self.idle.err_w * self.window_s
         if self.method == "samples":
             return idle_term + self._sampling_err_j() + self.profile.samples_vs_counter * abs(self.energy_j)
-        _, t_b, _, _, hw_a, hw_b = self._edges
+        t_a, t_b, _, _, hw_a, hw_b = self._edges
         # edges: the energy between steps is exact; the time is known to hw each side. An
         # edge polled at idle misplaces idle power; one inside the work, the work's power
         # (plain edges: the work's power for up to a period)
         edge_w = self.idle_w if self.method == "aligned" and not self.problems else self.power_w
-        start_w = self._power_near(self._edges[0]) if self.in_work else edge_w
-        # the end edge's polling (and an in-work start edge's) draws a little power inside the window
-        polled_s = self._span.polled_s if len(self.end) else 0.0
+        start_w = self._power_near(t_a) if self.in_work else edge_w
+        end_w = self._power_near(t_b) if self.end_found_in_work else edge_w
+        # the end edge's polling (and an in-work start edge's) draws a little power inside the
+        # window; an end found in later work is polled after the window
+        polled_s = self._span.polled_s if len(self.end) and not self.end_found_in_work else 0.0
         if self.in_work:
             polled_s += max(0.0, min(self.start.t1_s[-1], t_b) - self.work_t0_s)
         polling = self.profile.polling_artefact_w * polled_s
-        edges_j = start_w * hw_a + edge_w * hw_b if self.in_work else edge_w * (hw_a + hw_b)
-        return idle_term + edges_j + polling + self._head_err_j() + 2e-3
+        edges_j = start_w * hw_a + end_w * hw_b
+        cuts_j = self._lag_err_j()
+        if self.in_work:
+            cuts_j += self._cut_err_j(self.work_t0_s, self.head_j)
+        if self.end_found_in_work:
+            cuts_j += self._cut_err_j(self.work_t1_s, self.tail_j)
+        return idle_term + edges_j + polling + cuts_j + 2e-3
 
     def _power_near(self, t_s: float) -> float:
         """The highest sampled power within a sample spacing of ``t_s``, W."""
         near = [s.power_w for s in self.samples if abs(s.t_s - t_s) <= 1.5 * self.profile.sample_spacing_s]
         return max(near) if near else self.power_w
 
-    def _head_err_j(self) -> float:
-        """The head's integral: the samples' calibration, and where the power changes at the work's start."""
-        if not self.in_work:
-            return 0.0
+    def _cut_err_j(self, t_cut: float, cut_j: float) -> float:
+        """A cut's integral (head or tail): the samples' calibration, and where the power changes at the cut.
+
+        Args:
+            t_cut: The work's start or end, s.
+            cut_j: The integral from the cut to its counter step, J.
+        """
         spacing = self.profile.sample_spacing_s
-        near = [s.power_w for s in self.samples if abs(s.t_s - self.work_t0_s) <= 1.5 * spacing]
+        near = [s.power_w for s in self.samples if abs(s.t_s - t_cut) <= 1.5 * spacing]
         jump_w = (max(near) - min(near)) if near else self.power_w
-        # where the power changes inside the sample interval that holds the start: the work
-        # begins at the entry's return, known to the samples' time mapping, not to a spacing;
-        # a quarter spacing is the allowance (checked by bench/window_accuracy.py on cold windows)
-        low_w, high_w = self.lead_above_w
-        lag_err_j = (high_w - low_w) * self.profile.power_lag_s + high_w * self.profile.power_lag_err_s
-        return self.profile.samples_vs_counter * abs(self.head_j) + 0.25 * spacing * jump_w + lag_err_j
+        # where the power changes inside the sample interval that holds the cut: the work
+        # starts (ends) at the entry's return (the exit's sync), known to the samples' time
+        # mapping, not to a spacing; a quarter spacing is the allowance (checked by
+        # bench/window_accuracy.py on cold windows)
+        return self.profile.samples_vs_counter * abs(cut_j) + 0.25 * spacing * jump_w
+
+    def _lag_err_j(self) -> float:
+        """The bound on :attr:`lag_j` less :attr:`trail_j`, J.
+
+        Each is taken at its lowest sample, so each adds its samples' spread over the lag. The
+        lag itself is the board's (its sensors trail the work), one figure at both cuts: known
+        to ``power_lag_err_s``, it moves the two terms together, so a window cut inside a run
+        of calls at both ends errs by the difference of their powers, not the sum.
+        """
+        lead = self.lead_above_w if self.in_work else (0.0, 0.0)
+        trail = self.trail_above_w if self.end_found_in_work else (0.0, 0.0)
+        spread_w = (lead[1] - lead[0]) + (trail[1] - trail[0])
+        worst_w = max(abs(trail[1] - lead[0]), abs(lead[1] - trail[0]))
+        return spread_w * self.profile.power_lag_s + worst_w * self.profile.power_lag_err_s
 
     def _sampling_err_j(self) -> float:
         """Samples ~20 ms apart place a rise or fall only to within half a spacing.
@@ -403,7 +476,7 @@ class Measurement:
         if not math.isfinite(self.energy_j):
             return (
                 "the sample buffer does not cover the window"
-                if self.method == "samples" or not math.isfinite(self.head_j)
+                if self.method == "samples" or not math.isfinite(self.head_j + self.tail_j)
                 else "the energy counter went backwards inside the window"
             )
         if self.idle.err_w < 0 or self.control_err_mj < 0:
@@ -469,7 +542,7 @@ class Measurement:
         return figures
 
     def to_dict(self) -> dict:
-        """JSON form (``schema_version`` 2): raw readings and the derived figures."""
+        """JSON form (``schema_version`` 3): raw readings and the derived figures."""
         return {
             "schema_version": SCHEMA_VERSION,
             "device": self.device.to_dict(),
@@ -495,6 +568,7 @@ class Measurement:
             "model_version": self.model_version,
             "inner": [c.to_dict() for c in self.inner],
             "states": [s.to_dict() for s in self.states],
+            "end_in_work": self.end_in_work,
             "derived": self.derived(),
         }
 
@@ -521,10 +595,12 @@ class Measurement:
     @classmethod
     def _from_dict(cls, d: dict) -> Measurement:
         version = d.get("schema_version", 1)  # version 1 had no key: its absence is version 1
+        if version not in (1, 2, SCHEMA_VERSION):
+            raise errors.RecordError(f"a Measurement of schema_version {version!r} (this nvmeter reads 1-3)")
         if version == 1:
             d = _upgrade_v1(d)
-        elif version != SCHEMA_VERSION:
-            raise errors.RecordError(f"a Measurement of schema_version {version!r} (this nvmeter reads 1-2)")
+        if version <= 2:
+            d = {**d, "end_in_work": False}  # its end edge was polled after the work, the tail counted
         idle = IdleBaseline(
             d["idle"]["power_w"],
             d["idle"]["err_w"],
@@ -551,6 +627,7 @@ class Measurement:
             d["model_version"],
             tuple(CounterSeries.from_dict(c) for c in d["inner"]),
             tuple(BoardState.from_dict(s) for s in d["states"]),
+            _strict_bool(d["end_in_work"], "end_in_work"),
         )
 
     def with_method(self, method: str) -> Measurement:
@@ -584,6 +661,12 @@ def figure_reason(
     if max_rel_err is not None and rel > max_rel_err:
         return f"bound {rel:.1%} exceeds the accepted {max_rel_err:.1%}"
     return None
+
+
+def _strict_bool(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be true or false, not {value!r}")
+    return value
 
 
 def _upgrade_v1(d: dict) -> dict:

@@ -86,6 +86,20 @@ class CounterSeries:
             energy_mj=e[idx].astype(float),
         )
 
+    def narrowest_step(self, before_s: float = np.inf) -> int:
+        """Index into :attr:`steps` of the step known most closely (the first among equals).
+
+        Only steps placed before ``before_s`` count while there are any; -1 when the series
+        shows no step. An edge polled inside the work may run past a step that a slow read
+        blurred to find a sharper one (:func:`nvmeter.meter.edges.poll_in_background`).
+        """
+        steps = self.steps
+        if not len(steps):
+            return -1
+        early = np.flatnonzero(steps.t_s < before_s)
+        candidates = early if len(early) else np.arange(len(steps))
+        return int(candidates[np.argmin(steps.half_width_s[candidates])])
+
     @property
     def read_cost_s(self) -> np.ndarray:
         """Duration of each read, s, shape (n,)."""

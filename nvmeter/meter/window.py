@@ -4,10 +4,17 @@ Three readings of one window (``method``):
 
 * ``"aligned"`` (the default, ``"auto"``): at entry, synchronise and let the work run
   while a poller finds the counter's next step inside the work; the sample buffer covers
-  the work from its start to that step. At exit, synchronise, wait ``tail_s`` for the
-  power to come down, and poll until the next step. Between two steps the energy is what
-  the counter says; the board is never idled at entry, so a window inside a run of calls
-  stays warm (a pause at entry restarts a power-capped board's overshoot).
+  the work from its start to that step. At exit (``exit="wait"``, the default),
+  synchronise, wait ``tail_s`` for the power to come down, and poll until the next step.
+  Between two steps the energy is what the counter says; the board is never idled at
+  entry, so a window inside a run of calls stays warm (a pause at entry restarts a
+  power-capped board's overshoot).
+
+  With ``exit="return"`` the exit only synchronises and returns: a poller finds the next
+  step inside whatever the caller runs next, and the sample buffer's integral from the
+  work's end to that step is taken off. The caller's next calls then follow without a
+  pause; ``w.result`` waits for the step (about a counter period) when asked for first,
+  ``w.end_found()`` says whether it would.
 * ``"samples"``: integrate the driver's ~20 ms power samples over the work and its
   tail. On the H200 it read single ~19 ms calls to a median 2.8% but up to 23%,
   where aligned edges erred by up to 12% (results/window-accuracy-h200.json), so it is a
@@ -40,6 +47,7 @@ from nvmeter.meter.span import aligned_edge
 from nvmeter.meter.sync import Sync, resolve
 
 METHODS = ("auto", "aligned", "samples", "plain")
+EXITS = ("wait", "return")
 
 _EMPTY = CounterSeries((), (), ())
 # A board is quiet at entry when its samples over the last QUIET_S read within
@@ -94,9 +102,14 @@ class EnergyWindow:
             the one ``nvmeter probe`` cached for this board, else its family's defaults.
         devices: Several boards (CUDA indices, UUIDs, Boards, or ``"all"``): the window is then a
             :class:`~nvmeter.meter.job.JobWindow` over them (``device`` is ignored).
+        exit: ``"wait"`` (the default): the exit idles the board for ``tail_s`` and a counter
+            step, so the work's trailing power is counted by the counter. ``"return"``: the
+            exit returns once synchronised and the end step is found inside the caller's
+            later work (aligned readings only; one board).
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
-    the exception propagates unchanged).
+    the exception propagates unchanged). With ``exit="return"`` its first read waits for
+    the end step, unless :meth:`end_found` says it is in.
 
     Raises:
         UsageError: bad arguments, or the window used out of order. TelemetryError: NVML
@@ -113,6 +126,8 @@ class EnergyWindow:
                 raise errors.UsageError(
                     "a window on several boards takes no control_mj: subtract it per board"
                 )
+            if kwargs.pop("exit", "wait") != "wait":
+                raise errors.UsageError("exit='return' meters one board: a window on several boards waits")
             return JobWindow(devices, **kwargs)
         return super().__new__(cls)
 
@@ -130,9 +145,16 @@ class EnergyWindow:
         max_rel_err: float | None = None,
         tail_s: float | None = None,
         profile: BoardProfile | str | Path | None = None,
+        exit: str = "wait",
     ) -> None:
         if method not in METHODS:
             raise errors.UsageError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+        if exit not in EXITS:
+            raise errors.UsageError(f"exit must be one of {', '.join(EXITS)}, not {exit!r}")
+        if exit == "return" and method not in ("auto", "aligned"):
+            raise errors.UsageError(
+                f"exit='return' finds the end step in later work, which method {method!r} does not read"
+            )
         if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
             raise errors.UsageError(f"calls must be a whole number >= 0, not {calls!r}")
         if max_rel_err is not None and _finite(max_rel_err, "max_rel_err") <= 0:
@@ -155,8 +177,10 @@ class EnergyWindow:
         self._last_read_s = -math.inf
         self._states: list = []
         self._inner: list[StepPoll] = []
+        self._exit = exit
+        self._pending: tuple | None = None  # (end poll, build args) until an end in later work is in
         self._phase = "new"
-        self.result: Measurement | None = None
+        self._result: Measurement | None = None
 
     # -- the block -------------------------------------------------------------
     def __enter__(self) -> EnergyWindow:
@@ -246,6 +270,11 @@ class EnergyWindow:
         self._sync()
         t1 = self.clock.now()
         self._states.append(self.board.state())
+        if self._exit == "return":
+            # the sample covering the end step lands up to one spacing (~20 ms) later
+            spacing_s = self.profile.sample_spacing_s
+            self._pending = (poll_in_background(self.board, self.profile.edge_timeout_s, 1.5 * spacing_s), t1)
+            return
         start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
         inner = tuple(p.result() for p in self._inner)
         self.clock.sleep(t1 + self._tail_s - self.clock.now())
@@ -253,7 +282,36 @@ class EnergyWindow:
         # the sample covering the tail's end lands up to one spacing (~20 ms) later
         self.clock.sleep(t1 + self._tail_s + 1.5 * self.profile.sample_spacing_s - self.clock.now())
         self._read_samples()
-        self.result = self._build(t1, start, end, inner)
+        self._result = self._build(t1, start, end, inner)
+
+    @property
+    def result(self) -> Measurement | None:
+        """The window's Measurement once it has closed (None before, or if the block raised).
+
+        With ``exit="return"`` the first read waits for the end step if it is not in yet.
+
+        Raises:
+            TelemetryError: NVML failed while the end step was polled.
+        """
+        if self._pending is not None:
+            end_poll, t1 = self._pending
+            self._pending = None
+            start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
+            inner = tuple(p.result() for p in self._inner)
+            end = end_poll.result()
+            self._reads.append(end_poll.samples())
+            self._result = self._build(t1, start, end, inner)
+        return self._result
+
+    def end_found(self) -> bool:
+        """True when :attr:`result` is ready without waiting (always, after an ``exit="wait"``).
+
+        Raises:
+            UsageError: the window has not closed yet.
+        """
+        if self._phase not in ("closed", "failed"):
+            raise errors.UsageError("w.end_found() belongs after the `with EnergyWindow(...)` block")
+        return self._pending is None or self._pending[0].done()
 
     # -- pieces ----------------------------------------------------------------
     def _require_open(self, what: str) -> None:
@@ -351,4 +409,5 @@ class EnergyWindow:
             profile=self.profile,
             inner=inner,
             states=tuple(self._states),
+            end_in_work=self._exit == "return",
         )

@@ -1,0 +1,180 @@
+"""EnergyWindow(exit="return"): the end edge found in the caller's next calls, on the simulated board."""
+
+import numpy as np
+import pytest
+
+from nvmeter import errors
+from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+from nvmeter.meter.baseline import IdleBaseline
+from nvmeter.meter.edges import poll_in_background, sharp
+from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.series import CounterSeries
+from nvmeter.meter.window import EnergyWindow
+
+LOAD_W = 550.0
+CALL_S = 0.02
+
+
+@pytest.fixture
+def board():
+    b = SimulatedBoard(SimConfig(seed=11))
+    b.set_context(True)
+    b.clock.sleep(1.0)
+    return b
+
+
+def calls(board, seconds: float) -> int:
+    """Back-to-back calls of LOAD_W above idle for ``seconds``; the load stays on after."""
+    n = 0
+    end = board.clock.now() + seconds
+    while board.clock.now() < end:
+        board.set_load(LOAD_W)
+        board.clock.sleep(CALL_S)
+        n += 1
+    return n
+
+
+def returning_window(board, seconds: float, **kwargs):
+    """A window over ``seconds`` of calls inside a longer run; returns (window, true mJ/call)."""
+    calls(board, 1.0)  # warm: the window opens inside the run
+    idle = IdleBaseline.given(board.config.idle_context_w)
+    with EnergyWindow(board, idle=idle, sync="none", exit="return", **kwargs) as w:
+        t0 = board.clock.now()
+        n = calls(board, seconds)
+        w.call(n)
+        t1 = board.clock.now()
+    truth_mj = (board.true_energy_j(t0, t1) - board.config.idle_context_w * (t1 - t0)) * 1e3
+    return w, truth_mj / n
+
+
+def test_a_window_that_returns_reads_a_run_of_calls_to_its_bound(board):
+    for _ in range(6):
+        w, truth = returning_window(board, 0.5)
+        while not w.end_found():
+            calls(board, CALL_S)  # the caller's next calls carry the end edge
+        m = w.result
+        assert m.end_in_work and m.end_found_in_work and m.reliable, m.reason
+        assert abs(m.per_call_mj - truth) <= m.per_call_mj_err
+        assert abs(m.per_call_mj / truth - 1) < 0.01
+        assert m.tail_j > 0  # the samples' integral past the work's end came off
+
+
+def test_a_window_that_returns_leaves_the_board_busy(board):
+    w, _ = returning_window(board, 0.5)
+    assert not w.end_found()  # the exit did not wait for a step
+    m = w.result  # the first read waits for it instead
+    assert isinstance(m, Measurement) and w.end_found()
+    # the caller's load was never taken off: the end edge saw the work's power
+    assert m.tail_j > 0.9 * LOAD_W * (m.end.steps.t_s.min() - m.work_t1_s) > 0
+
+
+def test_an_end_found_at_idle_still_holds_its_bound(board):
+    w, truth = returning_window(board, 0.5)
+    board.set_load(0.0)  # the caller stopped: the end step falls in idle
+    m = w.result
+    assert m.reliable, m.reason
+    assert abs(m.per_call_mj - truth) <= m.per_call_mj_err
+
+
+def test_a_returning_window_from_idle_is_transient_and_held():
+    board = SimulatedBoard(SimConfig(seed=3, overshoot_rel=0.04))
+    board.set_context(True)
+    board.clock.sleep(1.0)
+    with EnergyWindow(board, sync="none", exit="return", idle=board.config.idle_context_w) as w:
+        t0 = board.clock.now()
+        w.call(calls(board, 0.5))
+        t1 = board.clock.now()
+    calls(board, 0.3)
+    m = w.result
+    truth = (board.true_energy_j(t0, t1) - board.config.idle_context_w * (t1 - t0)) * 1e3 / m.calls
+    assert m.transient and m.reliable
+    assert abs(m.per_call_mj - truth) <= m.per_call_mj_err
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"exit": "later"}, "exit must be one of wait, return"),
+        ({"exit": "return", "method": "samples"}, "does not read"),
+        ({"exit": "return", "method": "plain"}, "does not read"),
+        ({"exit": "return", "devices": "all"}, "meters one board"),
+    ],
+)
+def test_bad_exits_are_refused(board, kwargs, message):
+    with pytest.raises(errors.UsageError, match=message):
+        EnergyWindow(board, **kwargs)
+
+
+def test_end_found_belongs_after_the_block(board):
+    w = EnergyWindow(board, sync="none", exit="return")
+    with pytest.raises(errors.UsageError, match="after the"):
+        w.end_found()
+    with w:
+        with pytest.raises(errors.UsageError, match="after the"):
+            w.end_found()
+        calls(board, 0.2)
+    assert w.result is not None
+
+
+def test_a_waiting_window_has_its_end_at_once(board):
+    with EnergyWindow(board, sync="none") as w:
+        w.call(calls(board, 0.3))
+    assert w.end_found() and not w.result.end_in_work
+
+
+def test_the_record_keeps_where_its_end_was_found(board):
+    w, _ = returning_window(board, 0.3)
+    calls(board, 0.3)
+    m = w.result
+    back = Measurement.from_dict(m.to_dict())
+    assert back.end_in_work and back.per_call_mj == m.per_call_mj and back.err_j == m.err_j
+    old = m.to_dict() | {"schema_version": 2}
+    del old["end_in_work"]
+    assert Measurement.from_dict(old).end_in_work is False
+
+
+def test_end_in_work_must_be_a_bool(board):
+    w, _ = returning_window(board, 0.3)
+    with pytest.raises(errors.RecordError):
+        Measurement.from_dict(w.result.to_dict() | {"end_in_work": "yes"})
+
+
+def _series(*reads):
+    """CounterSeries from (t0, t1, mJ) triples."""
+    t0, t1, e = zip(*reads, strict=True)
+    return CounterSeries(t0, t1, e)
+
+
+def test_the_sharpest_step_is_the_edge():
+    # a slow read (16 ms) blurs the first step; the second is bracketed by 3 ms reads
+    s = _series(
+        (0.000, 0.003, 0.0),
+        (0.003, 0.019, 0.0),
+        (0.019, 0.022, 50.0),
+        (0.100, 0.103, 50.0),
+        (0.103, 0.106, 50.0),
+        (0.106, 0.109, 100.0),
+    )
+    assert len(s.steps) == 2 and s.narrowest_step() == 1
+    assert s.narrowest_step(before_s=0.05) == 0  # a start edge keeps to steps before the work's end
+    assert sharp(s) and not sharp(s.__class__(*(x[:3] for x in (s.t0_s, s.t1_s, s.energy_mj))))
+    assert _series((0.0, 0.003, 0.0), (0.003, 0.006, 0.0)).narrowest_step() == -1
+
+
+def test_the_poller_goes_past_a_blurred_step():
+    # half the reads slow: some edges' first step is blurred, and the poll must go on past it
+    board = SimulatedBoard(SimConfig(seed=7, read_spike_p=0.5))
+    board.set_context(True)
+    went_on = 0
+    for _ in range(40):
+        board.clock.sleep(0.037)
+        reads = poll_in_background(board, 0.5).result()
+        steps = reads.steps
+        assert sharp(reads) or reads.t1_s[-1] >= reads.t0_s[0] + 0.5  # sharp, or timed out
+        # every step before the last was blurred when the poller saw it
+        new_reads = np.flatnonzero(np.diff(reads.energy_mj) != 0) + 1
+        for i in new_reads[:-1]:
+            seen = CounterSeries(reads.t0_s[: i + 1], reads.t1_s[: i + 1], reads.energy_mj[: i + 1])
+            assert not sharp(seen)
+        went_on += len(steps) > 1
+    assert went_on >= 3
