@@ -178,3 +178,18 @@ def test_the_poller_goes_past_a_blurred_step():
             assert not sharp(seen)
         went_on += len(steps) > 1
     assert went_on >= 3
+
+
+def test_a_block_too_short_to_tell_its_trailing_power_waits(board):
+    board.clock.sleep(0.6)  # a pause: the call's own trailing power is most of its energy
+    with EnergyWindow(board, sync="none", exit="return", idle=board.config.idle_context_w) as w:
+        t0 = board.clock.now()
+        board.set_load(LOAD_W)
+        board.clock.sleep(CALL_S)
+        board.set_load(0.0)
+        w.call()
+    assert w.end_found()  # it waited
+    m = w.result
+    truth = (board.true_energy_j(t0, t0 + 0.3) - board.config.idle_context_w * 0.3) * 1e3
+    assert not m.end_in_work and m.reliable
+    assert abs(m.per_call_mj - truth) <= m.per_call_mj_err

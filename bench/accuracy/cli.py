@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--block-s", type=float, default=45.0, help="trials between references, s")
         r.add_argument("--ref-s", type=float, default=10.0, help="reference window, s")
         r.add_argument("--idle-s", type=float, default=2.0, help="each quiescent idle span, s")
+        r.add_argument(
+            "--lead-s", type=float, default=2.0, help="calls with no gap before a warm trial or reference, s"
+        )
         r.add_argument("--seed", type=int, default=20261201)
         r.add_argument("--only", type=_types, default=None, help="comma-separated trial types (default all)")
         r.add_argument("--measure-runs", type=_positive_int, default=None, help="measure() trials a kind")
@@ -148,6 +151,7 @@ def _config(args):
         block_s=args.block_s,
         ref_s=args.ref_s,
         idle_s=args.idle_s,
+        lead_s=args.lead_s,
         seed=args.seed,
         zeus=not getattr(args, "no_zeus", False),
         verbose=not getattr(args, "quiet", False),
@@ -162,7 +166,11 @@ def _plan(args) -> None:
 
     for i, kind in enumerate(args.kinds):
         timing = plan.Timing(
-            call_s=args.call_ms / 1e3, ref_s=args.ref_s, idle_s=args.idle_s, meter_s=args.meter_ms / 1e3
+            call_s=args.call_ms / 1e3,
+            ref_s=args.ref_s,
+            idle_s=args.idle_s,
+            meter_s=args.meter_ms / 1e3,
+            lead_s=args.lead_s,
         )
         budget = args.budget_s / len(args.kinds)
         full, floor, _ = plan.limits(args.only, args.measure_runs)

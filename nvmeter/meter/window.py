@@ -48,6 +48,11 @@ from nvmeter.meter.sync import Sync, resolve
 
 METHODS = ("auto", "aligned", "samples", "plain")
 EXITS = ("wait", "return")
+# An end found in later work adds back the work's trailing power (the sensor's lag) at the
+# power of the samples in the two spacings before the work's end; a shorter block than this
+# many spacings has no such samples (a single ~20 ms call after a pause read -76% on the
+# simulated board without this), so its exit waits.
+RETURN_MIN_SPACINGS = 5
 
 _EMPTY = CounterSeries((), (), ())
 # A board is quiet at entry when its samples over the last QUIET_S read within
@@ -105,7 +110,9 @@ class EnergyWindow:
         exit: ``"wait"`` (the default): the exit idles the board for ``tail_s`` and a counter
             step, so the work's trailing power is counted by the counter. ``"return"``: the
             exit returns once synchronised and the end step is found inside the caller's
-            later work (aligned readings only; one board).
+            later work (aligned readings only; one board). A block shorter than
+            :data:`RETURN_MIN_SPACINGS` sample spacings (100 ms on the H200) waits anyway; the
+            Measurement's ``end_in_work`` says which.
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged). With ``exit="return"`` its first read waits for
@@ -270,9 +277,11 @@ class EnergyWindow:
         self._sync()
         t1 = self.clock.now()
         self._states.append(self.board.state())
+        spacing_s = self.profile.sample_spacing_s
+        if self._exit == "return" and t1 - self._t0 < RETURN_MIN_SPACINGS * spacing_s:
+            self._exit = "wait"  # too short for its samples to tell the work's trailing power
         if self._exit == "return":
             # the sample covering the end step lands up to one spacing (~20 ms) later
-            spacing_s = self.profile.sample_spacing_s
             self._pending = (poll_in_background(self.board, self.profile.edge_timeout_s, 1.5 * spacing_s), t1)
             return
         start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
