@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import signal
 import sys
 import threading
@@ -27,11 +28,43 @@ from nvmeter import errors
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     help="What one call of GPU code really costs in energy, from NVML, with an honest error bar.",
 )
-out = Console()
+
+
+class _Stdout(Console):
+    """rich's console, ending with SIGPIPE's conventional status when the reader goes away."""
+
+    def on_broken_pipe(self) -> None:
+        # `nvmeter show … | head`: rich ends quietly with status 1, which reads as a failure
+        self.quiet = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(128 + signal.SIGPIPE)
+
+
+out = _Stdout()
 err = Console(stderr=True)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from nvmeter import __version__
+
+        print(f"nvmeter {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    pass
+
 
 DeviceOpt = Annotated[
     str | None,
@@ -86,10 +119,27 @@ def _python_sigint():
         yield
         return
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    # `timeout`, a batch system or a closed terminal ends a command as Ctrl-C does: cleanup runs,
+    # finished records are kept, and one line says so (nvmeter run forwards these itself)
+    others = {sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN if _CONSOLE else previous)
+        for sig, handler in others.items():
+            signal.signal(sig, handler)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while a command ran."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminated(signum, _frame) -> None:
+    raise _Terminated(signum)
 
 
 def _one_line_warnings(python_s):
@@ -113,11 +163,34 @@ def _run(fn, *args, **kwargs):
     except errors.NvmeterError as exc:
         _say(f"nvmeter: {exc}")
         raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # score keeps the records of the runs it finished; the other commands write at the end
         kept = "records of finished runs kept" if fn.__name__ == "score" else "nothing written"
+        if isinstance(exc, _Terminated):
+            _say(f"nvmeter: ended by {signal.Signals(exc.signum).name}; {kept}")
+            raise typer.Exit(128 + exc.signum) from None
         _say(f"nvmeter: interrupted; {kept}")
         raise typer.Exit(130) from None
+    except BrokenPipeError:
+        # the reader went away (`nvmeter show … | head`): end quietly, as SIGPIPE ends other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(128 + signal.SIGPIPE) from None
+
+
+def _bands():
+    from nvmeter.probes.bands import BANDS
+
+    return BANDS
+
+
+def _band(name: str | None, known) -> str | None:
+    """A band's name as BANDS spells it (h200 is H200); UsageError for one not known."""
+    if name is None:
+        return None
+    spelled = {b.casefold(): b for b in known}
+    if name.casefold() not in spelled:
+        raise errors.UsageError(f"unknown band {name!r}; known: {', '.join(known)}")
+    return spelled[name.casefold()]
 
 
 def _device(spec: str | None) -> int | str | None:
@@ -408,8 +481,7 @@ def check(
     from nvmeter.probes.check import Verdict
     from nvmeter.probes.check import check as judge
 
-    if band is not None and band not in BANDS:
-        raise errors.UsageError(f"unknown band {band!r}; known: {', '.join(BANDS)}")
+    band = _band(band, BANDS)
     if probe_file is not None:
         from nvmeter.probes.report import load_report
 
@@ -600,7 +672,7 @@ def score(
         idle_settle_s=settle_s,
         idle_s=idle_s,
         reference=reference,
-        band=band,
+        band=_band(band, _bands()),
         call_timeout_s=call_timeout_s,
         mnist_draws=mnist_draws,
         holdout_draws=holdout_draws,

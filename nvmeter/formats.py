@@ -91,16 +91,17 @@ class Format:
             raise errors.RecordError(f"{where}: not an nvmeter {self.kind} record (kind {found!r})")
         version = data.get("schema_version")
         known = [v.number for v in self.versions]
-        if isinstance(version, bool) or version not in known:
+        # an int, not a bool or a float (5.0 == 5, but it is not a version nvmeter writes)
+        if not isinstance(version, int) or isinstance(version, bool) or version not in known:
             raise errors.RecordError(
                 f"{where}: {self.kind} schema_version {version!r} is not one this nvmeter reads "
-                f"({', '.join(map(str, known))})"
+                f"(an integer: {', '.join(map(str, known))})"
             )
         data = copy.deepcopy(data)
         for step in self.versions[version:]:
             try:
                 data = step.upgrade(data)
-            except (KeyError, TypeError, AttributeError) as exc:
+            except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
                 raise errors.RecordError(
                     f"{where}: damaged {self.kind} record of version {step.number - 1} "
                     f"({type(exc).__name__}: {exc})"

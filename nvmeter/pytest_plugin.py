@@ -156,7 +156,10 @@ class _State:
             raise pytest.UsageError(f"--energy-undecided must be fail or warn, not {self.mode!r}")
         from nvmeter.meter.baseline import idle_spec  # the meter loads only when a test meters
 
-        self.idle = idle_spec(config.getoption("energy_idle"))
+        try:
+            self.idle = idle_spec(config.getoption("energy_idle"))
+        except errors.UsageError as exc:
+            raise pytest.UsageError(f"--energy-idle: {exc}".replace("--idle takes", "it takes")) from None
         self.json_path = config.getoption("energy_json")
         if self.json_path is not None:
             try:
@@ -178,7 +181,9 @@ class _State:
                 self._boards[key] = exc
         found = self._boards[key]
         if isinstance(found, Exception):
-            pytest.skip(f"no GPU to meter: {found}")
+            # the board's own message names nvmeter's --simulate; pytest's option is another
+            reason = str(found).replace("--simulate", "--energy-simulate")
+            pytest.skip(f"no GPU to meter: {reason}")
         return found
 
     def record(self, item, m, budget: Budget | None) -> None:

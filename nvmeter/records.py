@@ -8,11 +8,13 @@ earlier one live in :mod:`nvmeter.formats`; their history in words in docs/forma
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from nvmeter import errors, files, formats
@@ -169,3 +171,183 @@ def read_any(path: Path, kinds: tuple[str, ...]) -> dict:
             if "not an nvmeter" not in str(exc):
                 raise
     return read_json(path, kinds[-1])
+
+
+# -- the read boundary: a record's dict becoming objects -------------------------------------------
+class BadField(ValueError):
+    """A field of a record that cannot be right; :func:`building` names the file.
+
+    Raised by the checks below and by loaders; its message names the field (a dotted path).
+    """
+
+
+# what building objects from a damaged record raises (a missing key, a wrong type, a value out of range)
+_DAMAGE = (KeyError, TypeError, ValueError, OverflowError, AttributeError, IndexError, ZeroDivisionError)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = text.replace("\r", "\\r").replace("\n", "\\n")  # a file's text never breaks the one line
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _what(exc: BaseException) -> str:
+    if isinstance(exc, BadField):
+        return str(exc)
+    if isinstance(exc, KeyError):
+        return f"lacks {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+@contextlib.contextmanager
+def building(path: Path, kind: str) -> Iterator[None]:
+    """Guard the conversion of a record read from ``path`` into objects (and their figures).
+
+    Wrap only the dict -> object conversion of a record :func:`read_json` returned (and the
+    recomputation of its figures): there a missing key, a wrong type or an impossible value
+    is the file's fault, not nvmeter's. Use ``with records.building(path, "run"): ...``.
+
+    Raises:
+        RecordError: ``"<file>: damaged <kind> record: <what>"`` for the errors a damaged
+            record raises (KeyError, TypeError, ValueError, OverflowError, AttributeError,
+            IndexError, ZeroDivisionError); a RecordError that does not name the file is
+            given its name; one that does passes unchanged.
+
+    """
+    try:
+        yield
+    except errors.RecordError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise errors.RecordError(f"{path}: damaged {kind} record: {_one_line(str(exc))}") from exc
+    except _DAMAGE as exc:
+        raise errors.RecordError(f"{path}: damaged {kind} record: {_one_line(_what(exc))}") from exc
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def number(value, where: str, *, at_least: float | None = None, none: bool = False):
+    """``value`` if it is a finite number (not a bool), at least ``at_least``; None too with ``none``.
+
+    Raises:
+        BadField: naming ``where``.
+
+    """
+    if value is None and none:
+        return value
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or (at_least is not None and value < at_least)
+    ):
+        need = "a finite number" + (f" >= {at_least:g}" if at_least is not None else "")
+        raise BadField(f"{where} is {_shown(value)}, not {need}")
+    return value
+
+
+def integer(value, where: str, *, at_least: int | None = None, none: bool = False):
+    """``value`` if it is an int (not a bool), at least ``at_least``; None too with ``none``.
+
+    Raises:
+        BadField: naming ``where``.
+
+    """
+    if value is None and none:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or (at_least is not None and value < at_least):
+        need = "an integer" + (f" >= {at_least}" if at_least is not None else "")
+        raise BadField(f"{where} is {_shown(value)}, not {need}")
+    return value
+
+
+def text(value, where: str, *, none: bool = False):
+    """``value`` if it is a string; None too with ``none``.
+
+    Raises:
+        BadField: naming ``where``.
+
+    """
+    if value is None and none:
+        return value
+    if not isinstance(value, str):
+        raise BadField(f"{where} is {_shown(value)}, not a string")
+    return value
+
+
+def items(value, where: str, check, *, empty: bool = True) -> list:
+    """``value`` if it is a list whose every item passes ``check(item, f"{where}[i]")``.
+
+    Raises:
+        BadField: not a list, empty where ``empty`` is False, or an item that fails.
+
+    """
+    if not isinstance(value, list):
+        raise BadField(f"{where} is {_shown(value)}, not a list")
+    if not value and not empty:
+        raise BadField(f"{where} is empty")
+    for i, item in enumerate(value):
+        check(item, f"{where}[{i}]")
+    return value
+
+
+def mapping(value, where: str, *, none: bool = False):
+    """``value`` if it is a dict (a JSON object); None too with ``none``.
+
+    Raises:
+        BadField: naming ``where``.
+
+    """
+    if value is None and none:
+        return value
+    if not isinstance(value, dict):
+        raise BadField(f"{where} is {_shown(value)}, not a mapping")
+    return value
+
+
+def board(value, where: str) -> dict:
+    """``value`` if it is a board identity's dict (nvmeter.boards.protocol.BoardIdentity).
+
+    Raises:
+        BadField: not a mapping, a missing field, or one of the wrong type.
+
+    """
+    mapping(value, where)
+    for key in ("name", "uuid", "pci_bus_id", "driver", "vbios"):
+        text(value[key], f"{where}.{key}")
+    for key in ("power_limit_w", "memory_total_mib"):  # null where NVML could not say
+        number(value[key], f"{where}.{key}", none=True)
+    if not isinstance(value.get("simulated", False), bool):
+        raise BadField(f"{where}.simulated is {_shown(value['simulated'])}, not true or false")
+    return value
+
+
+# an energy counter in mJ, as NVML gives it: an unsigned 64-bit count that numpy reads as int64
+_COUNTER_MAX = 2**63 - 1
+
+
+def counters(raw, where: str = "") -> None:
+    """Every energy counter series (an ``energy_mj`` list) anywhere in ``raw`` holds counts.
+
+    A count is an integer from 0 to 2**63 - 1 (a float such as 1e308 is no counter read).
+
+    Raises:
+        BadField: naming the first series (a dotted path) that holds anything else.
+
+    """
+    if isinstance(raw, dict):
+        for key, value in raw.items():
+            at = f"{where}.{key}" if where else str(key)
+            if key == "energy_mj" and isinstance(value, list):
+                for i, v in enumerate(value):
+                    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _COUNTER_MAX:
+                        raise BadField(
+                            f"{at}[{i}] is {_shown(v)}, not an energy counter read (mJ, 0 to 2**63-1)"
+                        )
+            else:
+                counters(value, at)
+    elif isinstance(raw, list):
+        for i, value in enumerate(raw):
+            counters(value, f"{where}[{i}]")

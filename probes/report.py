@@ -121,7 +121,11 @@ def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
 
     """
     data = records.read_json(path, "probe")
-    try:
+    with records.building(path, "probe"):
+        records.board(data["board"], "board")
+        records.text(data["started_utc"], "started_utc")
+        records.text(data["finished_utc"], "finished_utc")
+        records.counters(data["probes"], "probes")
         report = ProbeReport.from_dict(data)
         if not report.probes:
             raise errors.RecordError(f"{path} holds no probe results; run nvmeter probe again")
@@ -129,10 +133,6 @@ def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
             for where, why in sanity.faults(entry["raw"], name):
                 raise errors.RecordError(f"{path}: damaged probe record: {why} (at {where})")
         report.derived()  # a damaged series fails here, not later in a table
-    except KeyError as exc:
-        raise errors.RecordError(f"{path}: the probe record lacks {exc}") from exc
-    except (ValueError, IndexError, TypeError, ZeroDivisionError, AttributeError) as exc:
-        raise errors.RecordError(f"{path}: a raw series in the probe file is malformed ({exc})") from exc
     verify_report(path, data, report)
     if board is not None and report.board.uuid != board.uuid:
         raise errors.RecordError(

@@ -252,3 +252,24 @@ def test_show_names_the_kind_of_a_record_it_does_not_read(tmp_path):
     other.write_text('{"kind": "h200-band-check", "schema_version": 1}')
     line = one_line_error(nvmeter("show", str(other)), 2)
     assert "a record of kind 'h200-band-check'" in line and "probe records" in line
+
+
+@pytest.mark.parametrize(
+    "idle, words",
+    [("abc", "--idle takes a probe file or watts"), ("1e300", "0 to 5,000 W"), ("nan", "0 to 5,000 W")],
+)
+def test_run_refuses_a_bad_idle_before_the_command_starts(idle, words, tmp_path):
+    marker = tmp_path / "ran"
+    result = nvmeter("run", "--simulate", "--idle", idle, "--", "touch", str(marker))
+    assert words in one_line_error(result, 2)
+    assert not marker.exists()
+
+
+def test_a_reader_that_goes_away_ends_show_quietly(probe_file):
+    # `nvmeter show probe.json | true`: the pipe closes before the table is written
+    result = subprocess.run(
+        f"{sys.executable} -m nvmeter.cli show {probe_file} | true; echo ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.stdout.strip() in ("0", "141")  # 0 when the table fitted in the pipe before it closed
+    assert "Traceback" not in result.stderr and "Error" not in result.stderr, result.stderr

@@ -1,10 +1,15 @@
 """``nvmeter run`` on the simulated board: the metered command, its exit, signals, records."""
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
+import termios
+import time
+from pathlib import Path
 
 import pytest
 
@@ -197,7 +202,7 @@ def test_idle_from_a_probe_file(tmp_path):
     assert f"no CUDA context, from {probe}" in result.stderr
 
 
-def start_metered(tmp_path, argv):
+def start_metered(tmp_path, argv, **popen):
     """nvmeter run in a session of its own (no terminal), once its command said 'ready'."""
     out = tmp_path / "run.json"
     proc = subprocess.Popen(
@@ -205,44 +210,156 @@ def start_metered(tmp_path, argv):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
+        **(popen or {"start_new_session": True}),
     )
     assert proc.stdout.readline() == "ready\n"
     return proc, out
 
 
-@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 128 + 2)])
-def test_a_signal_mid_run_reaches_the_command_and_the_record_says_so(tmp_path, sig, status):
-    proc, out = start_metered(tmp_path, sleeper(60))
+def state(pid):
+    """The kernel's state letter for ``pid`` (S, R, T, Z, ...); None once it is reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def reaches(pid, states, timeout_s=10.0):
+    """True once ``pid`` is in one of ``states`` (None: reaped) within ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while state(pid) not in states:
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+GONE = {None, "Z", "X"}  # a zombie has ended; only its parent (init, here) has yet to reap it
+
+
+@pytest.fixture
+def pids(tmp_path):
+    """Where commands write pids to; whatever of them still runs after the test is killed."""
+    folder = tmp_path / "pids"
+    folder.mkdir()
+    yield folder
+    for f in folder.iterdir():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(f.read_text()), signal.SIGKILL)
+
+
+def noted(pids, name):
+    """The pid a command wrote to ``pids/name``."""
+    return int((pids / name).read_text())
+
+
+def note_pid(pids):
+    """A sleeper's ``before``: write its pid to ``pids/child``."""
+    return f"import os, pathlib; pathlib.Path({str(pids / 'child')!r}).write_text(str(os.getpid()))"
+
+
+@pytest.mark.parametrize(
+    ("sig", "status"), [(signal.SIGTERM, 128 + 15), (signal.SIGINT, 128 + 2), (signal.SIGHUP, 128 + 1)]
+)
+def test_a_signal_mid_run_reaches_the_command_and_the_record_says_so(tmp_path, pids, sig, status):
+    proc, out = start_metered(tmp_path, sleeper(60, before=note_pid(pids)))
     os.kill(proc.pid, sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == status, stderr
+    assert stderr.count(f"was killed by {sig.name} (exit status {status})") == 1, stderr
     assert "interrupted" in stderr and "J above idle" in stderr
     data = json.loads(out.read_text())
     assert data["signals"] == [sig.name]
     assert data["derived"]["interrupted"] is True
     assert data["derived"]["boards"][0]["above_idle_j"] > 0
     assert data["wall_s"] < 30  # the command ended when told, not after its 60 s
+    assert state(noted(pids, "child")) in GONE
 
 
-def test_a_command_that_handles_the_signal_keeps_its_own_exit_status(tmp_path):
-    handler = "signal.signal(signal.SIGTERM, lambda *a: (print('bye', flush=True), exit(0)))"
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGQUIT])
+def test_a_command_that_handles_the_signal_keeps_its_own_exit_status(tmp_path, sig):
+    handler = f"signal.signal(signal.{sig.name}, lambda *a: (print('bye', flush=True), exit(0)))"
     proc, out = start_metered(tmp_path, sleeper(60, before=handler))
-    os.kill(proc.pid, signal.SIGTERM)
+    os.kill(proc.pid, sig)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert stdout == "bye\n"
-    assert json.loads(out.read_text())["derived"]["interrupted"] is True
+    data = json.loads(out.read_text())
+    assert data["signals"] == [sig.name] and data["derived"]["interrupted"] is True
+
+
+def send_three(proc, sig=signal.SIGTERM):
+    for _ in range(3):
+        os.kill(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.5)
 
 
 def test_the_third_signal_kills_a_command_that_ignores_them(tmp_path):
     proc, out = start_metered(tmp_path, sleeper(60, before="signal.signal(signal.SIGTERM, signal.SIG_IGN)"))
-    for _ in range(3):
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=0.5)
-        except subprocess.TimeoutExpired:
-            continue
+    send_three(proc)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + 9, stderr
     assert json.loads(out.read_text())["signals"] == ["SIGTERM"] * 3
+
+
+def test_the_third_signal_kills_what_the_command_started_too(tmp_path, pids):
+    # the shell and its background sleep both ignore SIGTERM (the sleep inherits the trap)
+    script = f"trap '' TERM; sleep 100 & echo $! > {pids / 'grandchild'}; echo ready; wait"
+    proc, out = start_metered(tmp_path, ["sh", "-c", script])
+    send_three(proc)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + 9, stderr
+    assert json.loads(out.read_text())["signals"] == ["SIGTERM"] * 3
+    assert reaches(noted(pids, "grandchild"), GONE), "the command's own child outlived it"
+
+
+def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path):
+    # the command has no terminal of its own now: only nvmeter's forwarding can deliver it
+    code = (
+        "import signal, time\nn = []\nsignal.signal(signal.SIGINT, lambda *a: n.append(1))\n"
+        "print('ready', flush=True)\nfor _ in range(3000):\n    time.sleep(0.01)\n    if n: break\n"
+        "time.sleep(0.5)\nraise SystemExit(10 + len(n))"
+    )
+    controller, terminal = os.openpty()
+    try:
+        proc, out = start_metered(
+            tmp_path,
+            [PY, "-c", code],
+            stdin=terminal,
+            start_new_session=True,
+            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),  # nvmeter's controlling terminal
+        )
+        os.write(controller, b"\x03")
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert proc.returncode == 11, stderr  # the command counted one SIGINT: not none, not two
+    assert json.loads(out.read_text())["signals"] == ["SIGINT"]
+
+
+def test_ctrl_z_stops_the_command_with_nvmeter_and_continuing_resumes_it(tmp_path, pids):
+    # a group of its own in our session, not orphaned, so nvmeter's SIGTSTP really stops it
+    proc, out = start_metered(tmp_path, sleeper(60, before=note_pid(pids)), process_group=0)
+    child = noted(pids, "child")
+    try:
+        os.kill(proc.pid, signal.SIGTSTP)
+        assert reaches(child, {"T"}) and reaches(proc.pid, {"T"})
+        os.kill(proc.pid, signal.SIGCONT)
+        assert reaches(child, {"S", "R"})
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + 15, stderr
+    assert json.loads(out.read_text())["signals"] == ["SIGTERM"]  # a stop is no interruption
+
+
+def test_a_terminal_resize_is_passed_on_and_not_recorded(tmp_path):
+    handler = "signal.signal(signal.SIGWINCH, lambda *a: (print('resized', flush=True), exit(5)))"
+    proc, out = start_metered(tmp_path, sleeper(60, before=handler))
+    os.kill(proc.pid, signal.SIGWINCH)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert (proc.returncode, stdout) == (5, "resized\n"), stderr
+    assert json.loads(out.read_text())["signals"] == []

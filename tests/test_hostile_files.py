@@ -4,10 +4,12 @@ and a raw series that cannot be real is a damaged record (exit 2), never a figur
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -229,3 +231,156 @@ def test_nan_and_infinity_are_not_json(tmp_path, probe_data):
     path.write_text(text)
     with pytest.raises(errors.RecordError, match=r"not JSON.*NaN is not a JSON value"):
         records.read_json(path, "probe")
+
+
+# -- damaged fields: one line and exit 2 from every reader, never a traceback --------------------------
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def run_data():
+    """A simulated run record (as JSON)."""
+    from nvmeter.command import SimulatedLife, run_command
+
+    board = SimulatedBoard(SimConfig(seed=5))
+    return json.loads(
+        json.dumps(records._clean(run_command(["true"], [board], life=SimulatedLife(board)).to_dict()))
+    )
+
+
+@pytest.fixture(scope="module")
+def score_data():
+    """A score record (as JSON) that nvmeter summarize reads."""
+    return json.loads((FIXTURES / "score-v2.json").read_text())
+
+
+def damaged(tmp_path, data, change, name="r.json"):
+    data = json.loads(json.dumps(data))
+    change(data)
+    return write(tmp_path, data, name)
+
+
+def set_at(*keys_and_value):
+    """A change that sets data[k1][k2]…[kn] = value."""
+    *keys, value = keys_and_value
+
+    def change(data):
+        for key in keys[:-1]:
+            data = data[key]
+        data[keys[-1]] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("record", "command", "version"),
+    [("probe", "show", 5.0), ("run", "show", 1.0), ("score", "summarize", 2.0), ("probe", "show", True)],
+)
+def test_a_schema_version_that_is_not_an_int_is_refused(
+    tmp_path, probe_data, run_data, score_data, record, command, version
+):
+    data = {"probe": probe_data, "run": run_data, "score": score_data}[record]
+    path = damaged(tmp_path, data, set_at("schema_version", version))
+    line = one_line_error(nvmeter(command, path), 2)
+    assert f"{path}: {record} schema_version {version!r} is not one this nvmeter reads" in line
+    with pytest.raises(errors.RecordError, match="schema_version"):
+        records.read_json(path, record)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (set_at("wall_s", "1.5"), "wall_s is '1.5', not a finite number >= 0"),
+        (set_at("wall_s", -1.0), "wall_s is -1.0, not a finite number >= 0"),
+        (set_at("idle", {}), "idle.kind is None"),
+        (set_at("idle", None), "idle is None, not a mapping"),
+        (set_at("boards", 0, "window", "device", "name", None), r"boards\[0\].window.device.name is None"),
+        (set_at("command", ["true", 1]), r"command\[1\] is 1, not a string"),
+        (set_at("command", "true"), "command is 'true', not a list"),
+        (set_at("pid", "12"), "pid is '12', not an integer"),
+        (set_at("signals", [2]), r"signals\[0\] is 2, not a string"),
+        (set_at("boards", 0, "other_pids", "1"), r"boards\[0\].other_pids is '1', not a list"),
+        (
+            set_at("boards", 0, "window", "end", "energy_mj", -1, 1e308),
+            "1e\\+308, not an energy counter read",
+        ),
+        (set_at("boards", 0, "window", "samples", "power_w", 0, -5.0), "a negative power sample"),
+        (set_at("boards", 0, "window", "samples", "power_w", 0, "5"), "power samples with .*non-finite"),
+        (set_at("boards", 0, "window", "calls", "1"), "malformed Measurement"),
+    ],
+)
+def test_a_damaged_run_record_is_one_line_and_exit_2(tmp_path, run_data, change, why):
+    from nvmeter.command import load_run
+
+    path = damaged(tmp_path, run_data, change)
+    line = one_line_error(nvmeter("show", path), 2)
+    assert re.search(f"{re.escape(str(path))}: damaged run record: .*{why}", line), line
+    with pytest.raises(errors.RecordError, match=f"damaged run record: .*{why}"):
+        load_run(path)
+
+
+def test_an_undamaged_run_record_shows(tmp_path, run_data):
+    result = nvmeter("show", write(tmp_path, run_data))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("true exited 0")
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (
+            lambda d: d["probes"]["reference"]["raw"]["trials"]["constant"]["load"]["end"][
+                "energy_mj"
+            ].__setitem__(-1, 1e308),
+            r"probes\.reference\..*energy_mj\[\d+\] is 1e\+308, not an energy counter read",
+        ),
+        (set_at("board", "name", None), "board.name is None, not a string"),
+        (set_at("started_utc", 5), "started_utc is 5, not a string"),
+    ],
+)
+def test_a_damaged_probe_record_is_one_line_and_exit_2(tmp_path, probe_data, change, why):
+    path = damaged(tmp_path, probe_data, change)
+    for args in (("show", path), ("check", "--probe", path)):
+        line = one_line_error(nvmeter(*args), 2)
+        assert re.search(f"{re.escape(str(path))}: damaged probe record: {why}", line), line
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (set_at("target", "name", None), "target.name is None, not a string"),
+        (set_at("board", "name", None), "board.name is None, not a string"),
+        (set_at("created_utc", 0), "created_utc is 0, not a string"),
+        (
+            set_at("energy", "method", "window", "end", "energy_mj", -1, 1e308),
+            "1e\\+308, not an energy counter",
+        ),
+        (set_at("energy", "method", "window", "calls", "1"), "malformed Measurement"),
+    ],
+)
+def test_a_damaged_score_record_is_one_line_and_exit_2(tmp_path, score_data, change, why):
+    path = damaged(tmp_path, score_data, change, "run-001.json")
+    line = one_line_error(nvmeter("summarize", path), 2)
+    assert re.search(f"{re.escape(str(path))}: damaged score record.*{why}", line), line
+    line = one_line_error(nvmeter("summarize", tmp_path), 2)  # the folder: the same record, the same line
+    assert re.search(f"{re.escape(str(path))}: damaged score record.*{why}", line), line
+
+
+def test_the_read_boundary_names_the_file_and_hides_no_programming_error(tmp_path):
+    path = tmp_path / "r.json"
+    for exc, shown in [
+        (OverflowError("int too large"), "OverflowError: int too large"),
+        (KeyError("board"), "lacks 'board'"),
+        (records.BadField("wall_s is -1"), "wall_s is -1"),
+        (errors.RecordError("a malformed Measurement (x)"), "a malformed Measurement (x)"),
+        (ValueError("a\nb"), r"ValueError: a\nb"),  # one line, whatever the file held
+    ]:
+        with pytest.raises(errors.RecordError) as got, records.building(path, "run"):
+            raise exc
+        assert str(got.value) == f"{path}: damaged run record: {shown}"
+    named = errors.RecordError(f"{path}: holds no probe results")
+    with pytest.raises(errors.RecordError) as got, records.building(path, "probe"):
+        raise named
+    assert got.value is named  # already names the file: unchanged
+    with pytest.raises(NameError), records.building(path, "run"):  # a bug, not a damaged record
+        raise NameError("undefined")

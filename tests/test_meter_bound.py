@@ -3,6 +3,7 @@ state, transient windows, impossible readings, misuse, and measure()'s sub-windo
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -10,7 +11,7 @@ from nvmeter import errors
 from nvmeter.boards import profile as profiles
 from nvmeter.boards.protocol import BoardIdentity, BoardState
 from nvmeter.boards.simulated import SimConfig, SimulatedBoard
-from nvmeter.meter import spread
+from nvmeter.meter import errormodel, spread
 from nvmeter.meter.adaptive import measure
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.measurement import Measurement
@@ -254,7 +255,7 @@ def test_a_window_names_its_profile_in_its_record():
     board.set_load(0.0)
     record = w.result.to_dict()
     assert record["profile"]["source"] == "test" and record["tail_s"] == 0.08
-    assert record["schema_version"] == 3 and record["model_version"] == 2
+    assert record["schema_version"] == 3 and record["model_version"] == errormodel.CURRENT
 
 
 def test_a_probe_file_gives_its_board_s_profile_and_windows_can_use_it(tmp_path, sim_rig):
@@ -287,3 +288,20 @@ def test_the_committed_h200_probe_derives_its_profile():
     assert full.polling_artefact_w == pytest.approx(2.81, abs=0.01)
     quick = load_report(results / "probe-h200-quick.json").profile()
     assert quick.polling_artefact_w == profiles.HOPPER.polling_artefact_w  # quick skips polling
+
+
+def test_a_tiny_transient_window_is_bound_by_its_own_energy_not_a_vanishing_time():
+    board = SimulatedBoard(SimConfig(seed=4))
+    board.set_context(True)
+    board.clock.sleep(1.0)
+    with EnergyWindow(board, sync="none", idle=board.config.idle_context_w) as w:
+        board.set_load(550.0)
+        board.clock.sleep(0.0005)  # a ~0.5 ms command
+        board.set_load(0.0)
+        w.call()
+    m = w.result
+    assert m.transient and m.model_version == 3
+    old = replace(m, model_version=2)  # a record of model 2 keeps its figure
+    fixed_s = errormodel.model(3).transient_fixed_s
+    assert old.state_err_j - m.state_err_j == pytest.approx(fixed_s * m.work_w - abs(m.above_idle_j))
+    assert m.above_idle_j > 0 and m.state_err_j < 1.1 * m.above_idle_j < old.state_err_j / 4

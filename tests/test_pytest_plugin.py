@@ -186,7 +186,7 @@ def test_a_malformed_marker_is_one_line(pytester, mark, words):
 def test_no_gpu_is_a_clean_skip_with_its_reason(pytester, monkeypatch):
     class NoGpuBoard:
         def __init__(self, *args, **kwargs):
-            raise errors.NoGpu("NVML sees no GPU (test)")
+            raise errors.NoGpu("NVML sees no GPU (test); try --simulate")
 
     monkeypatch.setattr("nvmeter.boards.nvml.NvmlBoard", NoGpuBoard)
     pytester.makepyfile(
@@ -204,7 +204,7 @@ def test_fixture(energy):
     )
     result = pytester.runpytest("-rs")
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines(["*no GPU to meter: NVML sees no GPU (test)*"])
+    result.stdout.fnmatch_lines(["*no GPU to meter: NVML sees no GPU (test); try --energy-simulate*"])
 
 
 def test_the_json_path_is_checked_before_the_run(pytester, tmp_path):
@@ -231,3 +231,17 @@ def test_the_verdict_follows_figure_and_bound(figure, bound, outcome):
 def test_an_unreliable_figure_is_never_judged_a_pass():
     verdict = judge(FakeMeasurement(1.0, 0.1, reason="no calls"), Budget(100.0))
     assert verdict.outcome == "unreliable" and "no calls" in verdict.text
+
+
+@pytest.mark.parametrize(
+    "idle, words",
+    [
+        ("abc", "*--energy-idle: it takes a probe file or watts*"),
+        ("1e300", "*--energy-idle: idle power must be 0 to 5,000 W*"),
+    ],
+)
+def test_a_bad_idle_is_refused_before_the_run(pytester, idle, words):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest(f"--energy-idle={idle}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([words])

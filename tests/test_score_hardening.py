@@ -267,7 +267,14 @@ def test_ctrl_c_while_typer_parses_the_arguments_is_one_line():
     assert result.stderr == "nvmeter: interrupted; nothing written\n"
 
 
-def test_ctrl_c_during_a_command_still_runs_its_cleanup(tmp_path, data):
+@pytest.mark.parametrize(
+    "sig, code, words",
+    [
+        (signal.SIGINT, 130, "interrupted; records of finished runs kept"),
+        (signal.SIGTERM, 143, "ended by SIGTERM; records of finished runs kept"),
+    ],
+)
+def test_ctrl_c_or_sigterm_during_a_command_still_runs_its_cleanup(tmp_path, data, sig, code, words):
     """Inside the command Python's handler is back: the scorer reaps its worker and says so."""
     out = tmp_path / "out"
     proc = subprocess.Popen(
@@ -288,10 +295,12 @@ def test_ctrl_c_during_a_command_still_runs_its_cleanup(tmp_path, data):
         "nvmeter.worker.child" in cmdline(c) for c in psutil.Process(proc.pid).children()
     ):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    workers = [c for c in psutil.Process(proc.pid).children() if "nvmeter.worker.child" in cmdline(c)]
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
-    assert "interrupted; records of finished runs kept" in one_line(err)
+    assert proc.returncode == code
+    assert words in one_line(err)
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
 
 
 # -- every output file gets the umask's mode -----------------------------------------------------------

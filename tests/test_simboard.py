@@ -129,3 +129,33 @@ def test_counter_backwards_and_reset(sim_board):
 def test_same_seed_same_series():
     a, b = SimulatedBoard(SimConfig(seed=3)), SimulatedBoard(SimConfig(seed=3))
     assert poll_counter(a, a.clock, 1.0) == poll_counter(b, b.clock, 1.0)
+
+
+def test_windows_in_several_threads_share_one_simulated_board():
+    import threading
+
+    from nvmeter.clock import RealClock
+    from nvmeter.meter.window import EnergyWindow
+
+    board = SimulatedBoard(SimConfig(seed=1), RealClock())  # real time: the threads really overlap
+    board.set_context(True)
+    board.set_load(300.0)
+    failures, results = [], []
+
+    def windows():
+        try:
+            for _ in range(2):
+                with EnergyWindow(board, sync="none", idle=board.config.idle_context_w) as w:
+                    board.clock.sleep(0.3)
+                    w.call()
+                results.append(w.result)
+        except Exception as exc:  # the test reports it below
+            failures.append(repr(exc))
+
+    threads = [threading.Thread(target=windows) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not failures and len(results) == 8
+    assert all(m.reliable and abs(m.per_call_mj / 1e3 / m.window_s - 300.0) < 30.0 for m in results)

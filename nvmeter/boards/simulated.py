@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import math
+import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -190,6 +192,17 @@ class _Trace:
         return (self.energy_j(b_s) - self.energy_j(a_s)) / max(b_s - a_s, _GRID_S)
 
 
+def _locked(method):
+    """One caller at a time: a window's poller thread, or windows in several threads, share the model."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
 class SimulatedBoard:
     """A model of an NVML board. Implements :class:`nvmeter.boards.protocol.Board`.
 
@@ -203,6 +216,7 @@ class SimulatedBoard:
     """
 
     def __init__(self, config: SimConfig | None = None, clock: VirtualClock | None = None) -> None:
+        self._lock = threading.RLock()
         self.config = config or SimConfig()
         self.clock = clock or VirtualClock()
         self._rng = np.random.default_rng(self.config.seed)
@@ -243,6 +257,7 @@ class SimulatedBoard:
         return f"SimulatedBoard(t={self.clock.now():.3f} s, target={self._target_w:.1f} W)"
 
     # -- the worker's side -------------------------------------------------
+    @_locked
     def set_context(self, open_: bool, pid: int = 0) -> None:
         """A CUDA context opens (held by process ``pid``) or closes (each change kept in ``context_log``)."""
         if open_ != self._context:
@@ -251,11 +266,13 @@ class SimulatedBoard:
         self._context_pid = pid
         self._retarget()
 
+    @_locked
     def set_frozen(self, frozen: bool) -> None:
         """The context's process is stopped (SIGSTOP) or resumed."""
         self._frozen = frozen
         self._retarget()
 
+    @_locked
     def set_load(self, above_idle_w: float, at_s: float | None = None) -> None:
         """Load power above context idle, W (0 for none), from ``at_s`` (default: now)."""
         if at_s is None or at_s <= self.clock.now():
@@ -265,10 +282,12 @@ class SimulatedBoard:
             self._scheduled.append((at_s, above_idle_w))
             self._scheduled.sort()
 
+    @_locked
     def cancel_load_change(self, at_s: float) -> None:
         """Drop the load change :meth:`set_load` scheduled for ``at_s`` (a job stopped early)."""
         self._scheduled = [(t, w) for t, w in self._scheduled if t != at_s]
 
+    @_locked
     def inject(self, fault: Fault, at_s: float | None = None, until_s: float | None = None) -> None:
         """Show ``fault`` from virtual time ``at_s`` (default: now) until ``until_s`` (default: for good)."""
         at_s = self.clock.now() if at_s is None else at_s
@@ -277,11 +296,13 @@ class SimulatedBoard:
         if until_s is not None:
             self._fault_ends[fault] = until_s
 
+    @_locked
     def true_energy_j(self, a_s: float, b_s: float) -> float:
         """The model's exact energy between two virtual times, J (test oracle)."""
         self._advance(max(a_s, b_s))
         return self._trace.energy_j(b_s) - self._trace.energy_j(a_s)
 
+    @_locked
     def replay_counter_reads(self, t0_s: float, timeout_s: float) -> tuple[tuple, tuple, tuple]:
         """The counter reads a second thread polling back to back from ``t0_s`` would have made.
 
@@ -464,6 +485,7 @@ class SimulatedBoard:
             simulated=True,
         )
 
+    @_locked
     def energy_mj(self) -> int:
         """Counter value, mJ; the value is the one at the start of the read's latency."""
         self._advance(self.clock.now())
@@ -483,14 +505,17 @@ class SimulatedBoard:
         self.clock.sleep(self.config.field_read_s)
         return round(value_w * 1e3) / 1e3
 
+    @_locked
     def power_instant_w(self) -> float:
         """Sensed power of the last counter update, W."""
         return self._field(self._instant_w)
 
+    @_locked
     def power_average_w(self) -> float:
         """~1 s average as of the last counter update, W."""
         return self._field(self._average_w)
 
+    @_locked
     def power_samples(self, since_s: float | None = None) -> tuple[PowerSample, ...]:
         """The sample buffer, oldest first."""
         self._advance(self.clock.now())
@@ -498,6 +523,7 @@ class SimulatedBoard:
         self.clock.sleep(self.config.samples_read_s)
         return tuple(s for s in self._samples if since_s is None or s.t_s > since_s)
 
+    @_locked
     def utilization(self) -> Utilization:
         """100% under load, 0 otherwise."""
         self._advance(self.clock.now())
@@ -505,15 +531,18 @@ class SimulatedBoard:
         busy = 100.0 if self._load_w > 0 and not self._frozen else 0.0
         return Utilization(busy, busy / 2)
 
+    @_locked
     def compute_process_count(self) -> int:
         """1 while a context is open, plus :attr:`other_pids`."""
         return len(self.compute_pids())
 
+    @_locked
     def compute_pids(self) -> tuple[int, ...]:
         """The context's holder (the pid given to :meth:`set_context`) and :attr:`other_pids`."""
         self._check_faults(energy=False, what=_PROCESSES)
         return ((self._context_pid,) if self._context else ()) + tuple(self.other_pids)
 
+    @_locked
     def state(self) -> BoardState:
         """Clocks, temperature and reasons from the model (power cap when the limit binds)."""
         self._advance(self.clock.now())

@@ -8,10 +8,12 @@ child's whole life, start-up and CUDA context included, reading the sample buffe
 once a second, and closes on the first counter step after the child has exited. The
 figures are the window's: gross energy, energy above that idle with its bound, mean power.
 
-Signals: SIGINT and SIGTERM that reach nvmeter are forwarded to the child and remembered;
-the window closes when the child exits, and the record says it was interrupted. A Ctrl-C
-at a terminal already reaches the child (same foreground process group), so it is not sent
-twice (as ``uv run`` decides, docs/facts.md). A third signal kills the child.
+Signals: the child starts in a session of its own, so everything it starts can be killed
+with it, and a terminal's signals reach only nvmeter. SIGINT, SIGTERM, SIGHUP and SIGQUIT
+that reach nvmeter are forwarded to the child's process group and remembered; the window
+closes when the child exits, and the record says it was interrupted. A third such signal
+kills the whole group. SIGWINCH is passed on, and SIGTSTP (Ctrl-Z) stops the group, then
+nvmeter; continuing nvmeter continues it.
 
 On the simulated board (``--simulate``) the child cannot drive the board's virtual clock,
 so :class:`SimulatedLife` does: while the child lives, the virtual clock follows the host's

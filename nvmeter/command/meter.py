@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from pathlib import Path
 from nvmeter import errors
 from nvmeter.boards.protocol import Board
 from nvmeter.command.life import Life, RealLife, SimulatedLife
-from nvmeter.command.process import Forwarding, resolve_command, spawn
+from nvmeter.command.process import Forwarding, resolve_command, signal_group, spawn
 from nvmeter.command.record import BoardRun, CommandRun
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.window import EnergyWindow
@@ -117,8 +118,8 @@ def run_command(
             for w in reversed(windows):
                 w.__exit__(None, None, None)
     finally:
-        if proc.poll() is None:  # nvmeter failed: leave no child behind
-            proc.kill()
+        if proc.poll() is None:  # nvmeter failed: leave nothing of the command behind
+            signal_group(proc, signal.SIGKILL)
             proc.wait()
     return CommandRun(
         argv=tuple(argv),

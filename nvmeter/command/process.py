@@ -13,9 +13,11 @@ from pathlib import Path
 
 from nvmeter import errors
 
-# The signal that ends a child which ignored the ones before it.
+# The signal that kills the command's whole group, when it ignored the ones before it.
 KILL_AFTER_SIGNALS = 3
-FORWARDED = (signal.SIGINT, signal.SIGTERM)
+# The signals that ask nvmeter to end: each is passed on to the command and recorded, and the
+# window stays open until the command has ended (a terminal hangup or Ctrl-\ loses nothing).
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 def resolve_command(argv: Sequence[str]) -> str:
@@ -42,13 +44,20 @@ def resolve_command(argv: Sequence[str]) -> str:
 
 
 def spawn(argv: Sequence[str]) -> subprocess.Popen:
-    """Start ``argv`` with this process's standard streams, in this process group.
+    """Start ``argv`` with this process's standard streams, in a session of its own.
+
+    A session (not just a process group) so that the whole tree the command starts can be
+    signalled and killed at once (:func:`signal_group`), and so that a command reading the
+    terminal is not stopped: a background group of nvmeter's session would get SIGTTIN or
+    SIGTTOU, but a terminal that is not the command's controlling one has no job control.
+    The price: the command has no ``/dev/tty``, and the terminal's signals reach only
+    nvmeter, which passes them on (:class:`Forwarding`).
 
     Raises:
         CommandNotFound, CommandNotExecutable, UsageError: it could not be started.
     """
     try:
-        return subprocess.Popen(list(argv))
+        return subprocess.Popen(list(argv), start_new_session=True)
     except FileNotFoundError as exc:
         raise errors.CommandNotFound(f"command not found: {argv[0]}") from exc
     except PermissionError as exc:
@@ -57,23 +66,23 @@ def spawn(argv: Sequence[str]) -> subprocess.Popen:
         raise errors.UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
 
 
-def _terminal_sent_it_too(child_pid: int) -> bool:
-    """True when a Ctrl-C at our terminal also reached the child: same foreground group."""
-    try:
-        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
-    except OSError:
-        return False  # no controlling terminal: the signal came from kill(2)
-    try:
-        foreground = os.tcgetpgrp(fd)
-        return foreground == os.getpgrp() == os.getpgid(child_pid)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
+def signal_group(proc: subprocess.Popen, signum: int) -> None:
+    """Send ``signum`` to the command's process group (its id is the command's pid).
+
+    Not once the command is reaped: its id could then name another process's group. Until
+    then the unreaped leader holds the id, so no other group can have it.
+    """
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signum)
 
 
 class Forwarding:
-    """While open: SIGINT and SIGTERM go on to the child and are remembered, in order."""
+    """While open: the signals that reach nvmeter go on to the command's process group.
+
+    Those in :data:`FORWARDED` are remembered, in order, and the third kills the group;
+    SIGWINCH is passed on; SIGTSTP (Ctrl-Z) stops the group, then nvmeter.
+    """
 
     def __init__(self, proc: subprocess.Popen) -> None:
         self._proc = proc
@@ -82,8 +91,10 @@ class Forwarding:
 
     def __enter__(self) -> Forwarding:
         if threading.current_thread() is threading.main_thread():
-            for sig in FORWARDED:
-                self._saved[sig] = signal.signal(sig, self._handle)
+            handlers = {sig: self._handle for sig in FORWARDED}
+            handlers |= {signal.SIGWINCH: self._pass_on, signal.SIGTSTP: self._suspend}
+            for sig, handler in handlers.items():
+                self._saved[sig] = signal.signal(sig, handler)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -92,10 +103,18 @@ class Forwarding:
 
     def _handle(self, signum: int, _frame) -> None:
         self.received.append(signal.Signals(signum).name)
-        if self._proc.returncode is not None:
-            return  # already reaped: nothing to forward to
-        with contextlib.suppress(ProcessLookupError):
-            if len(self.received) >= KILL_AFTER_SIGNALS:
-                os.kill(self._proc.pid, signal.SIGKILL)
-            elif not (signum == signal.SIGINT and _terminal_sent_it_too(self._proc.pid)):
-                os.kill(self._proc.pid, signum)
+        # the command has no terminal, so a Ctrl-C reached it only through us: always send
+        kill = len(self.received) >= KILL_AFTER_SIGNALS
+        signal_group(self._proc, signal.SIGKILL if kill else signum)
+
+    def _pass_on(self, signum: int, _frame) -> None:
+        signal_group(self._proc, signum)  # a terminal resize, for a full-screen command
+
+    def _suspend(self, _signum: int, _frame) -> None:
+        # SIGSTOP, not SIGTSTP: the command's group is orphaned (its parent is in another
+        # session), and the kernel discards SIGTSTP's default stop in an orphaned group
+        signal_group(self._proc, signal.SIGSTOP)
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTSTP)  # returns once continued (at once if we are orphaned too)
+        signal.signal(signal.SIGTSTP, self._suspend)
+        signal_group(self._proc, signal.SIGCONT)

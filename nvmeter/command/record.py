@@ -8,7 +8,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvmeter import __version__, errors, records, verify
+from nvmeter import __version__, records, verify
+from nvmeter.meter import sanity
 from nvmeter.meter.measurement import Measurement
 
 # A command shorter than this also gets the sample buffer's reading beside the edges':
@@ -79,7 +80,7 @@ class CommandRun:
 
     @property
     def interrupted(self) -> bool:
-        """True when nvmeter received SIGINT or SIGTERM while the command ran."""
+        """True when nvmeter received a signal it forwards (INT, TERM, HUP, QUIT) while the command ran."""
         return bool(self.signals)
 
     def derived(self) -> dict:
@@ -196,19 +197,52 @@ def load_run(path: Path) -> CommandRun:
     """Read a run record, every derived figure verified against its raw readings.
 
     Raises:
-        RecordError: unreadable, another kind or schema, damaged, or a stored figure that
-            differs from its recomputation.
+        RecordError: unreadable, another kind or schema, damaged (a field of the wrong type
+            or out of range, a raw series that cannot be real: :mod:`nvmeter.meter.sanity`),
+            or a stored figure that differs from its recomputation.
     """
     data = records.read_json(path, "run")
-    try:
+    with records.building(path, "run"):
+        check_run(data)
         run = CommandRun.from_dict(data)
         fresh = [b.window.to_dict()["derived"] for b in run.boards]
         checks = [("derived", data.get("derived"), run.derived())]
-    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
-        raise errors.RecordError(f"{path}: damaged run record ({type(exc).__name__}: {exc})") from exc
-    checks += [
-        (f"boards[{i}].window.derived", data["boards"][i]["window"].get("derived"), block)
-        for i, block in enumerate(fresh)
-    ]
+        checks += [
+            (f"boards[{i}].window.derived", data["boards"][i]["window"].get("derived"), block)
+            for i, block in enumerate(fresh)
+        ]
     verify.check(path, checks)
     return run
+
+
+_IDLE_KINDS = ("before", "probe", "given")
+
+
+def check_run(d: dict) -> None:
+    """A run record's fields have their types and ranges, and its raw series can be real.
+
+    Raises:
+        BadField: the first field that is wrong (named as a dotted path); KeyError for a
+            missing one (both become a RecordError under :func:`nvmeter.records.building`).
+    """
+    records.items(d["command"], "command", records.text, empty=False)
+    records.integer(d["pid"], "pid", at_least=0)
+    records.integer(d["returncode"], "returncode")
+    records.number(d["wall_s"], "wall_s", at_least=0)
+    records.items(d["signals"], "signals", records.text)
+    idle = records.mapping(d["idle"], "idle")
+    if idle.get("kind") not in _IDLE_KINDS:
+        raise records.BadField(f"idle.kind is {idle.get('kind')!r}, not one of {', '.join(_IDLE_KINDS)}")
+    records.text(idle.get("path"), "idle.path", none=True)
+    records.text(d["started_utc"], "started_utc")
+    records.mapping(d.get("simulated"), "simulated", none=True)
+    records.items(d["boards"], "boards", records.mapping, empty=False)
+    for i, b in enumerate(d["boards"]):
+        where = f"boards[{i}]"
+        if b["other_pids"] is not None:
+            records.items(b["other_pids"], f"{where}.other_pids", records.integer)
+        window = records.mapping(b["window"], f"{where}.window")
+        records.board(window["device"], f"{where}.window.device")
+        records.counters(window, f"{where}.window")
+        for at, why in sanity.faults(window, f"{where}.window"):
+            raise records.BadField(f"{why} (at {at})")

@@ -27,6 +27,10 @@ IDLE_AGREEMENT = 0.10
 # Settle after freezing a process before measuring: docs/facts.md and the A100
 # scorer used 3 s.
 FREEZE_SETTLE_S = 3.0
+# No board NVML meters draws this much: NVIDIA's datasheets give 700 W for the H200 SXM,
+# 1,000 W per B200 GPU and 2,700 W for a whole GB200 superchip (two GPUs and a CPU). An idle
+# figure above it is a typo or a unit slip (mW), not an idle.
+MAX_BOARD_W = 5_000.0
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,9 @@ class IdleBaseline:
             UsageError: a negative or non-finite power or error.
         """
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (power_w, err_w))
-        if not numbers or not (0 <= power_w < float("inf") and 0 <= err_w < float("inf")):
-            raise errors.UsageError(f"idle power must be a finite W >= 0, not {power_w!r} ± {err_w!r}")
+        if not numbers or not (0 <= power_w <= MAX_BOARD_W and 0 <= err_w <= MAX_BOARD_W):
+            limits = f"0 to {MAX_BOARD_W:,.0f} W (and its error too)"
+            raise errors.UsageError(f"idle power must be {limits}, not {power_w!r} ± {err_w!r}")
         return cls(float(power_w), float(err_w), "given")
 
     @classmethod
@@ -149,10 +154,21 @@ def measure_frozen(
 
 
 def idle_spec(text: str | None) -> str | Path | float:
-    """An ``--idle`` option as a window's ``idle=``: None (measure), watts, or a probe file's path."""
+    """An ``--idle`` option as a window's ``idle=``: None (measure), watts, or a probe file's path.
+
+    Raises:
+        UsageError: watts out of range, or no file at the path (said before any work starts).
+    """
     if text is None:
         return "measure"
     try:
-        return float(text)
+        power_w = float(text)
     except ValueError:
-        return Path(text)
+        path = Path(text)
+        if not path.is_file():
+            raise errors.UsageError(
+                f"--idle takes a probe file or watts, and {text!r} is neither (no such file)"
+            ) from None
+        return path
+    IdleBaseline.given(power_w)
+    return power_w

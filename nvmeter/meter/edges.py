@@ -158,6 +158,7 @@ def poll_in_background(board: Board, timeout_s: float, samples_after_s: float | 
         ``samples()`` the buffer read after them.
 
     """
-    if hasattr(board, "replay_counter_reads"):
+    # a simulated board on a real clock (the simulated twins of a multi-process job) polls like a GPU
+    if hasattr(board, "replay_counter_reads") and hasattr(board.clock, "advance_to"):
         return _ReplayPoll(board, timeout_s, samples_after_s)
     return _ThreadPoll(board, timeout_s, samples_after_s)

@@ -23,12 +23,17 @@ History:
        spread, a Student-t interval at ``confidence``, plus ``state_floor_rel``, instead of
        ``state_rel``. Constants: ``bench/window_accuracy.py fit`` on one H200's fit kinds,
        checked on another H200's other kinds (docs/window.md).
+    3: model 2, with the transient window's ``transient_fixed_s`` term held to the window's
+       own energy above idle (``fixed_capped``): for work shorter than ``transient_fixed_s``
+       the work's mean power is energy over a vanishing time, and a ~0.1 ms command metered
+       by ``nvmeter run`` got a bound of +-145 J. The same figures as model 2 for any work of
+       3 ms or more.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nvmeter import errors
 
@@ -54,6 +59,7 @@ class ErrorModel:
         state_floor_rel: Floor of the sub-windows' Student-t interval, share of the energy above idle.
         confidence: Two-sided confidence of the Student-t interval.
         min_subwindows: Sub-windows needed before their spread replaces ``state_rel``.
+        fixed_capped: The ``transient_fixed_s`` term is at most the energy above idle.
 
     """
 
@@ -69,6 +75,7 @@ class ErrorModel:
     state_floor_rel: float = 0.0
     confidence: float = 0.95
     min_subwindows: int = 3
+    fixed_capped: bool = False
 
 
 MODELS: dict[int, ErrorModel] = {
@@ -93,6 +100,7 @@ MODELS: dict[int, ErrorModel] = {
         state_floor_rel=0.007,
     ),
 }
+MODELS[3] = replace(MODELS[2], version=3, fixed_capped=True)
 CURRENT = max(MODELS)
 
 

@@ -367,9 +367,10 @@ class Measurement:
         else:
             term = m.state_rel * above + (m.limited_rel * above if self.limited else 0.0)
         if self.transient and self.work_s > 0:
-            term += m.transient_fixed_s * self.work_w + m.transient_rel * above * min(
-                1.0, m.transient_s / self.work_s
-            )
+            fixed_j = m.transient_fixed_s * self.work_w
+            if m.fixed_capped:  # the burst after a pause is no more than the work's own energy
+                fixed_j = min(fixed_j, above)
+            term += fixed_j + m.transient_rel * above * min(1.0, m.transient_s / self.work_s)
         return term
 
     @property

@@ -18,7 +18,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass
 
-from nvmeter import records
+from nvmeter import errors, records
 from nvmeter.boards.protocol import BoardIdentity
 from nvmeter.provenance import Provenance
 from nvmeter.score.checks import Check, energy_checks
@@ -244,7 +244,22 @@ class RunRecord:
         """Rebuild from :meth:`to_dict` (stored derived figures are not read).
 
         ``d`` is of the current version: :func:`nvmeter.records.read_json` upgrades older ones.
+
+        Raises:
+            BadField (a ValueError): a field of the wrong type or out of range, named, or a
+                malformed energy window; KeyError, TypeError, ValueError: other damage (the
+                caller names the file: :func:`nvmeter.records.building`).
         """
+        check_record(d)
+        try:
+            return cls._from_dict(d)
+        except (
+            errors.RecordError
+        ) as exc:  # a malformed Measurement: a ValueError here, so the caller names the file
+            raise records.BadField(str(exc)) from exc
+
+    @classmethod
+    def _from_dict(cls, d: dict) -> RunRecord:
         return cls(
             run=d["run"],
             target=Target.from_dict(d["target"]),
@@ -261,3 +276,29 @@ class RunRecord:
             provenance=Provenance.from_dict(d["provenance"]) if d["provenance"] is not None else None,
             rederived=tuple(d["rederived"]),
         )
+
+
+def check_record(d: dict) -> None:
+    """A score record's fields that the tables show or sort by have their types, and its counters count.
+
+    Raises:
+        BadField: the first field that is wrong, named as a dotted path; KeyError for a
+            missing one.
+    """
+    records.integer(d["run"], "run", at_least=1)
+    records.integer(d["difficulty"], "difficulty")
+    target = records.mapping(d["target"], "target")
+    for key in ("name", "file", "function", "sha256"):
+        records.text(target[key], f"target.{key}")
+    if not isinstance(target["registered"], bool):
+        raise records.BadField(f"target.registered is {target['registered']!r}, not true or false")
+    records.integer(target["difficulty"], "target.difficulty", none=True)
+    records.mapping(target["sources"], "target.sources", none=True)
+    records.board(d["board"], "board")
+    records.text(d["created_utc"], "created_utc")
+    records.text(d["error"], "error", none=True)
+    records.integer(d["worker_pid"], "worker_pid", none=True)
+    records.items(d["warmup_ms"], "warmup_ms", records.number)
+    records.items(d["calls"], "calls", records.mapping)
+    if d["energy"] is not None:
+        records.counters(records.mapping(d["energy"], "energy"), "energy")
