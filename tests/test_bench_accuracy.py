@@ -538,3 +538,67 @@ def test_trials_whose_windows_return_find_their_end_in_the_next_calls(tmp_path):
     assert f["exit"] == "return"
     half = f["kinds"]["fp32"]["rows"]["warm@0.5"]
     assert half["n"] >= 5 and half["bound_contains"] == 1.0 and half["within_1pct"] == 1.0
+
+
+def test_limits_keep_only_the_warm_lengths_asked_for():
+    full, floor, hard = plan.limits(("warm", "single"), None, (0.5,))
+    for c in (full, floor, hard):
+        assert c.warm == {0.5: plan.FULL.warm[0.5]}
+    assert full.single == plan.FULL.single
+    with pytest.raises(ValueError, match="warm window lengths"):
+        plan.limits(None, None, (0.3,))
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "--warm-s", "0.3"])
+
+
+@pytest.fixture(scope="module")
+def enclosed_run(tmp_path_factory):
+    """One kind with --enclose: the warm stream inside its reference, and isolated references."""
+    out = tmp_path_factory.mktemp("enc") / "enc.json"
+    config = runner.Config(
+        kinds=("copy",), budget_s=90.0, verbose=False, only=("warm", "single"), warm_s=(0.5,),
+        exit="return", enclose=True,
+    )  # fmt: skip
+    runner.run(out, config, board=_board(seed=11))
+    return out
+
+
+def test_an_enclosing_reference_holds_its_warm_stream_in_one_unbroken_run(enclosed_run):
+    part = json.loads(enclosed_run.read_text())["kinds"]["copy"]
+    units = {u["id"]: u for u in part["units"]}
+    enclosing = [u for u in part["units"] if u.get("encloses")]
+    assert enclosing, "no reference enclosed a warm stream"
+    for ref in enclosing:
+        inner = [units[i] for i in ref["encloses"]]
+        assert all(u["type"] == "warm" for u in inner)
+        assert all(ref["t0_s"] <= u["t0_s"] and u["t1_s"] <= ref["t1_s"] for u in inner)
+        # the reference counted every call of its run, the trials' too
+        assert ref["calls"] >= sum(u["calls"] for u in inner) and ref["t1_s"] - ref["t0_s"] >= 10.0
+        assert all(u["gap_before_entry_ms"] <= 10.0 for u in inner[1:])  # the stream was never broken
+        assert ref["raw"]["calls"] == ref["calls"] == len(ref["call_ms"])
+
+
+def test_isolated_references_repeat_the_single_call_after_the_trials_pauses(enclosed_run):
+    part = json.loads(enclosed_run.read_text())["kinds"]["copy"]
+    isolated = [u for u in part["units"] if u.get("isolated")]
+    singles = {u["pause_s"] for u in part["units"] if u["type"] == "single"}
+    assert isolated and all(set(u["pauses_s"]) <= singles for u in isolated)
+    assert all(u["t1_s"] - u["t0_s"] >= 10.0 for u in isolated)
+
+
+def test_analysis_reads_warm_trials_against_their_enclosing_reference(enclosed_run):
+    rec = analysis.load(enclosed_run)
+    kd = analysis.kind_data(rec, "copy")
+    warm = [t for t in kd.trials if t.mode == "warm"]
+    assert warm and all(t.ref.encloses(t.unit) and not t.ref.isolated for t in warm)
+    iso = [t for t in kd.trials if t.mode == "single_iso"]
+    singles = [t for t in kd.trials if t.mode == "single"]
+    assert len(iso) == len(singles) > 0
+    assert all(t.ref.isolated for t in iso) and not any(t.ref.isolated for t in singles)
+    # an isolated reference is the single call itself: no share of the steady call applies
+    assert all(math.isclose(t.expected_mj, t.ref.per_call_mj) for t in iso)
+    summary = analysis.summarize_kind(kd)
+    assert summary["rows"]["single_iso@single"]["n"] == len(iso)
+    assert sum(r["isolated"] for r in summary["references"]) == len([r for r in kd.refs if r.isolated])
+    # the simulated twin's copies are steady: the enclosed warm windows read within 1% of it
+    assert summary["rows"]["warm@0.5"]["within_1pct"] >= 0.9

@@ -193,3 +193,67 @@ def test_a_block_too_short_to_tell_its_trailing_power_waits(board):
     truth = (board.true_energy_j(t0, t0 + 0.3) - board.config.idle_context_w * 0.3) * 1e3
     assert not m.end_in_work and m.reliable
     assert abs(m.per_call_mj - truth) <= m.per_call_mj_err
+
+
+class _ScriptedCounter:
+    """A board whose counter reads cost and return what a script says (an idle edge's reads)."""
+
+    def __init__(self, reads):
+        from nvmeter.clock import VirtualClock
+
+        self.clock = VirtualClock(0.0)
+        self._reads = list(reads)
+
+    def energy_mj(self):
+        cost_s, value = self._reads.pop(0)
+        self.clock.sleep(cost_s)
+        return value
+
+
+def test_an_idle_edge_goes_past_a_step_that_a_slow_read_blurred():
+    from nvmeter.meter.span import aligned_edge, sharp_edge
+
+    # a 16 ms read brackets the first step; the next is bracketed by 3 ms reads
+    script = [(0.003, 0), (0.016, 0), (0.003, 50)] + [(0.003, 50)] * 30 + [(0.003, 100)]
+    board = _ScriptedCounter(script)
+    assert len(aligned_edge(board, board.clock).steps) == 1  # the plain poll stops at the blurred one
+    board = _ScriptedCounter(script)
+    reads = sharp_edge(board, board.clock, 0.35)
+    assert len(reads.steps) == 2 and sharp(reads)
+    assert reads.edge_step()[2] < 0.005  # the edge is the second, sharp step
+    # a time-out ends the search: the blurred step is kept
+    board = _ScriptedCounter([(0.003, 0), (0.016, 0), (0.003, 50)] + [(0.003, 50)] * 200)
+    reads = sharp_edge(board, board.clock, 0.05)
+    assert len(reads.steps) == 1 and not sharp(reads)
+
+
+def test_an_idle_span_takes_its_edges_at_their_sharpest_steps():
+    from nvmeter.meter.span import AlignedSpan
+
+    start = _series((0.000, 0.003, 0.0), (0.003, 0.019, 0.0), (0.019, 0.022, 12.0), (0.100, 0.103, 12.0),
+                    (0.103, 0.106, 12.0), (0.106, 0.109, 24.0))  # fmt: skip
+    end = _series((1.000, 1.003, 120.0), (1.003, 1.006, 132.0))
+    span = AlignedSpan(start, end, ())
+    assert span.t_a_s == pytest.approx(0.106) and span.energy_j == pytest.approx((132 - 24) / 1e3)
+    assert span.edge_uncertainty_s == pytest.approx(0.003 + 0.003)
+
+
+def test_a_windows_idle_edges_are_sharp_even_when_reads_are_often_slow():
+    # half the reads slow: a single call's start edge (polled before the work, on a quiet board)
+    # and its end edge (after the tail) go past blurred steps, so each is sharp or timed out
+    board = SimulatedBoard(SimConfig(seed=5, read_spike_p=0.5))
+    board.set_context(True)
+    went_on = 0
+    for _ in range(15):
+        board.clock.sleep(0.6)
+        with EnergyWindow(board, sync="none", idle=board.config.idle_context_w) as w:
+            board.set_load(500.0)
+            board.clock.sleep(0.02)
+            board.set_load(0.0)
+            w.call()
+        m = w.result
+        for reads in (m.start, m.end):
+            assert sharp(reads) or reads.t1_s[-1] - reads.t0_s[0] >= m.profile.edge_timeout_s
+            went_on += len(reads.steps) > 1
+        assert m.reliable
+    assert went_on >= 3

@@ -6,6 +6,9 @@ spans together (``IdleBaseline.from_spans``, start and end), so trials and refer
 share one idle and its bound. A trial's reference is the one nearest in time among
 those within ``REF_WINDOW_S`` whose temperature range (±``REF_TEMP_C``) holds the
 trial's; a trial with none is counted apart (``ref_ok`` False), never silently compared.
+A trial inside a reference's span (``--enclose``: the warm stream inside one unbroken
+reference) takes that reference. Single calls are also read against the isolated
+references (the same single call after the same pauses, ``--enclose``): rows ``single_iso``.
 
 Figures per row (kind x type x window): n, median signed and median/max |error| of
 per-call mJ above idle, the share of stated bounds (``per_call_mj_err``) that contain
@@ -28,7 +31,7 @@ REF_WINDOW_S = 60.0
 REF_TEMP_C = 1.0
 # NVML clock-event reason bit of the software power cap (nvml.h; nvmeter.boards.protocol).
 SW_POWER_CAP = 0x4
-MODES = ("warm", "transient", "single", "measure", "zeus")
+MODES = ("warm", "transient", "single", "single_iso", "measure", "zeus")
 # Board-profile figures to read every window with instead of those it was recorded with (an
 # analysis option: a record made with one family default, read with a later one).
 PROFILE_CHANGES: dict = {}
@@ -87,7 +90,7 @@ def _temps(unit: dict) -> list[float]:
 
 @dataclass(frozen=True)
 class Ref:
-    """A reference: the same calls for >= 10 s in one window."""
+    """A reference: the same calls for >= 10 s in one window (isolated: single calls with pauses)."""
 
     id: str
     t_s: float
@@ -96,6 +99,15 @@ class Ref:
     per_call_mj_err: float
     work_ms_per_call: float
     unit: dict
+
+    @property
+    def isolated(self) -> bool:
+        """True for a reference of isolated single calls (the single-call trials' own)."""
+        return bool(self.unit.get("isolated"))
+
+    def encloses(self, unit: dict) -> bool:
+        """True when the trial ran inside this reference's span (one unbroken run of calls)."""
+        return self.unit["t0_s"] <= unit["t0_s"] and unit["t1_s"] <= self.unit["t1_s"]
 
 
 @dataclass(frozen=True)
@@ -176,12 +188,20 @@ def kind_data(rec: dict, name: str, model_version: int | None = None) -> KindDat
             )
         elif "raw" in u or u["type"] == "zeus":
             raw_trials.append(u)
-    trials = tuple(_trial(u, refs, idle, model_version) for u in raw_trials)
+    steady = [r for r in refs if not r.isolated]
+    isolated = [r for r in refs if r.isolated]
+    trials = tuple(_trial(u, steady, idle, model_version) for u in raw_trials)
+    if isolated:  # the same single calls, read against what an isolated call costs
+        trials += tuple(
+            _trial(u, isolated, idle, model_version, "single_iso")
+            for u in raw_trials
+            if u["type"] == "single"
+        )
     return KindData(name, part.get("work") or {}, idle, len(part["idle_spans"]), tuple(refs), trials, part)
 
 
-def _trial(u: dict, refs: list[Ref], idle, model_version) -> Trial:
-    mode = u["type"]
+def _trial(u: dict, refs: list[Ref], idle, model_version, mode: str | None = None) -> Trial:
+    mode = mode or u["type"]
     if mode == "zeus":
         m = None
         pcm = (u["gross_j"] - idle.power_w * u["time_s"]) * 1e3 / u["calls"]
@@ -189,22 +209,23 @@ def _trial(u: dict, refs: list[Ref], idle, model_version) -> Trial:
     else:
         m = measurement(u["raw"], idle, model_version)
         pcm, bound = m.per_call_mj, m.per_call_mj_err
-    key = {"single": "single", "measure": "measure"}.get(mode, u.get("window_s"))
+    key = {"single": "single", "single_iso": "single", "measure": "measure"}.get(mode, u.get("window_s"))
     t = (u["t0_s"] + u["t1_s"]) / 2
     temps = _temps(u)
-    ref, dt, temp_ok = match(t, statistics.fmean(temps) if temps else None, refs, u.get("run"))
+    ref, dt, temp_ok = match(t, statistics.fmean(temps) if temps else None, refs, u.get("run"), u)
     share = u.get("single_share", 1.0) if mode == "single" else 1.0
     expected = ref.per_call_mj * share if ref else math.nan
     return Trial(u, mode, key, m, pcm, bound, ref, dt, temp_ok, expected)
 
 
 def match(
-    t_s: float, temp_c: float | None, refs: list[Ref], run: int | None = None
+    t_s: float, temp_c: float | None, refs: list[Ref], run: int | None = None, unit: dict | None = None
 ) -> tuple[Ref | None, float, bool | None]:
     """The reference for a trial at ``t_s`` and ``temp_c``: nearest in time of those that match.
 
     Only references of the same ``run`` count (when given): a resumed record's clocks
-    may restart between runs.
+    may restart between runs. A reference whose span holds the trial's ``unit`` (an
+    enclosing reference) is taken before any other that matches.
 
     Returns:
         (reference, |time apart| s, temperature matched: True/False, None when unknown).
@@ -221,7 +242,8 @@ def match(
 
     near = [r for r in refs if abs(r.t_s - t_s) <= REF_WINDOW_S]
     good = [r for r in near if temp_ok(r) is not False]
-    pool = good or near or refs
+    enclosing = [r for r in good if unit is not None and r.encloses(unit)]
+    pool = enclosing or good or near or refs
     best = min(pool, key=lambda r: abs(r.t_s - t_s))
     return best, abs(best.t_s - t_s), temp_ok(best)
 
@@ -296,7 +318,7 @@ def overhead(kd: KindData) -> dict:
     if not warm or not kd.refs:
         return {}
     win_ms = sum(t.m.work_s for t in warm) / sum(t.m.calls for t in warm) * 1e3
-    ref_work = [r.unit for r in kd.refs]
+    ref_work = [r.unit for r in kd.refs if not r.isolated]
     ref_ms = sum(u["t1_s"] - u["t0_s"] for u in ref_work) / sum(u["calls"] for u in ref_work) * 1e3
     call_in = [x for t in warm for x in t.unit.get("call_ms", [])]
     call_ref = [x for u in ref_work for x in u.get("call_ms", [])]
@@ -350,7 +372,7 @@ def summarize_kind(kd: KindData) -> dict:
         for key in keys:
             trials = [t for t in kd.trials if t.mode == mode and t.key == key]
             rows[f"{mode}@{key}"] = {"mode": mode, "window": key, **row_stats(trials)}
-    ref_mj = [r.per_call_mj for r in kd.refs]
+    ref_mj = [r.per_call_mj for r in kd.refs if not r.isolated]
     return {
         "work": kd.work,
         "idle": {"power_w": kd.idle.power_w, "err_w": kd.idle.err_w, "spans": kd.idle_spans},
@@ -362,6 +384,8 @@ def summarize_kind(kd: KindData) -> dict:
                 "bound_rel": r.per_call_mj_err / abs(r.per_call_mj),
                 "temperature_c": list(r.temps),
                 "work_ms_per_call": r.work_ms_per_call,
+                "isolated": r.isolated,
+                "encloses": len(r.unit.get("encloses", [])),
             }
             for r in kd.refs
         ],
@@ -460,6 +484,7 @@ _POOLED_CELLS = (
     ("windows 0.25-4 s", "pooled_windows"),
     ("warm 0.5 s", "warm@0.5"),
     ("single call", "single@single"),
+    ("single call, isolated reference", "single_iso@single"),
     ("measure()", "measure@measure"),
 )
 

@@ -33,6 +33,19 @@ def _types(text: str) -> tuple[str, ...]:
     return _names(text, plan.TYPES, "trial types")
 
 
+def _lengths(text: str) -> tuple[float, ...]:
+    from accuracy import plan
+
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        values = ()
+    if not values or set(values) - set(plan.WARM_S):
+        known = ", ".join(f"{w:g}" for w in plan.WARM_S)
+        raise argparse.ArgumentTypeError(f"warm window lengths are among {known} s, not {text!r}")
+    return values
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -93,6 +106,12 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--seed", type=int, default=20261201)
         r.add_argument("--only", type=_types, default=None, help="comma-separated trial types (default all)")
         r.add_argument("--measure-runs", type=_positive_int, default=None, help="measure() trials a kind")
+        r.add_argument(
+            "--warm-s",
+            type=_lengths,
+            default=None,
+            help="comma-separated warm window lengths, s (default all)",
+        )
         if name == "run":
             r.add_argument("--out", type=Path, required=True, help="the record (a re-run resumes it)")
             r.add_argument("--simulate", action="store_true", help="the simulated board and the kinds' twins")
@@ -103,6 +122,12 @@ def _parser() -> argparse.ArgumentParser:
                 choices=("wait", "return"),
                 default="wait",
                 help="trials' window exit: idle for the end edge, or find it in the next calls",
+            )
+            r.add_argument(
+                "--enclose",
+                action="store_true",
+                help="each block's warm windows inside its reference (one unbroken run of calls), and "
+                "a reference of isolated single calls beside the single-call trials",
             )
         else:
             r.add_argument("--call-ms", type=float, default=40.0, help="one call, ms, for the estimate")
@@ -157,7 +182,9 @@ def _config(args):
         verbose=not getattr(args, "quiet", False),
         only=args.only,
         measure_runs=args.measure_runs,
+        warm_s=args.warm_s,
         exit=getattr(args, "exit", "wait"),
+        enclose=getattr(args, "enclose", False),
     )
 
 
@@ -173,7 +200,7 @@ def _plan(args) -> None:
             lead_s=args.lead_s,
         )
         budget = args.budget_s / len(args.kinds)
-        full, floor, _ = plan.limits(args.only, args.measure_runs)
+        full, floor, _ = plan.limits(args.only, args.measure_runs, args.warm_s)
         counts, est = plan.fit_counts(kind, budget, timing, args.block_s, args.seed, full, floor)
         blocks = plan.blocks(kind, plan.units(kind, counts, args.seed), timing, args.block_s, args.seed)
         print(f"{kind}: ~{est:.0f} s of {budget:.0f} s, {len(blocks)} blocks, {json.dumps(counts.to_dict())}")

@@ -84,24 +84,31 @@ TYPES = ("warm", "zeus", "transient", "single", "measure")
 
 
 def limits(
-    only: tuple[str, ...] | None = None, measure_runs: int | None = None
+    only: tuple[str, ...] | None = None,
+    measure_runs: int | None = None,
+    warm_s: tuple[float, ...] | None = None,
 ) -> tuple[Counts, Counts, Counts]:
     """(full, floor, hard floor) counts for a run: FULL, FLOOR and HARD_FLOOR keeping only the trial
     types in ``only`` (all when None), with ``measure_runs`` measure() trials in each when given
-    (issue 10 asks 20 a cell; the default plan keeps 4, as each takes ~5 s of calls).
+    (issue 10 asks 20 a cell; the default plan keeps 4, as each takes ~5 s of calls), and only
+    the warm window lengths in ``warm_s`` when given (each at FULL's count).
 
     Raises:
-        ValueError: an unknown type, or measure_runs < 1.
+        ValueError: an unknown type or warm length, or measure_runs < 1.
     """
     unknown = sorted(set(only or ()) - set(TYPES))
     if unknown:
         raise ValueError(f"unknown trial type(s) {', '.join(unknown)}; known: {', '.join(TYPES)}")
     if measure_runs is not None and measure_runs < 1:
         raise ValueError(f"measure_runs must be >= 1, not {measure_runs}")
+    if warm_s is not None and (not warm_s or set(warm_s) - set(WARM_S)):
+        raise ValueError(f"warm window lengths must be among {', '.join(f'{w:g}' for w in WARM_S)} s")
 
     def keep(c: Counts) -> Counts:
         if measure_runs is not None:
             c = replace(c, measure=measure_runs)
+        if warm_s is not None:
+            c = replace(c, warm={w: FULL.warm[w] for w in WARM_S if w in warm_s})
         if only is None:
             return c
         return Counts(

@@ -21,6 +21,8 @@ resumes: finished kinds are skipped, a cut kind continues with a fresh reference
 from __future__ import annotations
 
 import inspect
+import itertools
+import math
 import os
 import platform
 import signal
@@ -56,9 +58,13 @@ class Config:
         verbose: Log every trial.
         only: Trial types to run (plan.TYPES), or None for all.
         measure_runs: measure() trials a kind, or None for the plan's own.
+        warm_s: Warm window lengths to run (plan.WARM_S), or None for all.
         exit: The trials' ``EnergyWindow(exit=...)``: ``"wait"`` (the exit idles the board for
             its end edge) or ``"return"`` (the end edge is found in the calls that follow);
             references always wait.
+        enclose: Each block's warm stream runs inside its reference (one unbroken run of calls:
+            the reference's edges around the trials), and each block's single calls get a
+            reference of their own: isolated single calls with the same pauses, in one window.
     """
 
     kinds: tuple[str, ...] = kinds_mod.FIT_KINDS
@@ -74,9 +80,14 @@ class Config:
     verbose: bool = True
     only: tuple[str, ...] | None = None
     measure_runs: int | None = None
+    warm_s: tuple[float, ...] | None = None
     exit: str = "wait"
+    enclose: bool = False
 
 
+# Calls inside an enclosing reference before its first trial and after its last, s: its start
+# edge is found in the first (a counter period, ~0.1 s), and its end is not the last trial's.
+ENCLOSE_PAD_S = 0.5
 # Least time a kind is started with, s: its idle spans, two references and a few trials.
 MIN_KIND_S = 40.0
 # A board-state read longer than this would eat into a warm stream's 10 ms gap budget.
@@ -271,8 +282,8 @@ class KindRun:
         span = AlignedSpan.from_dict(self.part["idle_spans"][0]["span"])
         self.idle = IdleBaseline.from_spans([span], "quiescent")
         self.timing = self._timing()
-        # the opening reference also shows what a window costs (nvmeter's time at entry and
-        # exit), which decides whether every warm trial needs a lead of its own
+        # with exit="wait" the opening reference also shows what a window costs (nvmeter's time
+        # at entry and exit), which decides whether every warm trial needs a lead of its own
         self._reference("open")
         blocks = self._plan(deadline)
         k = 0
@@ -294,19 +305,17 @@ class KindRun:
             if self.clock.now() + ref_s + first + self.timing.closing_s() > deadline:
                 self._skip([u for b in blocks[k:] for u in b], "deadline")
                 break
-            if k:
+            if self.config.enclose:
+                stream = [u for u in block if u.type in ("warm", "zeus")]
+                block = [u for u in block if u.type not in ("warm", "zeus")]
+                self._reference(f"block-{k}", inside=stream, deadline=deadline)
+                singles = [u for u in block if u.type == "single"]
+                if singles and self._fits(self.timing.reference_s, deadline):
+                    self._isolated_reference(f"block-{k}", [u.pause_s for u in singles])
+            elif k:
                 self._reference(f"block-{k}")
             k += 1
-            late, broken = [], []
-            for unit in block:
-                if self.clock.now() + self.timing.unit_s(unit) + self.timing.closing_s() > deadline:
-                    late.append(unit)
-                elif self.failures.get(unit.type, 0) >= 2:
-                    broken.append(unit)
-                else:
-                    self._trial(unit)
-            self._skip(late, "deadline")
-            self._skip(broken, "its type failed twice")
+            self._run_units(block, deadline)
         self._reference("close")
         self._idle_span("end")
         self.part["free_call_ms"] = [round(x, 3) for x in self.stream.free_ms]
@@ -318,16 +327,33 @@ class KindRun:
             f"{len(self.part['errors'])} errors"
         )
 
+    def _fits(self, seconds: float, deadline: float) -> bool:
+        """True when ``seconds`` more still leave the kind's closing reference and idle span."""
+        return self.clock.now() + seconds + self.timing.closing_s() <= deadline
+
+    def _run_units(self, units: list, deadline: float) -> None:
+        """The trials in order, skipping those past the deadline or of a type that failed twice."""
+        late, broken = [], []
+        for unit in units:
+            if not self._fits(self.timing.unit_s(unit), deadline):
+                late.append(unit)
+            elif self.failures.get(unit.type, 0) >= 2:
+                broken.append(unit)
+            else:
+                self._trial(unit)
+        self._skip(late, "deadline")
+        self._skip(broken, "its type failed twice")
+
     def _floors(self) -> tuple:
         """The floors a cut plan goes down to: FLOOR, then HARD_FLOOR, of the types this run keeps."""
-        return plan_mod.limits(self.config.only, self.config.measure_runs)[1:]
+        return plan_mod.limits(self.config.only, self.config.measure_runs, self.config.warm_s)[1:]
 
     def _plan(self, deadline: float) -> list[list]:
         """The kind's blocks of trials, sized to the time left (less the trials already recorded)."""
         budget = deadline - self.clock.now() + self.timing.reference_s  # the opening one is taken
         # without ZeusMonitor there are no Zeus windows to plan
         no_zeus = {} if self.monitor is not None else {"zeus": 0}
-        full, floor, _ = plan_mod.limits(self.config.only, self.config.measure_runs)
+        full, floor, _ = plan_mod.limits(self.config.only, self.config.measure_runs, self.config.warm_s)
         counts, est = plan_mod.fit_counts(
             self.name,
             budget,
@@ -431,11 +457,13 @@ class KindRun:
             "state_after": self._state_now(),
         }
 
-    def _window(self, body, exit: str = "wait") -> dict:
+    def _window(self, body, exit: str = "wait", enclosing: bool = False) -> dict:
         """One EnergyWindow around ``body(w, t_entry)``, with its timings, states and raw readings.
 
         With ``exit="return"`` the calls go on after the block until the window's end edge is
-        in (as a caller's next calls would); they are the stream's, not the window's.
+        in (as a caller's next calls would); they are the stream's, not the window's. An
+        ``enclosing`` window counts every call of the stream while it is open, the trials'
+        inside it too (``body`` then declares none itself).
         """
         from nvmeter.meter.window import EnergyWindow
 
@@ -443,21 +471,28 @@ class KindRun:
         win = EnergyWindow(self.board, idle=self.idle, sync=self.work.sync, exit=exit)
         last_end = self.stream.last_end_s
         calls_ms: list[float] = []
-        self.stream.collect = calls_ms
         try:
             t0 = self.clock.now()
             with win as w:
+                if enclosing:
+                    self.stream.outer, self.stream.outer_ms = w, calls_ms
+                else:
+                    self.stream.collect = calls_ms
                 t1 = self.clock.now()
                 body(w, t1)
                 t2 = self.clock.now()
             t3 = self.clock.now()
         finally:
-            self.stream.collect = None
+            if enclosing:
+                self.stream.outer = None
+            else:
+                self.stream.collect = None
         while not w.end_found():
             self.stream.call()
         m = w.result
-        self.meter_s.append((t1 - t0) + (t3 - t2))
-        self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
+        if exit == self.config.exit:  # references always wait: they tell the trials' cost only then
+            self.meter_s.append((t1 - t0) + (t3 - t2))
+            self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
         return {
             **self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before),
             "per_call_mj": m.per_call_mj,
@@ -524,22 +559,54 @@ class KindRun:
         state, calls = self._state
         return state if calls == self.stream.calls else self._state_now()
 
-    def _reference(self, tag: str) -> None:
+    def _reference(self, tag: str, inside: list = (), deadline: float = math.inf) -> None:
+        """A reference: ``ref_s`` of calls after a lead; with ``inside``, those trials run in it.
+
+        An enclosing reference is one unbroken run of calls: ``ENCLOSE_PAD_S`` of calls, the
+        trials (warm windows entered in the run, each found its end before the next), calls
+        until ``ref_s`` has passed (at least the pad), then its own exit.
+        """
         lead_calls, unbroken = self._lead()
-        rec = self._window(self._calls_for(self.config.ref_s))
+        if inside:
+
+            def body(w, t_entry):
+                self.stream.run_for(ENCLOSE_PAD_S)
+                self._run_units(list(inside), deadline)
+                self.stream.run_for(max(ENCLOSE_PAD_S, t_entry + self.config.ref_s - self.clock.now()))
+
+            rec = self._window(body, enclosing=True)
+        else:
+            rec = self._window(self._calls_for(self.config.ref_s))
+        extra = {"encloses": [u.id for u in inside]} if inside else {}
+        self._add_reference(tag, {"lead_calls": lead_calls, "unbroken_s": unbroken, **extra, **rec})
+
+    def _isolated_reference(self, tag: str, pauses_s: list[float]) -> None:
+        """The single calls' own reference: isolated single calls with these pauses, one window.
+
+        The same call after the same pauses as the single-call trials, repeated for ``ref_s``
+        (pauses cycled): its energy above idle per call is what one isolated call costs, where
+        the steady reference is what the call costs inside a run of calls.
+        """
+        self._pause(pauses_s[0])
+        made: list[float] = []
+
+        def body(w, t_entry):
+            for pause_s in itertools.cycle(pauses_s):
+                self.stream.call(self.work.single)
+                w.call()
+                made.append(pause_s)
+                if self.clock.now() - t_entry >= self.config.ref_s:
+                    return
+                self.clock.sleep(pause_s)
+
+        rec = self._window(body)
+        self._add_reference(f"isolated-{tag}", {"isolated": True, "pauses_s": made[:-1], **rec})
+
+    def _add_reference(self, tag: str, rec: dict) -> None:
         uid = f"ref-{self.refs_taken:02d}"
         self.refs_taken += 1
         self.store.add_unit(
-            self.name,
-            {
-                "id": uid,
-                "type": "ref",
-                "tag": tag,
-                "window_s": self.config.ref_s,
-                "lead_calls": lead_calls,
-                "unbroken_s": unbroken,
-                **rec,
-            },
+            self.name, {"id": uid, "type": "ref", "tag": tag, "window_s": self.config.ref_s, **rec}
         )
         _log(
             f"{self.name}: reference {tag}: {rec['per_call_mj']:,.1f} ± "

@@ -29,6 +29,8 @@ class CallStream:
             window); otherwise to ``free_ms`` (calls outside any window).
         free_ms: Calls outside windows, ms (the first ``free_cap`` of them).
         last_end_s: When the last call (of any kind) ended, s on ``clock`` (None before).
+        outer: While not None, a window enclosing the trials (an enclosing reference): every
+            call is declared to it (``outer.call()``) and its ms appended to ``outer_ms``.
     """
 
     def __init__(self, fn: Callable[[], None], clock, max_gap_s: float = MAX_GAP_S, free_cap: int = 3000):
@@ -41,6 +43,8 @@ class CallStream:
         self.last_end_s: float | None = None
         self.run_start_s: float | None = None
         self.calls = 0
+        self.outer = None
+        self.outer_ms: list[float] = []
 
     def call(self, fn: Callable[[], None] | None = None) -> None:
         """One call (``fn``, default the stream's own), timed."""
@@ -56,6 +60,9 @@ class CallStream:
             self.collect.append(ms)
         elif len(self.free_ms) < self.free_cap:
             self.free_ms.append(ms)
+        if self.outer is not None:
+            self.outer_ms.append(ms)
+            self.outer.call()
 
     def unbroken_s(self) -> float:
         """How long calls have run without a gap, as of now (0 if the gap since the last is too long)."""

@@ -6,9 +6,9 @@ window's start edge (and ``measure()``'s sub-window edges) are polled by a secon
 while the caller's calls keep the board busy. NVML's ctypes calls release the GIL, so the
 poller costs the caller little; its reads draw the polling artefact, which the bound holds.
 
-An edge inside the work costs the work's power over its step's width, where an edge polled
-at idle costs idle power, so a poller that finds a step blurred by a slow read polls on to the
-next one while its time-out allows; the Measurement takes an edge's sharpest step.
+A poller that finds a step blurred by a slow read polls on to the next one while its
+time-out allows (:func:`~nvmeter.meter.span.sharp_edge`, as every edge does); the Measurement
+takes an edge's sharpest step.
 
 A simulated board runs on a virtual clock that moves only with its caller, so no thread
 can poll it; its poller asks the board afterwards which reads a thread would have made
@@ -25,27 +25,11 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-import numpy as np
-
 from nvmeter.boards.protocol import Board, PowerSample
 from nvmeter.meter.series import CounterSeries
-from nvmeter.meter.span import aligned_edge
+from nvmeter.meter.span import SHARP_READS, joined, sharp, sharp_edge
 
-# A step is sharp when it is known to within this many of the series' median reads: two
-# ordinary reads bracket it to about one read each side, and a slow read (up to ~16 ms against
-# ~3 ms, docs/facts.md) blurs it several-fold. Inside the work a blurred step costs the work's
-# power over its width, so the poller goes on to the next step while its time-out allows.
-SHARP_READS = 1.5
-
-
-def sharp(reads: CounterSeries) -> bool:
-    """True when the last step in ``reads`` is sharp (:data:`SHARP_READS`)."""
-    steps = reads.steps
-    return bool(len(steps)) and steps.half_width_s[-1] <= SHARP_READS * float(np.median(reads.read_cost_s))
-
-
-def _joined(a: CounterSeries, b: CounterSeries) -> CounterSeries:
-    return CounterSeries(a.t0_s + b.t0_s, a.t1_s + b.t1_s, a.energy_mj + b.energy_mj)
+__all__ = ["SHARP_READS", "StepPoll", "poll_in_background", "sharp"]
 
 
 class StepPoll(Protocol):
@@ -84,10 +68,7 @@ class _ThreadPoll:
 
     def _run(self, board: Board) -> None:
         try:
-            end_s = board.clock.now() + self._timeout_s
-            reads = aligned_edge(board, board.clock, self._timeout_s)
-            while len(reads.steps) and not sharp(reads) and board.clock.now() < end_s:
-                reads = _joined(reads, aligned_edge(board, board.clock, end_s - board.clock.now()))
+            reads = sharp_edge(board, board.clock, self._timeout_s)
             if self._after_s is not None:
                 board.clock.sleep(reads.t1_s[-1] + self._after_s - board.clock.now())
                 self._samples = board.power_samples()
@@ -133,7 +114,7 @@ class _ReplayPoll:
             reads = CounterSeries(*self._board.replay_counter_reads(self.t0_s, self._timeout_s))
             while len(reads.steps) and not sharp(reads) and reads.t1_s[-1] < end_s:
                 more = self._board.replay_counter_reads(reads.t1_s[-1], end_s - reads.t1_s[-1])
-                reads = _joined(reads, CounterSeries(*more))
+                reads = joined(reads, CounterSeries(*more))
             if self._after_s is not None:  # the caller waits, as for a thread that is still sleeping
                 clock = self._board.clock
                 clock.sleep(reads.t1_s[-1] + self._after_s - clock.now())

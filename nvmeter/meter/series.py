@@ -86,12 +86,23 @@ class CounterSeries:
             energy_mj=e[idx].astype(float),
         )
 
+    def edge_step(self, before_s: float = np.inf) -> tuple[float, float, float] | None:
+        """(time s, counter mJ, half-width s) of the edge's step: the narrowest (:meth:`narrowest_step`).
+
+        None when the series shows no step.
+        """
+        i = self.narrowest_step(before_s)
+        if i < 0:
+            return None
+        steps = self.steps
+        return float(steps.t_s[i]), float(steps.energy_mj[i]), float(steps.half_width_s[i])
+
     def narrowest_step(self, before_s: float = np.inf) -> int:
         """Index into :attr:`steps` of the step known most closely (the first among equals).
 
         Only steps placed before ``before_s`` count while there are any; -1 when the series
-        shows no step. An edge polled inside the work may run past a step that a slow read
-        blurred to find a sharper one (:func:`nvmeter.meter.edges.poll_in_background`).
+        shows no step. An edge poll may run past a step that a slow read blurred to find a
+        sharper one (:func:`nvmeter.meter.span.sharp_edge`).
         """
         steps = self.steps
         if not len(steps):

@@ -26,11 +26,8 @@ DRIFT_P = 0.01
 def boundaries(m: Measurement) -> list[tuple[float, float, float]]:
     """(time s, counter mJ, half-width s) of each in-work step: the start step and each inner step."""
     edges = [m.start, *m.inner] if m.in_work else list(m.inner)
-    found = [
-        (float(s.steps.t_s[0]), float(s.steps.energy_mj[0]), float(s.steps.half_width_s[0]))
-        for s in edges
-        if len(s) and len(s.steps)
-    ]
+    # each edge at its sharpest step, as the window's own start (Measurement._edges)
+    found = [step for s in edges if (step := s.edge_step(m.work_t1_s)) is not None]
     inside = sorted(b for b in found if m.work_t0_s < b[0] < m.work_t1_s)
     # keep only a rising series: a reset or a backwards counter is the window's problem, not a spread
     return [b for i, b in enumerate(inside) if i == 0 or b[1] >= inside[i - 1][1]]

@@ -43,7 +43,7 @@ from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, merge_samples
-from nvmeter.meter.span import aligned_edge
+from nvmeter.meter.span import sharp_edge
 from nvmeter.meter.sync import Sync, resolve
 
 METHODS = ("auto", "aligned", "samples", "plain")
@@ -250,10 +250,9 @@ class EnergyWindow:
         found = []
         polls = self._inner if isinstance(self._start, CounterSeries) else [self._start, *self._inner]
         for poll in polls:
-            reads = poll.result() if poll.done() else None
-            if reads is not None and len(reads.steps):
-                steps = reads.steps
-                found.append((float(steps.t_s[0]), float(steps.energy_mj[0]), float(steps.half_width_s[0])))
+            step = poll.result().edge_step() if poll.done() else None
+            if step is not None:
+                found.append(step)
         return found
 
     def estimate(self) -> dict:
@@ -353,7 +352,7 @@ class EnergyWindow:
             return _EMPTY
         if self.method == "plain":
             return self._one_read()
-        return aligned_edge(self.board, self.clock, self.profile.edge_timeout_s)
+        return sharp_edge(self.board, self.clock, self.profile.edge_timeout_s)
 
     def _one_read(self) -> CounterSeries:
         t0 = self.clock.now()
