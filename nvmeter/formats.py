@@ -231,6 +231,12 @@ def _score_v4(d: dict) -> dict:
     return d
 
 
+def _score_v5(d: dict) -> dict:
+    """v4's sources were hashed with tokenize's type numbers (nvmeter.workloads.versions scheme 1)."""
+    d["target"] = {**d["target"], "sources_scheme": None if d["target"]["sources"] is None else 1}
+    return d
+
+
 # The energy windows inside a score record are Measurement dicts (nvmeter.meter.measurement).
 # A change there bumps this kind too: a Version(3, "…", unchanged) where Measurement.from_dict
 # upgrades its own dicts, or an upgrade that rewrites energy.control.window and
@@ -260,6 +266,13 @@ SCORE = Format(
             "target.sources: sha256 of the code (comments, docstrings and layout aside) of the method's file "
             "and of every nvmeter.workloads module it imports (null when upgraded: not recorded before)",
             _score_v4,
+        ),
+        Version(
+            5,
+            "target.sources_scheme: how target.sources was hashed (nvmeter.workloads.versions.SCHEMES): 2, "
+            "the same on every Python, from v5; 1 (tokenize's type numbers, which differ between Python "
+            "3.11, 3.12 and 3.13) for v4 records",
+            _score_v5,
         ),
     ),
 )
@@ -339,6 +352,14 @@ def _workloads_v4(d: dict) -> dict:
     return d
 
 
+def _workloads_v5(d: dict) -> dict:
+    """v4's sources were hashed with tokenize's type numbers (nvmeter.workloads.versions scheme 1)."""
+    d["methods"] = {
+        name: {**r, "sources_scheme": None if r["sources"] is None else 1} for name, r in d["methods"].items()
+    }
+    return d
+
+
 WORKLOADS = Format(
     "workloads",
     (
@@ -361,6 +382,12 @@ WORKLOADS = Format(
             "modules it imports; null when upgraded); `resumed_from` entries add the record's commit and "
             "the kept methods of unknown version",
             _workloads_v4,
+        ),
+        Version(
+            5,
+            "every method result carries `sources_scheme`, how its `sources` were hashed: 2 from v5, 1 "
+            "for v4 records (null where `sources` is null)",
+            _workloads_v5,
         ),
     ),
 )

@@ -30,8 +30,8 @@ class FakeSpec:
     def load(self):
         return self.fn
 
-    def sources(self):
-        return {f"stand-in.{self.name}": "0" * 64}
+    def sources(self, scheme=2):
+        return {f"stand-in.{self.name}": str(scheme) * 64}
 
 
 @pytest.fixture
@@ -134,6 +134,22 @@ def test_resume_keeps_finished_methods_and_merges_without_a_gpu(
     evaluate.main(["--out", str(tmp_path / "fourth"), *base, "--methods", "nn", "--resume", str(other)])
     fourth = json.loads((tmp_path / "fourth" / "workloads-cpu.json").read_text())
     assert fourth["resumed_from"][0]["unversioned"] == ["nn"]
+    # a v4 record hashed its sources with scheme 1: compared so, the same code is kept
+    row = {k: v for k, v in done["methods"]["nn"].items() if k != "sources_scheme"}
+    for sources, kept in ((fake_methods["nn"].sources(1), True), (fake_methods["nn"].sources(2), False)):
+        other.write_text(
+            json.dumps(
+                {
+                    **done,
+                    "schema_version": 4,
+                    "methods": {**done["methods"], "nn": {**row, "sources": sources}},
+                }
+            )
+        )
+        out = tmp_path / f"v4-{kept}"
+        evaluate.main(["--out", str(out), *base, "--methods", "nn", "--resume", str(other)])
+        record = json.loads((out / "workloads-cpu.json").read_text())
+        assert (record["resumed_from"][0]["methods"] == ["nn"]) is kept
     # nothing left to run: a merge, which needs neither data nor a device
     merged = tmp_path / "merged"
     capsys.readouterr()

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from nvmeter import errors, provenance, records
-from nvmeter.workloads import cache, harness, judge, methods, task
+from nvmeter.workloads import cache, harness, judge, methods, task, versions
 from nvmeter.workloads.judge import RUN_HOLDOUT_DRAWS, RUN_MNIST_DRAWS
 from nvmeter.workloads.resume import KIND, Resumed
 
@@ -189,6 +189,7 @@ def evaluate_method(spec: methods.MethodSpec, bench: Bench, plan: task.Plan, dra
         "ms_max": None,
         "board_uuid": bench.board_uuid,
         "sources": spec.sources(),  # the method's version (workloads record v4)
+        "sources_scheme": versions.SCHEME,  # how it was hashed (v5)
     }
     t0 = time.monotonic()
     try:

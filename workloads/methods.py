@@ -40,13 +40,14 @@ class MethodSpec:
         """The module that defines it: ``nvmeter.workloads.FAMILY`` or ``nvmeter.workloads.NAME``."""
         return f"nvmeter.workloads.{self.family or self.name}"
 
-    def sources(self) -> dict[str, str]:
+    def sources(self, scheme: int = versions.SCHEME) -> dict[str, str]:
         """Its version: {module: sha256 of its code} of its module and every workloads module it imports.
 
-        See :mod:`nvmeter.workloads.versions`.
+        Hashed as ``scheme`` says (a record made with an earlier one is compared so). See
+        :mod:`nvmeter.workloads.versions`.
         """
         origin = importlib.util.find_spec(self.module).origin
-        return dict(versions.source_closure(self.module, Path(origin).read_bytes()))
+        return dict(versions.source_closure(self.module, Path(origin).read_bytes(), scheme))
 
     def load(self) -> Method:
         """Import the method: ``NAME.method``, or ``FAMILY.METHODS[NAME]``."""

@@ -71,7 +71,8 @@ def _keep(name: str, result: dict, run: dict) -> bool:
         raise ValueError(f"method {name}: board_uuid is not a UUID")
     # another version of the method's code runs again; a row from before versions were kept (null)
     # is kept, and the record says so (resumed_from's "unversioned")
-    return result["sources"] is None or result["sources"] == spec.sources()
+    # compared as the record hashed it: v4 records' scheme 1 matches only on the Python that wrote them
+    return result["sources"] is None or result["sources"] == spec.sources(result["sources_scheme"])
 
 
 class Resumed:

@@ -33,6 +33,7 @@ import contextlib
 import datetime
 import fcntl
 import os
+import platform
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -127,15 +128,16 @@ def next_run(out_dir: Path, target: Target, difficulty: int) -> int:
                 f"{out_dir} holds runs of another version of {target.name} ({path.name}: sha256 "
                 f"{theirs.sha256[:12]}…, now {target.sha256[:12]}…); score it into another folder"
             )
-        if theirs.sources != target.sources:
+        mine = target.hashed_as(theirs.sources_scheme)  # a record keeps the scheme it was hashed with
+        if theirs.sources != mine.sources:
             raise errors.UsageError(
-                f"{out_dir}: {path.name} {_sources_differ(theirs, target)}; score it into another folder"
+                f"{out_dir}: {path.name} {_sources_differ(theirs, mine, data)}; score it into another folder"
             )
         last = max(last, int(data["run"]))  # folder_runs checked it
     return last + 1
 
 
-def _sources_differ(theirs: Target, target: Target) -> str:
+def _sources_differ(theirs: Target, target: Target, data: dict) -> str:
     """Why a folder's run is of another version than ``target``, though its own file is the same."""
     if theirs.sources is None:
         return (
@@ -143,7 +145,16 @@ def _sources_differ(theirs: Target, target: Target) -> str:
         )
     old, new = dict(theirs.sources), dict(target.sources or ())
     changed = sorted(m for m in old.keys() | new.keys() if old.get(m) != new.get(m))
-    return f"ran another version of {', '.join(changed)}"
+    why = f"ran another version of {', '.join(changed)}"
+    python = (data.get("provenance") or {}).get("python")
+    here = platform.python_version()
+    if theirs.sources_scheme == 1 and python and python.rsplit(".", 1)[0] != here.rsplit(".", 1)[0]:
+        # scheme 1 hashed tokenize's type numbers, which Python 3.12 and 3.13 renumbered
+        why += (
+            f" (or the same code: records before score record v5 hashed it as its Python reads it, "
+            f"{python} there, {here} here)"
+        )
+    return why
 
 
 # folders this process holds (real path -> how many holders), so the CLI can take the lock

@@ -26,6 +26,7 @@ from nvmeter.score.config import DrawPlan, ScoreConfig
 from nvmeter.score.readings import Energy, TimedCall
 from nvmeter.score.target import Target
 from nvmeter.workloads import judge
+from nvmeter.workloads.versions import SCHEMES
 
 KIND = "score"
 
@@ -294,6 +295,11 @@ def check_record(d: dict) -> None:
         raise records.BadField(f"target.registered is {target['registered']!r}, not true or false")
     records.integer(target["difficulty"], "target.difficulty", none=True)
     records.mapping(target["sources"], "target.sources", none=True)
+    scheme = target["sources_scheme"]
+    if isinstance(scheme, bool) or scheme not in ((None,) if target["sources"] is None else SCHEMES):
+        raise records.BadField(
+            f"target.sources_scheme is {scheme!r}, not one of {SCHEMES} (null without sources)"
+        )
     records.board(d["board"], "board")
     records.text(d["created_utc"], "created_utc")
     records.text(d["error"], "error", none=True)

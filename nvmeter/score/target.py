@@ -5,11 +5,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from nvmeter import errors, files
-from nvmeter.workloads.versions import source_closure
+from nvmeter.workloads.versions import SCHEME, source_closure
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class Target:
             hashed (:func:`code_sha256`). Conservative: a module imported anywhere in a file counts, so
             the Ladder's variants, one file, all change version with either kernel module.
             None in records written before score record v4.
+        sources_scheme: How ``sources`` was hashed (:data:`nvmeter.workloads.versions.SCHEMES`;
+            1 in records before score record v5, None where ``sources`` is None).
 
     """
 
@@ -41,6 +43,7 @@ class Target:
     sha256: str
     difficulty: int | None = None
     sources: tuple[tuple[str, str], ...] | None = None
+    sources_scheme: int | None = None
 
     @classmethod
     def parse(cls, spec: str) -> Target:
@@ -90,6 +93,7 @@ class Target:
             function=function,
             sha256=hashlib.sha256(source).hexdigest(),
             sources=source_closure(path.name, source),
+            sources_scheme=SCHEME,
         )
 
     @classmethod
@@ -103,7 +107,28 @@ class Target:
             sha256=hashlib.sha256(Path(origin).read_bytes()).hexdigest(),
             difficulty=spec.difficulty,
             sources=tuple(sorted(spec.sources().items())),
+            sources_scheme=SCHEME,
         )
+
+    def hashed_as(self, scheme: int | None) -> Target:
+        """This target with its ``sources`` hashed as ``scheme`` (a record's), to compare with it.
+
+        The code is read again: from the registry's module, or from :attr:`file`.
+
+        Raises:
+            UsageError: the file is gone or no longer parses.
+        """
+        if scheme is None or scheme == self.sources_scheme:
+            return self
+        if self.registered:
+            from nvmeter.workloads import methods
+
+            sources = tuple(sorted(methods.METHODS[self.name].sources(scheme).items()))
+        else:
+            path = Path(self.file)
+            source = files.read_bytes(path, files.SOURCE_LIMIT_BYTES, "a method's .py file")
+            sources = source_closure(path.name, source, scheme)
+        return replace(self, sources=sources, sources_scheme=scheme)
 
     def load_request(self) -> dict:
         """The worker's ``load`` request for this target."""
@@ -113,7 +138,8 @@ class Target:
 
     def same_method(self, other: Target) -> bool:
         """Same name, source file, source bytes and imported workloads modules."""
-        return (self.name, self.file, self.function, self.sha256, self.sources) == (
+        mine = self.hashed_as(other.sources_scheme)
+        return (mine.name, mine.file, mine.function, mine.sha256, mine.sources) == (
             other.name,
             other.file,
             other.function,
