@@ -471,11 +471,17 @@ def check(
     band: Annotated[
         str | None, typer.Option("--band", help="Judge against this family's band (A100, H200, …).")
     ] = None,
+    allow_no_band: Annotated[
+        bool,
+        typer.Option(
+            "--allow-no-band", help="Exit 0 when no band is known for the board (figures reported)."
+        ),
+    ] = False,
 ) -> None:
     """Run (or read) the J/TFLOP reference and pass only inside the board family's band.
 
-    Exit 0: inside the band, or no band known for this board (figures reported).
-    Exit 1: outside the band, not exact FP32, or a span without counter steps.
+    Exit 0: inside the band (or, with --allow-no-band, no band known: figures reported, unjudged).
+    Exit 1: outside the band, not exact FP32, a span without counter steps, or no band known.
     """
     from nvmeter.probes.bands import BANDS
     from nvmeter.probes.check import Verdict
@@ -495,7 +501,8 @@ def check(
 
         with _open_rig(device, simulate) as rig:
             board = rig.board.identity()
-            err.print(f"running the J/TFLOP reference on {board.name} {board.uuid} (~12 s)")
+            took = "~12 s of the simulated board's clock" if simulate else "~12 s"
+            err.print(f"running the J/TFLOP reference on {board.name} {board.uuid} ({took})")
             trial = run_trial(rig, "constant", quick=False)
         check_readings("reference", trial)  # a counter that went backwards is a fault, not a band failure
     result = judge(board, trial, band)
@@ -515,6 +522,13 @@ def check(
         _say(f"nvmeter: check failed: {reason}")
     out.print(result.verdict.value.upper())
     if result.verdict is Verdict.FAIL:
+        raise typer.Exit(1)
+    if result.verdict is Verdict.NO_BAND and not allow_no_band:
+        # a gate that passes a board it cannot judge would pass any board
+        _say(
+            f"nvmeter: check not judged: no band known for {board.name}; give --band FAMILY "
+            f"({', '.join(BANDS)}) or --allow-no-band to accept the figures unjudged"
+        )
         raise typer.Exit(1)
 
 

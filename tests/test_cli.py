@@ -39,15 +39,19 @@ def test_check_reads_the_reference_from_a_probe_file(probe_file):
     assert "PASS" in result.stdout
 
 
-def test_check_on_a_board_without_a_band_reports_and_exits_0(probe_file, tmp_path):
+def test_check_on_a_board_without_a_band_reports_and_is_not_a_pass(probe_file, tmp_path):
     data = json.loads(probe_file.read_text())
     data["board"]["name"] = "NVIDIA T4"
     t4 = tmp_path / "t4.json"
     t4.write_text(json.dumps(data))
     result = nvmeter("check", "--probe", str(t4))
-    assert result.returncode == 0, result.stderr
-    assert "NO BAND KNOWN" in result.stdout
-    assert "J/TFLOP" in result.stdout
+    # a gate must not pass a board it cannot judge: one line says what to do
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "no band known for NVIDIA T4" in result.stderr and "--allow-no-band" in result.stderr
+    assert "NO BAND KNOWN" in result.stdout and "J/TFLOP" in result.stdout
+    accepted = nvmeter("check", "--probe", str(t4), "--allow-no-band")
+    assert accepted.returncode == 0 and not accepted.stderr, accepted.stderr
+    assert "NO BAND KNOWN" in accepted.stdout
 
 
 def test_check_fails_outside_a_forced_band(probe_file):

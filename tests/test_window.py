@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from nvmeter import errors, records
+from nvmeter.boards.profile import HOPPER
 from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
 from nvmeter.meter.adaptive import measure, measure_many
 from nvmeter.meter.baseline import IdleBaseline
@@ -156,6 +157,23 @@ def test_idle_from_a_probe_of_another_board_is_refused(board, tmp_path):
     result, truth = run_block(board, 0.5, idle=path)
     assert result.idle.source == "probe"
     assert abs(result.per_call_mj / truth - 1) < 0.02
+
+
+def test_a_probe_file_given_as_idle_is_the_boards_profile_too(board, tmp_path):
+    report = run_probes(Rig.open(simulate=True), only=("idle", "cadence"))
+    data = report.to_dict()
+    data["board"]["uuid"] = board.identity().uuid
+    path = tmp_path / "probe.json"
+    records.write_json(path, data)
+    result, _ = run_block(board, 0.5, idle=path)
+    assert str(path) in result.profile.source
+    assert result.profile.counter_period_s == pytest.approx(data["profile"]["counter_period_s"])
+    # a profile given wins; a probe file without a profile block still gives its idle
+    assert run_block(board, 0.5, idle=path, profile=HOPPER)[0].profile is HOPPER
+    del data["profile"]
+    records.write_json(path, data)
+    bare, _ = run_block(board, 0.5, idle=path)
+    assert bare.idle.source == "probe" and str(path) not in bare.profile.source
 
 
 def test_given_idle_must_be_sane():

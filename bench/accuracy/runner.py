@@ -130,8 +130,10 @@ def read_state(board) -> dict:
     return out
 
 
-def _zeus(enabled: bool):
+def _zeus(enabled: bool, simulate: bool = False):
     """(ZeusMonitor on CUDA device 0, version) or (None, why not)."""
+    if simulate:
+        return None, "absent: ZeusMonitor reads a real GPU, not the simulated board"
     if not enabled:
         return None, "absent: not asked for"
     try:
@@ -175,7 +177,7 @@ def run(out: Path, config: Config, *, simulate: bool = False, board=None) -> Sto
     simulate = simulate or getattr(board.identity(), "simulated", False)
     if simulate and hasattr(board, "set_context"):
         board.set_context(True, os.getpid())
-    monitor, zeus_version = _zeus(config.zeus and not simulate)
+    monitor, zeus_version = _zeus(config.zeus, simulate)
     info = {
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "config": asdict(config),

@@ -8,6 +8,7 @@ from the one our defaults were measured on gets its own figures once it is probe
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -244,12 +245,19 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
     return profile.with_(source=f"{path} ({profile.source})")
 
 
-def resolve_profile(spec, board: BoardIdentity) -> BoardProfile:
+def resolve_profile(spec, board: BoardIdentity, idle=None) -> BoardProfile:
     """The profile a window uses: given, from a file, cached for this board, or the family's defaults.
+
+    With no ``spec``, a probe file given as the window's ``idle`` (a path other than
+    ``"measure"``) is this board's own characterisation too, and comes before the cache.
 
     Raises:
         UsageError: ``spec`` is not a profile or a path. RecordError: as :func:`load_profile`.
     """
+    if spec is None and isinstance(idle, (str, Path)) and idle != "measure":
+        # the idle's own reader names a bad file; one without a profile (before 0.2) still gives the idle
+        with contextlib.suppress(errors.RecordError):
+            return load_profile(Path(idle), board)
     if isinstance(spec, BoardProfile):
         return spec
     if isinstance(spec, (str, Path)):

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nvmeter import errors
+from nvmeter.boards.profile import resolve_profile
 from nvmeter.boards.protocol import Board
 from nvmeter.command.life import Life, RealLife, SimulatedLife
 from nvmeter.command.process import Forwarding, resolve_command, signal_group, spawn
@@ -98,7 +99,18 @@ def run_command(
         raise errors.UsageError("no board to meter")
     life = life or RealLife()
     others = [_context_pids(b) for b in boards]
-    windows = [EnergyWindow(b, idle=_baseline(b, idle), sync="none", calls=1, method=method) for b in boards]
+    windows = [
+        # the idle's probe file is the board's profile too, as a window given it as idle= reads it
+        EnergyWindow(
+            b,
+            idle=_baseline(b, idle),
+            sync="none",
+            calls=1,
+            method=method,
+            profile=resolve_profile(None, b.identity(), idle),
+        )
+        for b in boards
+    ]
     for w in windows:
         w.__enter__()
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")

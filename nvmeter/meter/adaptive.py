@@ -93,7 +93,7 @@ def measure(
     if not (isinstance(control, bool) or callable(control)):
         raise errors.UsageError(f"control must be True, False or a callable null call, not {control!r}")
     board = open_board(device)
-    prof = resolve_profile(profile, board.identity())
+    prof = resolve_profile(profile, board.identity(), idle)
     sync_fn, _ = resolve(sync)
     before = measure_quiescent(board) if idle == "measure" else None
     window_idle = IdleBaseline.from_spans([before], "quiescent") if before else idle

@@ -298,8 +298,17 @@ class Measurement:
         before = [s for s in self.samples if s.t_s < self.work_t0_s]
         if not before:
             return math.nan
-        busy = [s.t_s for s in before if s.power_w - self.idle.samples_w >= 0.5 * self.work_w]
-        return self.work_t0_s - (busy[-1] if busy else before[0].t_s)
+        busy = self._last_busy_s()
+        return self.work_t0_s - (busy if busy is not None else before[0].t_s)
+
+    def _last_busy_s(self) -> float | None:
+        """When a sample before the work last read half the work's power above idle, s (None: none did)."""
+        busy = [
+            s.t_s
+            for s in self.samples
+            if s.t_s < self.work_t0_s and s.power_w - self.idle.samples_w >= 0.5 * self.work_w
+        ]
+        return busy[-1] if busy else None
 
     @property
     def transient(self) -> bool:
@@ -503,7 +512,7 @@ class Measurement:
         if self.method != "aligned":
             text += f", {self.method}"
         if self.transient:
-            text += f", transient: gap {self.gap_s:.2f} s" if self.gap_s > 0 else ", transient: cold"
+            text += ", transient: " + self._transient_note()
         if self.limited:
             limiting = next(s for s in self.states if s.limited)
             text += ", " + "+".join(limiting.reasons)
@@ -515,6 +524,15 @@ class Measurement:
         if notes:
             text += " [" + "; ".join(notes) + "]"
         return text if self.reliable else f"{text} NOT RELIABLE: {self.reason}"
+
+    def _transient_note(self) -> str:
+        """``gap 0.74 s`` after a pause; ``cold (idle >= 2.36 s)`` when no work shows in the history."""
+        gap = self.gap_s
+        if not gap > 0:
+            return "cold"
+        if self._last_busy_s() is None:  # the whole sample history before the start was idle
+            return f"cold (idle >= {gap:.2f} s)"
+        return f"gap {gap:.2f} s"
 
     def derived(self) -> dict:
         """The derived figures, for JSON (model 1's set for records made with it)."""

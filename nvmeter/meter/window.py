@@ -104,7 +104,8 @@ class EnergyWindow:
         max_rel_err: Relative bound above which the result is marked not reliable.
         tail_s: Wait after the work before the end edge, s (default: the profile's).
         profile: A :class:`BoardProfile`, a probe or profile file of this board, or None for
-            the one ``nvmeter probe`` cached for this board, else its family's defaults.
+            the probe file given as ``idle``, else the one ``nvmeter probe`` cached for this
+            board, else its family's defaults.
         devices: Several boards (CUDA indices, UUIDs, Boards, or ``"all"``): the window is then a
             :class:`~nvmeter.meter.job.JobWindow` over them (``device`` is ignored).
         exit: ``"wait"`` (the default): the exit idles the board for ``tail_s`` and a counter
@@ -172,7 +173,7 @@ class EnergyWindow:
         )
         self.board = open_board(device)
         self.clock = self.board.clock
-        self.profile = resolve_profile(profile, self.board.identity())
+        self.profile = resolve_profile(profile, self.board.identity(), idle)
         self._tail_s = self.profile.tail_s if tail_s is None else _finite(tail_s, "tail_s", minimum=0)
         self._sync, self.sync_name = resolve(sync)
         self._idle_spec = idle
