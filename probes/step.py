@@ -8,6 +8,7 @@ load starts already held most of it (docs/facts.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -77,26 +78,25 @@ class Step:
         idle = float(np.median(before)) if before.size else float("nan")
         return idle, float(np.median(during)) if during.size else float("nan")
 
-    def _fit_delays_ms(self, predict, t_mid: np.ndarray, p: np.ndarray, spans: bool = False) -> dict:
-        """The delay (ms) that best explains the readings near each edge, by grid search.
+    def _fit_delays(self, predict, t_mid: np.ndarray, p: np.ndarray) -> dict:
+        """{edge: (best delay, (lowest, highest) delay fitting exactly as well) or None}, ms, by grid search.
 
-        With ``spans``, each edge's (lowest, highest) delay, ms, that fits exactly as well as
-        the best: where no interval spans the edge (derivation 1 drops the intervals that a
-        slow read blurs), every delay inside the gap predicts the same readings, and the
-        grid's first is reported; the figure's uncertainty then covers the gap.
+        The best is the grid's first among equals. Where no interval spans the edge
+        (derivation 1 drops the intervals that a slow read blurs), every delay inside the gap
+        predicts the same readings: the span covers the gap, and the figure's uncertainty it.
         """
         out = {}
         for edge, t_edge in (("rise", self.load.t0_s), ("fall", self.load.t1_s)):
             near = np.abs(t_mid - t_edge) < FIT_WINDOW_S
             if near.sum() < 3:
-                out[f"{edge}_delay_ms"] = None
+                out[edge] = None
                 continue
             cost = np.array([np.sum((predict(d)[near] - p[near]) ** 2) for d in DELAY_GRID_S])
-            if spans:
-                tied = DELAY_GRID_S[cost <= cost.min() * (1 + 1e-12)] * 1e3
-                out[f"{edge}_delay_ms"] = (float(tied.min()), float(tied.max()))
-            else:
-                out[f"{edge}_delay_ms"] = float(DELAY_GRID_S[int(np.argmin(cost))] * 1e3)
+            tied = DELAY_GRID_S[cost <= cost.min() * (1 + 1e-12)] * 1e3
+            out[edge] = (
+                float(DELAY_GRID_S[int(np.argmin(cost))] * 1e3),
+                (float(tied.min()), float(tied.max())),
+            )
         return out
 
     def _settle_ms(self, t: np.ndarray, p: np.ndarray, idle: float, plateau: float) -> float | None:
@@ -107,43 +107,42 @@ class Step:
         return float((after[0] - self.load.t0_s) * 1e3) if after.size else None
 
     def _response(
-        self, t_level: np.ndarray, t_fit: np.ndarray, p: np.ndarray, on_fraction, spans: bool = False
-    ) -> dict:
-        """Levels, fitted delays and settling of readings ``p``.
+        self, t_level: np.ndarray, t_fit: np.ndarray, p: np.ndarray, on_fraction
+    ) -> tuple[dict, dict]:
+        """(levels, fitted delays and settling; each delay's span of equal fits) of readings ``p``.
 
         Args:
             t_level: When each reading applies, for the levels and settling, s.
             t_fit: Where each reading sits for the delay fit, s.
             p: The readings, W.
             on_fraction: delay_s -> the share of each reading the load covers (0..1).
-            spans: Return only each delay's span of equally good fits (see _fit_delays_ms).
         """
         idle, plateau = self._levels(t_level, p)
-        predict = lambda d: idle + (plateau - idle) * on_fraction(d)  # noqa: E731
-        if spans:
-            return self._fit_delays_ms(predict, t_fit, p, spans=True)
-        fit = self._fit_delays_ms(predict, t_fit, p)
-        return {
-            "idle_w": idle,
-            "plateau_w": plateau,
-            **fit,
-            "rise_settle_ms": self._settle_ms(t_level, p, idle, plateau),
-        }
+        fit = self._fit_delays(lambda d: idle + (plateau - idle) * on_fraction(d), t_fit, p)
+        derived = {"idle_w": idle, "plateau_w": plateau}
+        derived |= {f"{e}_delay_ms": None if fit[e] is None else fit[e][0] for e in ("rise", "fall")}
+        derived["rise_settle_ms"] = self._settle_ms(t_level, p, idle, plateau)
+        return derived, {f"{e}_delay_ms": None if fit[e] is None else fit[e][1] for e in ("rise", "fall")}
 
-    def _counter_response(self, spans: bool = False) -> dict:
+    def _counter_response(self) -> tuple[dict, dict]:
         a, b, p = self._intervals()
         t0, t1 = self.load.t0_s, self.load.t1_s
 
         def on_fraction(delay_s: float) -> np.ndarray:
             return np.clip(np.minimum(b, t1 + delay_s) - np.maximum(a, t0 + delay_s), 0, None) / (b - a)
 
-        return self._response(b, (a + b) / 2, p, on_fraction, spans)
+        return self._response(b, (a + b) / 2, p, on_fraction)
 
-    def _instant_response(self, spans: bool = False) -> dict:
+    def _instant_response(self) -> tuple[dict, dict]:
         t = (np.asarray(self.counter.t0_s) + np.asarray(self.counter.t1_s)) / 2
         t0, t1 = self.load.t0_s, self.load.t1_s
         on = lambda d: (t >= t0 + d) & (t < t1 + d)  # noqa: E731
-        return self._response(t, t, np.asarray(self.instant_w), on, spans)
+        return self._response(t, t, np.asarray(self.instant_w), on)
+
+    @cached_property
+    def _analysis(self) -> dict[str, tuple[dict, dict]]:
+        """{signal: (derived figures, delay spans)}, each signal fitted once."""
+        return {"counter": self._counter_response(), "instant": self._instant_response()}
 
     def delay_spans_ms(self) -> dict:
         """{signal: {"rise_delay_ms": (lowest, highest) or None, "fall_delay_ms": ...}}, ms.
@@ -152,7 +151,7 @@ class Step:
         reports (its grid's first). One grid step (1 ms) wide where a sharp interval spans
         the edge; as wide as the gap where none does (a slow read at the edge).
         """
-        return {"counter": self._counter_response(spans=True), "instant": self._instant_response(spans=True)}
+        return {sig: dict(spans) for sig, (_, spans) in self._analysis.items()}
 
     def derived(self) -> dict:
         """Idle and plateau (W), fitted rise/fall delay (ms) and settling (ms) of each signal.
@@ -161,7 +160,7 @@ class Step:
         by the load reads half way), the instant field's to its readings; a delay near
         zero means the signal follows the load with no lag beyond its update period.
         """
-        return {"counter": self._counter_response(), "instant": self._instant_response()}
+        return {sig: dict(derived) for sig, (derived, _) in self._analysis.items()}
 
     def rows(self) -> list[tuple[str, str]]:
         """Summary-table rows."""
@@ -196,7 +195,7 @@ class Step:
             CounterSeries.from_dict(data["counter"]),
             tuple(data["instant_w"]),
             MatmulRun(**data["load"]),
-            data.get("derivation", 1),  # records before probe v5 were derived by 1
+            data["derivation"],  # records before probe v5 read as derivation 1 (nvmeter.formats)
         )
 
 

@@ -70,7 +70,9 @@ def test_records_before_v5_keep_derivation_1_and_new_ones_write_2():
     raw = series(None).to_dict()
     assert raw["derivation"] == step.DERIVATION == 2
     del raw["derivation"]
-    assert step.Step.from_dict(raw).derivation == 1
+    with pytest.raises(KeyError):  # one place says what an old record's derivation is: its upgrade
+        step.Step.from_dict(raw)
     v4 = {"kind": "probe", "schema_version": 4, "probes": {"step": {"raw": raw}}}
     upgraded = formats.PROBE.upgrade(v4, "test")
     assert upgraded["probes"]["step"]["raw"]["derivation"] == 1
+    assert step.Step.from_dict(upgraded["probes"]["step"]["raw"]).derivation == 1
