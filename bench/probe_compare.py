@@ -208,9 +208,7 @@ def _load(args):
 
     inputs = [p for p in (args.old, args.new, args.control) if p is not None]
     if args.json is not None:
-        if any(args.json.resolve() == p.resolve() for p in inputs):
-            raise errors.UsageError(f"--json {args.json} is one of the records compared; give another path")
-        records.check_writable(args.json)
+        records.check_writable(args.json, inputs=tuple(("compared", p) for p in inputs))
     loaded = []
     for path in inputs:
         try:

@@ -433,21 +433,27 @@ def run(
     from nvmeter import command as cmd
     from nvmeter import records
     from nvmeter.boards.factory import open_board
+    from nvmeter.meter.baseline import idle_spec
 
     argv = list(command or [])
     cmd.resolve_command(argv)
+    idle_given = idle_spec(idle)
     if json_path is not None:
-        records.check_writable(json_path)
+        records.check_writable(
+            json_path, inputs=(("--idle", idle_given if isinstance(idle_given, Path) else None),)
+        )
     boards = [open_board(d, simulate=simulate) for d in _devices(device)]
     life = cmd.SimulatedLife(boards[0]) if simulate else None
-    from nvmeter.meter.baseline import idle_spec
-
-    result = cmd.run_command(argv, boards, idle=idle_spec(idle), life=life)
-    if json_path is not None:
-        records.write_json(json_path, result.to_dict())
-    for line in result.lines():
+    result = cmd.run_command(argv, boards, idle=idle_given, life=life)
+    for line in result.lines():  # said before the record is written: a failed write loses no figure
         _say(f"nvmeter: {line}")
     if json_path is not None:
+        try:
+            records.write_json(json_path, result.to_dict())
+        except errors.NvmeterError as exc:  # nvmeter's own failure keeps its code; say the command's
+            raise type(exc)(
+                f"{exc} (the command's status was {result.exit_status}; its figures are above)"
+            ) from exc
         _say(f"nvmeter: wrote {json_path}")
     raise typer.Exit(result.exit_status)
 

@@ -516,11 +516,23 @@ JOB = Format(
 
 
 # -- run: `nvmeter run -- COMMAND` (nvmeter.command) ------------------------------------------------
+def _run_v2(d: dict) -> dict:
+    """v1 did not look for processes the command left running: none recorded."""
+    d["left_running"] = []
+    return d
+
+
 RUN = Format(
     "run",
     (
         Version(
             1, "the command, its exit and signals, and one Measurement (version 2) per board around its life"
+        ),
+        Version(
+            2,
+            "`left_running`: processes of the command's session still running when it exited (their draw "
+            "after it is not in the window; empty when upgraded)",
+            _run_v2,
         ),
     ),
 )

@@ -41,17 +41,27 @@ def _clean(obj):
     return obj
 
 
-def check_writable(path: Path) -> None:
+def check_writable(path: Path, inputs: tuple = ()) -> None:
     """Fail early, before any measurement, if ``path`` cannot be written.
 
+    Args:
+        path: Where a record will be written.
+        inputs: Files the same command reads (``--option``, path) pairs: writing one would
+            destroy it.
+
     Raises:
-        UsageError: the folder is missing or not writable, or the path is a folder.
+        UsageError: the folder is missing or not writable, the path is a folder, or an input.
 
     """
     path = Path(path)
+    for option, given in inputs:
+        if given is not None and Path(given).exists() and Path(given).resolve() == path.resolve():
+            raise errors.UsageError(f"{path} is the {option} file this command reads; write to another path")
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise errors.UsageError(f"{path} is a folder; give a file name such as {path / 'probe.json'}")
+        raise errors.UsageError(f"{path} is a folder; give a file name inside it")
+    if folder.exists() and not folder.is_dir():
+        raise errors.UsageError(f"cannot write {path}: {folder} is a file, not a folder")
     if not folder.is_dir():
         raise errors.UsageError(f"cannot write {path}: folder {folder} does not exist")
     if path.exists() and not path.is_file():

@@ -325,6 +325,12 @@ def test_an_undamaged_run_record_shows(tmp_path, run_data):
     assert result.stdout.startswith("true exited 0")
 
 
+def _jump_reference(d: dict) -> None:
+    """The reference's load span ends 10^9 mJ later: a counter that jumped, not a hotter board."""
+    end = d["probes"]["reference"]["raw"]["trials"]["constant"]["load"]["end"]
+    end["energy_mj"] = [e + 10**9 for e in end["energy_mj"]]
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [
@@ -336,6 +342,7 @@ def test_an_undamaged_run_record_shows(tmp_path, run_data):
         ),
         (set_at("board", "name", None), "board.name is None, not a string"),
         (set_at("started_utc", 5), "started_utc is 5, not a string"),
+        (_jump_reference, "the energy counter jumps"),
     ],
 )
 def test_a_damaged_probe_record_is_one_line_and_exit_2(tmp_path, probe_data, change, why):

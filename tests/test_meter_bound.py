@@ -305,3 +305,50 @@ def test_a_tiny_transient_window_is_bound_by_its_own_energy_not_a_vanishing_time
     fixed_s = errormodel.model(3).transient_fixed_s
     assert old.state_err_j - m.state_err_j == pytest.approx(fixed_s * m.work_w - abs(m.above_idle_j))
     assert m.above_idle_j > 0 and m.state_err_j < 1.1 * m.above_idle_j < old.state_err_j / 4
+
+
+# -- a figure that cannot be right is not reliable (adversarial review) -----------------
+def _window(board, **kwargs):
+    with EnergyWindow(board, sync="none", idle=idle_of(board), **kwargs) as w:
+        calls(board, 0.5, window=w)
+    return w.result
+
+
+def test_a_counter_that_jumps_forward_is_not_reliable():
+    board = make_board()
+    m = _window(board)
+    assert m.reliable
+    jumped = replace(m.end, energy_mj=tuple(e + 10**9 for e in m.end.energy_mj))
+    forged = replace(m, end=jumped)
+    assert not forged.reliable and "the counter jumped" in forged.reason
+    assert "1,400 W" in forged.reason  # twice the simulated board's 700 W limit
+    unknown = replace(forged, device=replace(forged.device, power_limit_w=0.0))
+    assert "5,000 W" in unknown.reason  # no limit known: no board draws this much
+
+
+def test_calls_given_and_counted_that_disagree_are_not_reliable():
+    m = _window(make_board(), calls=5)
+    assert not m.reliable and "calls=5 was given, but w.call() counted" in m.reason
+
+
+def test_a_negative_control_is_not_reliable():
+    m = _window(make_board(), control_mj=-1e9)
+    assert not m.reliable and "the control is negative" in m.reason
+    assert _window(make_board(), control_mj=-1.0, control_err_mj=2.0).reliable  # noise within its bound
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [({"calls": 10**30}, "calls must be a whole number from 0"), ({"tail_s": 1e9}, "tail_s must be")],
+)
+def test_absurd_counts_and_durations_are_refused_before_any_work(kwargs, says):
+    with pytest.raises(errors.UsageError, match=says):
+        EnergyWindow(make_board(), sync="none", **kwargs)
+
+
+def test_measure_refuses_calls_that_barely_move_a_simulated_clock():
+    board = make_board()
+    with pytest.raises(errors.UsageError, match="each advanced by under 1 us"):
+        measure(
+            lambda: board.clock.sleep(1e-9), device=board, sync="none", idle=idle_of(board), control=False
+        )

@@ -319,7 +319,7 @@ def test_compare_refuses_bad_arguments_before_printing_anything(two_records, tmp
     done = subprocess.run([*probe, "--out", str(quick)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     for args, message in (
-        (("--json", str(a)), "is one of the records compared"),
+        (("--json", str(a)), "is the compared file this command reads"),
         (("--json", str(tmp_path / "missing" / "rows.json")), "does not exist"),
         (("--control", str(quick)), "the old record's kind of probe"),
     ):

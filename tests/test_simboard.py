@@ -159,3 +159,19 @@ def test_windows_in_several_threads_share_one_simulated_board():
         t.join(timeout=30)
     assert not failures and len(results) == 8
     assert all(m.reliable and abs(m.per_call_mj / 1e3 / m.window_s - 300.0) < 30.0 for m in results)
+
+
+def test_changes_made_at_one_instant_apply_in_the_order_made():
+    # a command's end: its load drops and its context closes at once; the board must then idle
+    # without a context (sorting the pending changes as tuples once applied the open context's idle last)
+    board = SimulatedBoard(SimConfig(seed=1))
+    board.set_context(True)
+    board.set_load(300.0)
+    board.clock.sleep(0.5)
+    board.set_load(0.0)
+    board.set_context(False)
+    t = board.clock.now()
+    board.clock.sleep(0.5)
+    assert board.true_energy_j(t + 0.2, t + 0.5) / 0.3 == pytest.approx(
+        board.config.idle_no_context_w, abs=0.5
+    )

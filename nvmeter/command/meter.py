@@ -13,7 +13,7 @@ from nvmeter import errors
 from nvmeter.boards.profile import resolve_profile
 from nvmeter.boards.protocol import Board
 from nvmeter.command.life import Life, RealLife, SimulatedLife
-from nvmeter.command.process import Forwarding, resolve_command, signal_group, spawn
+from nvmeter.command.process import Forwarding, resolve_command, session_survivors, signal_group, spawn
 from nvmeter.command.record import BoardRun, CommandRun
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.window import EnergyWindow
@@ -122,6 +122,7 @@ def run_command(
             failure = _wait(proc, windows, life)
             wall_s = time.perf_counter() - t0
             life.ended()
+            left = session_survivors(proc)
             if failure is not None:
                 raise type(failure)(
                     f"{failure} (while the command ran; it ended with exit status "
@@ -143,4 +144,5 @@ def run_command(
         boards=tuple(BoardRun(w.result, o) for w, o in zip(windows, others, strict=True)),
         started_utc=started_utc,
         simulated=life.to_dict() if isinstance(life, SimulatedLife) else None,
+        left_running=left,
     )

@@ -77,6 +77,22 @@ def signal_group(proc: subprocess.Popen, signum: int) -> None:
             os.killpg(proc.pid, signum)
 
 
+def session_survivors(proc: subprocess.Popen) -> tuple[int, ...]:
+    """Processes still in the command's session after it has exited (what it started and left).
+
+    The command led a session of its own (:func:`spawn`), so whatever it started and did not
+    wait for carries its session id, the command's pid, until it ends or starts its own.
+    """
+    import psutil
+
+    found = []
+    for pid in psutil.pids():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if pid != proc.pid and os.getsid(pid) == proc.pid:
+                found.append(pid)
+    return tuple(sorted(found))
+
+
 class Forwarding:
     """While open: the signals that reach nvmeter go on to the command's process group.
 

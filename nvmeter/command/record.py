@@ -61,6 +61,8 @@ class CommandRun:
         boards: One :class:`BoardRun` per board, in the order given.
         started_utc: ISO 8601 time the child started.
         simulated: What :class:`SimulatedLife` imposed (None on a real board).
+        left_running: Processes of the command's session still running when it exited
+            (what it started and did not wait for): their draw after that is not in the window.
     """
 
     argv: tuple[str, ...]
@@ -72,6 +74,7 @@ class CommandRun:
     boards: tuple[BoardRun, ...]
     started_utc: str
     simulated: dict | None = None
+    left_running: tuple[int, ...] = ()
 
     @property
     def exit_status(self) -> int:
@@ -110,6 +113,12 @@ class CommandRun:
         if self.interrupted:
             got = ", ".join(self.signals)
             out.append(f"interrupted ({got}, passed on to the command); measured until it ended")
+        if self.left_running:
+            n = len(self.left_running)
+            out.append(
+                f"the command left {n} process{'es' if n > 1 else ''} of its session running "
+                f"({', '.join(map(str, self.left_running))}): what they draw after it exited is not measured"
+            )
         for b in self.boards:
             out.append(self._board_line(b))
         return out
@@ -150,6 +159,7 @@ class CommandRun:
             "signals": list(self.signals),
             "idle": self.idle,
             "simulated": self.simulated,
+            "left_running": list(self.left_running),
             "boards": [
                 {
                     "other_pids": None if b.other_pids is None else list(b.other_pids),
@@ -179,6 +189,7 @@ class CommandRun:
             ),
             started_utc=d["started_utc"],
             simulated=d.get("simulated"),
+            left_running=tuple(d["left_running"]),
         )
 
 
@@ -236,6 +247,7 @@ def check_run(d: dict) -> None:
     records.text(idle.get("path"), "idle.path", none=True)
     records.text(d["started_utc"], "started_utc")
     records.mapping(d.get("simulated"), "simulated", none=True)
+    records.items(d["left_running"], "left_running", records.integer)
     records.items(d["boards"], "boards", records.mapping, empty=False)
     for i, b in enumerate(d["boards"]):
         where = f"boards[{i}]"

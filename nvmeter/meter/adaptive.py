@@ -35,6 +35,10 @@ EDGE_ALLOWANCE_S = 0.005
 MAX_S = 3600.0
 # Calls in a row that leave the board's clock where it was before measure() gives up.
 _STUCK_CALLS = 10_000
+# Calls in a row that each move the clock less than _TINY_S: no GPU call is that short (a device
+# sync alone takes microseconds), and a simulated call of 1 ns would need 5e8 calls for 0.5 s.
+_TINY_CALLS = 1_000_000
+_TINY_S = 1e-6
 
 
 def measure(
@@ -221,20 +225,27 @@ def _calls_until(fn, board: Board, done: Callable[[], bool]) -> None:
             moves only when the call spends time on it), so the loop would never end.
     """
     now = board.clock.now()
-    stuck = 0
+    stuck = tiny = 0
     while True:
         before = now
         fn()
         finished = done()
         now = board.clock.now()
         stuck = stuck + 1 if now == before else 0
+        tiny = tiny + 1 if now - before < _TINY_S else 0
         if stuck >= _STUCK_CALLS:
-            raise errors.UsageError(
-                f"{_STUCK_CALLS:,} calls did not advance the board's clock: on a simulated board the "
-                "call (and a control's null call) must spend virtual time, e.g. board.clock.sleep(s)"
-            )
+            raise _never_ends(f"{_STUCK_CALLS:,} calls did not advance")
+        if tiny >= _TINY_CALLS:
+            raise _never_ends(f"{_TINY_CALLS:,} calls each advanced by under {_TINY_S * 1e6:g} us")
         if finished:
             return
+
+
+def _never_ends(what: str) -> errors.UsageError:
+    return errors.UsageError(
+        f"{what} the board's clock: on a simulated board the call (and a control's null call) must "
+        "spend virtual time, e.g. board.clock.sleep(s)"
+    )
 
 
 def _warm_up(fn, board: Board, warmup_s: float, sync_fn) -> None:

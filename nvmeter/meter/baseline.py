@@ -27,10 +27,6 @@ IDLE_AGREEMENT = 0.10
 # Settle after freezing a process before measuring: docs/facts.md and the A100
 # scorer used 3 s.
 FREEZE_SETTLE_S = 3.0
-# No board NVML meters draws this much: NVIDIA's datasheets give 700 W for the H200 SXM,
-# 1,000 W per B200 GPU and 2,700 W for a whole GB200 superchip (two GPUs and a CPU). An idle
-# figure above it is a typo or a unit slip (mW), not an idle.
-MAX_BOARD_W = 5_000.0
 
 
 @dataclass(frozen=True)
@@ -67,8 +63,8 @@ class IdleBaseline:
             UsageError: a negative or non-finite power or error.
         """
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (power_w, err_w))
-        if not numbers or not (0 <= power_w <= MAX_BOARD_W and 0 <= err_w <= MAX_BOARD_W):
-            limits = f"0 to {MAX_BOARD_W:,.0f} W (and its error too)"
+        if not numbers or not (0 <= power_w <= sanity.MAX_BOARD_W and 0 <= err_w <= sanity.MAX_BOARD_W):
+            limits = f"0 to {sanity.MAX_BOARD_W:,.0f} W (and its error too)"
             raise errors.UsageError(f"idle power must be {limits}, not {power_w!r} ± {err_w!r}")
         return cls(float(power_w), float(err_w), "given")
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from nvmeter import errors
 from nvmeter.boards.profile import H200_V1, BoardProfile
 from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample
-from nvmeter.meter import errormodel, spread
+from nvmeter.meter import errormodel, sanity, spread
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_from_dict, samples_to_dict
 from nvmeter.meter.span import AlignedSpan
@@ -491,6 +491,17 @@ class Measurement:
             )
         if self.idle.err_w < 0 or self.control_err_mj < 0:
             return "a bound is negative (the idle's or the control's given bound)"
+        if self.control_mj + self.control_err_mj < 0:
+            return (
+                f"the control is negative ({self.control_mj:,.1f} ± {self.control_err_mj:,.1f} mJ a call): "
+                "subtracting it adds energy the calls did not draw"
+            )
+        most_w = plausible_w(self.device)
+        if self.method != "samples" and self.power_w > most_w:
+            return (
+                f"the counter reads {self.power_w:,.0f} W over the window, more than this board can draw "
+                f"({most_w:,.0f} W: twice its power limit): the counter jumped"
+            )
         if self.model_version >= 2 and self.above_idle_j < -self.err_j:
             return (
                 f"energy above idle {self.above_idle_j:.3f} J is below minus its bound: the idle "
@@ -652,6 +663,19 @@ class Measurement:
     def with_method(self, method: str) -> Measurement:
         """The same readings, read another way (``aligned`` readings also hold samples)."""
         return replace(self, method=method)
+
+
+# A board draws at most this share of its power limit over a window: the limiter lets power run
+# only a few percent over the limit, and briefly (docs/facts.md: ~3% for ~0.5 s after a pause).
+PLAUSIBLE_LIMIT_SHARE = 2.0
+
+
+def plausible_w(device: BoardIdentity) -> float:
+    """The most power a window on ``device`` can read, W: twice its limit, or MAX_BOARD_W if unknown."""
+    limit = device.power_limit_w
+    most = sanity.MAX_BOARD_W
+    known = isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 < limit < most
+    return PLAUSIBLE_LIMIT_SHARE * limit if known else most
 
 
 def figure_reason(

@@ -24,7 +24,13 @@ _SAMPLES = {"t_s", "power_w"}
 _JOB = {"t0_s", "t1_s", "matmuls", "n", "flops"}
 _BURST = {"pre", "post", "tail"}
 
+# No board NVML meters draws this much: NVIDIA's datasheets give 700 W for the H200 SXM,
+# 1,000 W per B200 GPU and 2,700 W for a whole GB200 superchip (two GPUs and a CPU). A power
+# above it is a typo or a unit slip (mW) in a figure given, or a counter that jumped.
+MAX_BOARD_W = 5_000.0
+
 COUNTER_BACKWARDS = "the energy counter goes backwards"
+COUNTER_JUMP = "the energy counter jumps: it reads more power than any board draws (5,000 W)"
 
 
 def _numbers(values) -> bool:
@@ -48,6 +54,9 @@ def series_fault(d: dict) -> str | None:
         return "counter reads out of time order"
     if not _rising(e) or min(e) < 0:
         return COUNTER_BACKWARDS
+    # a step holds the energy since the counter's previous update: allow a second for it
+    if (e[-1] - e[0]) / 1e3 > MAX_BOARD_W * (t1[-1] - t0[0] + 1.0):
+        return COUNTER_JUMP
     return None
 
 
@@ -62,6 +71,8 @@ def _span_fault(d: dict) -> str | None:
         return "a span that ends before it starts"
     if not _rising([*span.start.energy_mj, *span.end.energy_mj]) or span.energy_j < 0:
         return COUNTER_BACKWARDS
+    if span.power_w > MAX_BOARD_W:
+        return COUNTER_JUMP
     return None
 
 

@@ -64,25 +64,36 @@ QUIET_MARGIN_W = 10.0
 QUIET_MARGIN_REL = 0.05
 
 
-def _finite(value, name: str, *, minimum: float = -math.inf) -> float:
+def _finite(value, name: str, *, minimum: float = -math.inf, maximum: float = math.inf) -> float:
     """``value`` as a float, or UsageError naming it."""
     if (
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
-        or not minimum <= float(value) < math.inf
+        or not (minimum <= float(value) < math.inf and float(value) <= maximum)
     ):
-        raise errors.UsageError(f"{name} must be a finite number >= {minimum:g}, not {value!r}")
+        most = f" and <= {maximum:g}" if maximum < math.inf else ""
+        raise errors.UsageError(f"{name} must be a finite number >= {minimum:g}{most}, not {value!r}")
     return float(value)
+
+
+# The longest wait after the work for its power to come down, s: the H200's falls within ~60 ms
+# (docs/window.md); a tail of minutes is a unit slip, not a wait.
+MAX_TAIL_S = 10.0
+# No window holds more calls: 10^12 calls of 1 us would be 11 days (and a per-call figure of so
+# many would round to nothing).
+MAX_CALLS = 10**12
 
 
 def whole_calls(n) -> int:
     """``n`` as declared calls of ``w.call(n)``.
 
     Raises:
-        UsageError: ``n`` not a whole number >= 1.
+        UsageError: ``n`` not a whole number from 1 to :data:`MAX_CALLS`.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise errors.UsageError(f"w.call(n) takes a whole number of calls >= 1, not {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CALLS:
+        raise errors.UsageError(
+            f"w.call(n) takes a whole number of calls from 1 to {MAX_CALLS:.0e}, not {n!r}"
+        )
     return n
 
 
@@ -163,8 +174,9 @@ class EnergyWindow:
             raise errors.UsageError(
                 f"exit='return' finds the end step in later work, which method {method!r} does not read"
             )
-        if calls is not None and (isinstance(calls, bool) or not isinstance(calls, int) or calls < 0):
-            raise errors.UsageError(f"calls must be a whole number >= 0, not {calls!r}")
+        whole = isinstance(calls, int) and not isinstance(calls, bool)
+        if calls is not None and not (whole and 0 <= calls <= MAX_CALLS):
+            raise errors.UsageError(f"calls must be a whole number from 0 to {MAX_CALLS:.0e}, not {calls!r}")
         if max_rel_err is not None and _finite(max_rel_err, "max_rel_err") <= 0:
             raise errors.UsageError(f"max_rel_err must be > 0, not {max_rel_err!r}")
         self._control = (
@@ -174,7 +186,11 @@ class EnergyWindow:
         self.board = open_board(device)
         self.clock = self.board.clock
         self.profile = resolve_profile(profile, self.board.identity(), idle)
-        self._tail_s = self.profile.tail_s if tail_s is None else _finite(tail_s, "tail_s", minimum=0)
+        self._tail_s = (
+            self.profile.tail_s
+            if tail_s is None
+            else _finite(tail_s, "tail_s", minimum=0, maximum=MAX_TAIL_S)
+        )
         self._sync, self.sync_name = resolve(sync)
         self._idle_spec = idle
         self.method = method
@@ -389,6 +405,8 @@ class EnergyWindow:
 
     def _problems(self, start: CounterSeries, end: CounterSeries, method: str) -> tuple[str, ...]:
         problems = []
+        if self._calls is not None and self._counted and self._counted != self._calls:
+            problems.append(f"calls={self._calls} was given, but w.call() counted {self._counted}")
         if method != "samples":
             values = list(start.energy_mj) + list(end.energy_mj)
             if any(b < a for a, b in itertools.pairwise(values)):
