@@ -34,6 +34,36 @@ app = typer.Typer(
 )
 
 
+class _OutputLost(Exception):
+    """Standard output could not be written (a full disk, /dev/full): not a failed check."""
+
+
+class _Stream:
+    """The current ``sys.stdout`` or ``sys.stderr`` (looked up at each write, as rich does)."""
+
+    def __init__(self, name: str, lost=_OutputLost) -> None:
+        self._name, self._lost = name, lost
+
+    def _call(self, what: str, *args):
+        try:
+            return getattr(getattr(sys, self._name), what)(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            if self._lost is None:  # stderr: nowhere left to say it; the exit status still says what ran
+                return None
+            raise self._lost(exc.strerror or str(exc)) from exc
+
+    def write(self, text: str):
+        return self._call("write", text)
+
+    def flush(self) -> None:
+        self._call("flush")
+
+    def __getattr__(self, name: str):
+        return getattr(getattr(sys, self._name), name)
+
+
 class _Stdout(Console):
     """rich's console, ending with SIGPIPE's conventional status when the reader goes away."""
 
@@ -44,8 +74,8 @@ class _Stdout(Console):
         raise SystemExit(128 + signal.SIGPIPE)
 
 
-out = _Stdout()
-err = Console(stderr=True)
+out = _Stdout(file=_Stream("stdout"))
+err = Console(file=_Stream("stderr", lost=None))
 
 
 def _show_version(value: bool) -> None:
@@ -86,7 +116,8 @@ SimulateOpt = Annotated[
 
 def _say(line: str) -> None:
     """One unwrapped line on stderr (rich would wrap it at the terminal width)."""
-    print(line, file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # a full stderr: the exit status still says what happened
+        print(line, file=sys.stderr, flush=True)
 
 
 def _guarded(fn):
@@ -175,6 +206,10 @@ def _run(fn, *args, **kwargs):
         # the reader went away (`nvmeter show … | head`): end quietly, as SIGPIPE ends other tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(128 + signal.SIGPIPE) from None
+    except _OutputLost as exc:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at Python's exit flush
+        _say(f"nvmeter: cannot write standard output: {exc}")
+        raise typer.Exit(2) from None
 
 
 def _bands():
@@ -494,6 +529,10 @@ def check(
     from nvmeter.probes.check import check as judge
 
     band = _band(band, BANDS)
+    if probe_file is not None and (device is not None or simulate):
+        raise errors.UsageError(
+            "--probe reads the reference from its file: give it without --device and --simulate"
+        )
     if probe_file is not None:
         from nvmeter.probes.report import load_report
 
@@ -851,7 +890,30 @@ def main() -> None:
 
     _entry.install()
     _CONSOLE = True
-    app()
+    try:
+        code = app(standalone_mode=False, prog_name="nvmeter")
+    except Exception as exc:  # click's, which typer may vendor: known by name, not by module
+        sys.exit(_parse_failure(exc))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _parse_failure(exc: Exception) -> int:
+    """One line for an argument click refused (it would draw a box of several); the exit code."""
+    kinds = {c.__name__ for c in type(exc).__mro__}
+    ctx = getattr(exc, "ctx", None)
+    if "NoArgsIsHelpError" in kinds:  # typer has shown the help already
+        return 2
+    if "UsageError" in kinds:
+        where = getattr(ctx, "command_path", None) or "nvmeter"
+        _say(f"nvmeter: {exc.format_message().rstrip('.')} (see '{where} --help')")
+        return exc.exit_code
+    if "ClickException" in kinds:
+        _say(f"nvmeter: {exc.format_message()}")
+        return exc.exit_code
+    if "Abort" in kinds:
+        _say("nvmeter: interrupted; nothing written")
+        return 130
+    raise exc
 
 
 if __name__ == "__main__":

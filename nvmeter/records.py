@@ -165,6 +165,8 @@ def read_json(path: Path, kind: str) -> dict:
         raise errors.RecordError(f"{path}: not an nvmeter {kind} record (nested too deeply)") from exc
     except json.JSONDecodeError as exc:
         raise errors.RecordError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from exc
+    except ValueError as exc:  # an integer of thousands of digits (Python's int limit), ...
+        raise errors.RecordError(f"{path}: not an nvmeter {kind} record ({exc})") from exc
     return formats.upgrade(data, kind, str(path))
 
 
@@ -219,8 +221,9 @@ def building(path: Path, kind: str) -> Iterator[None]:
     Raises:
         RecordError: ``"<file>: damaged <kind> record: <what>"`` for the errors a damaged
             record raises (KeyError, TypeError, ValueError, OverflowError, AttributeError,
-            IndexError, ZeroDivisionError); a RecordError that does not name the file is
-            given its name; one that does passes unchanged.
+            IndexError, ZeroDivisionError), and for a stored setting its own check refuses
+            (UsageError); a RecordError that does not name the file is given its name; one
+            that does passes unchanged.
 
     """
     try:
@@ -228,6 +231,8 @@ def building(path: Path, kind: str) -> Iterator[None]:
     except errors.RecordError as exc:
         if str(exc).startswith(str(path)):
             raise
+        raise errors.RecordError(f"{path}: damaged {kind} record: {_one_line(str(exc))}") from exc
+    except errors.UsageError as exc:  # a stored setting that the setting's own check refuses
         raise errors.RecordError(f"{path}: damaged {kind} record: {_one_line(str(exc))}") from exc
     except _DAMAGE as exc:
         raise errors.RecordError(f"{path}: damaged {kind} record: {_one_line(_what(exc))}") from exc

@@ -142,7 +142,7 @@ def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
 
 
 def verify_report(path: Path, data: dict, report: ProbeReport) -> None:
-    """Refuse a probe file whose stored ``derived`` blocks differ from the raw series' figures.
+    """Refuse a probe file whose stored ``derived`` blocks or ``profile`` differ from its raw series'.
 
     Each probe's figures are derived again from its raw series by this nvmeter and compared
     with the file's, as ``nvmeter summarize`` does for score records.
@@ -151,13 +151,13 @@ def verify_report(path: Path, data: dict, report: ProbeReport) -> None:
         RecordError: one line naming the first figure that differs, with both values.
 
     """
-    verify.check(
-        path,
-        (
-            (f"probes.{name}.derived", data["probes"][name].get("derived"), rec.derived())
-            for name, rec in report.probes.items()
-        ),
-    )
+    checks = [
+        (f"probes.{name}.derived", data["probes"][name].get("derived"), rec.derived())
+        for name, rec in report.probes.items()
+    ]
+    if data.get("profile") is not None:  # derived too: what windows given this file use
+        checks.append(("profile", data["profile"], report.profile().to_dict()))
+    verify.check(path, checks)
 
 
 def budget_s(quick: bool, only: tuple[str, ...] = ()) -> float:

@@ -447,7 +447,7 @@ class _FakeZeus:
 
 def test_zeus_windows_follow_warm_half_second_windows_and_are_analysed(tmp_path, monkeypatch):
     board = _board()
-    monkeypatch.setattr(runner, "_zeus", lambda enabled: (_FakeZeus(board), "fake 0.16"))
+    monkeypatch.setattr(runner, "_zeus", lambda enabled, simulate=False: (_FakeZeus(board), "fake 0.16"))
     out = tmp_path / "zeus.json"
     runner.run(out, runner.Config(kinds=("bf16cap",), budget_s=150.0, verbose=False), board=board)
     rec = json.loads(out.read_text())
@@ -602,3 +602,24 @@ def test_analysis_reads_warm_trials_against_their_enclosing_reference(enclosed_r
     assert sum(r["isolated"] for r in summary["references"]) == len([r for r in kd.refs if r.isolated])
     # the simulated twin's copies are steady: the enclosed warm windows read within 1% of it
     assert summary["rows"]["warm@0.5"]["within_1pct"] >= 0.9
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--block-s", "0"), ("--budget-s", "nan"), ("--ref-s", "-1"), ("--idle-s", "0"), ("--lead-s", "-1")],
+)
+def test_the_bench_refuses_durations_that_cannot_be(args, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["run", "--simulate", "--kinds", "copy", "--out", "/tmp/never.json", *args])
+    assert stop.value.code == 2 and "must be a finite number of seconds" in capsys.readouterr().err
+
+
+def test_analyze_refuses_a_trial_whose_raw_series_cannot_be_real(sim_run, tmp_path, capsys):
+    rec = json.loads(sim_run.read_text())
+    warm = next(u for u in rec["kinds"]["fp32"]["units"] if u["type"] == "warm")
+    warm["raw"]["end"]["energy_mj"] = warm["raw"]["end"]["energy_mj"][::-1]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(rec))
+    assert cli.main(["analyze", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "damaged window-accuracy record: the energy counter goes backwards" in err

@@ -42,6 +42,7 @@ def test_check_reads_the_reference_from_a_probe_file(probe_file):
 def test_check_on_a_board_without_a_band_reports_and_is_not_a_pass(probe_file, tmp_path):
     data = json.loads(probe_file.read_text())
     data["board"]["name"] = "NVIDIA T4"
+    data["profile"] = None  # the profile's defaults follow the family: this one's would be a T4's
     t4 = tmp_path / "t4.json"
     t4.write_text(json.dumps(data))
     result = nvmeter("check", "--probe", str(t4))
@@ -277,3 +278,54 @@ def test_a_reader_that_goes_away_ends_show_quietly(probe_file):
     )  # fmt: skip
     assert result.stdout.strip() in ("0", "141")  # 0 when the table fitted in the pipe before it closed
     assert "Traceback" not in result.stderr and "Error" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ("probe", "--bogus"),
+            "No such option: --bogus (Possible options: --out) (see 'nvmeter probe --help')",
+        ),
+        (("score", "--runs", "1e3", "x"), "Invalid value for '--runs'"),
+        (("score",), "Missing argument 'method' (see 'nvmeter score --help')"),
+    ],
+)
+def test_an_argument_the_parser_refuses_is_one_line_and_exit_2(args, says):
+    assert says in one_line_error(nvmeter(*args), 2)
+
+
+def test_a_full_standard_output_is_one_line_not_a_failed_check(probe_file):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "nvmeter.cli", "check", "--probe", str(probe_file)],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=300,
+        )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip() == "nvmeter: cannot write standard output: No space left on device"
+
+
+def test_a_full_standard_error_keeps_the_commands_status():
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "nvmeter.cli", "run", "--simulate", "--", "sh", "-c", "exit 5"],
+            stdout=subprocess.PIPE, stderr=full, text=True, timeout=300,
+        )  # fmt: skip
+    assert result.returncode == 5
+
+
+def test_an_integer_of_thousands_of_digits_is_a_damaged_record(tmp_path):
+    path = tmp_path / "huge.json"
+    path.write_text('{"kind": "probe", "schema_version": ' + "9" * 5000 + "}")
+    line = one_line_error(nvmeter("show", str(path)), 2)
+    assert str(path) in line and "not an nvmeter" in line
+
+
+def test_check_from_a_file_takes_no_board(probe_file):
+    line = one_line_error(nvmeter("check", "--probe", str(probe_file), "--simulate"), 2)
+    assert "--probe reads the reference from its file" in line
+
+
+def test_an_idle_that_is_a_folder_is_named_so(tmp_path):
+    line = one_line_error(nvmeter("run", "--simulate", "--idle", str(tmp_path), "--", "true"), 2)
+    assert "not a regular file" in line

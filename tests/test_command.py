@@ -363,3 +363,24 @@ def test_a_terminal_resize_is_passed_on_and_not_recorded(tmp_path):
     stdout, stderr = proc.communicate(timeout=60)
     assert (proc.returncode, stdout) == (5, "resized\n"), stderr
     assert json.loads(out.read_text())["signals"] == []
+
+
+def test_processes_the_command_left_running_are_named_and_recorded(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    board = SimulatedBoard(SimConfig(seed=3))
+    # the shell starts a sleeper it does not wait for, and exits
+    result = run_command(
+        ["sh", "-c", "sleep 30 & echo $! > pid; sleep 0.2"], [board], life=SimulatedLife(board)
+    )
+    try:
+        left = int(Path("pid").read_text())
+        assert result.left_running == (left,)
+        assert any(f"left 1 process of its session running ({left})" in line for line in result.lines())
+        again = CommandRun.from_dict(json.loads(json.dumps(result.to_dict())))
+        assert again.left_running == (left,)
+    finally:
+        with contextlib.suppress(ProcessLookupError, FileNotFoundError, ValueError):
+            os.kill(int(Path("pid").read_text()), signal.SIGKILL)
+        Path("pid").unlink(missing_ok=True)
+    clean = run_command(["sh", "-c", "sleep 0.1"], [board], life=SimulatedLife(board))
+    assert clean.left_running == () and not any("left" in line for line in clean.lines())

@@ -352,6 +352,12 @@ def test_a_damaged_probe_record_is_one_line_and_exit_2(tmp_path, probe_data, cha
         assert re.search(f"{re.escape(str(path))}: damaged probe record: {why}", line), line
 
 
+def test_a_probe_files_profile_block_is_checked_against_its_raw_series(tmp_path, probe_data):
+    path = damaged(tmp_path, probe_data, set_at("profile", "counter_period_s", 1.5))
+    line = one_line_error(nvmeter("show", path), 2)
+    assert str(path) in line and "profile" in line and "1.5" in line, line
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [
@@ -363,6 +369,9 @@ def test_a_damaged_probe_record_is_one_line_and_exit_2(tmp_path, probe_data, cha
             "1e\\+308, not an energy counter",
         ),
         (set_at("energy", "method", "window", "calls", "1"), "malformed Measurement"),
+        (set_at("config", "window_s", 0), "window-s must be"),  # its setting's own check
+        (set_at("energy", "method", "block", "ms", 0, -5.0), r"energy\.method\.block\.ms\[0\] is -5\.0"),
+        (set_at("energy", "method", "window", "schema_version", True), "schema_version True"),
     ],
 )
 def test_a_damaged_score_record_is_one_line_and_exit_2(tmp_path, score_data, change, why):
@@ -391,3 +400,20 @@ def test_the_read_boundary_names_the_file_and_hides_no_programming_error(tmp_pat
     assert got.value is named  # already names the file: unchanged
     with pytest.raises(NameError), records.building(path, "run"):  # a bug, not a damaged record
         raise NameError("undefined")
+
+
+def test_a_run_copied_into_two_folders_is_counted_once(tmp_path, score_data):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        write(tmp_path / folder, score_data, "run-001.json")
+    result = nvmeter("summarize", tmp_path / "a", tmp_path / "b", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert "copies of a run, each counted once" in result.stderr and result.stderr.count("\n") == 1
+    assert len(json.loads(result.stdout)["runs"]) == 1
+
+
+def test_a_negative_power_field_reading_is_damage(tmp_path):
+    full = json.loads((Path(__file__).resolve().parents[1] / "results" / "probe-h200.json").read_text())
+    path = damaged(tmp_path, full, lambda d: d["probes"]["step"]["raw"]["instant_w"].__setitem__(0, -3.0))
+    line = one_line_error(nvmeter("show", path), 2)
+    assert "damaged probe record: a negative power reading (at step)" in line, line

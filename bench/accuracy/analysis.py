@@ -38,14 +38,22 @@ PROFILE_CHANGES: dict = {}
 
 
 def load(path: Path) -> dict:
-    """A window-accuracy record (schema 2, upgraded as nvmeter.formats says).
+    """A window-accuracy record (schema 2, upgraded as nvmeter.formats says), its raw series checked.
 
     Raises:
-        RecordError: missing, unreadable, not JSON, or another kind of record.
+        RecordError: missing, unreadable, not JSON, another kind of record, or damaged (a trial's
+            raw series that cannot be real, :mod:`nvmeter.meter.sanity`; units that are no list).
     """
     from nvmeter import records
+    from nvmeter.meter import sanity
 
-    return records.read_json(Path(path), "window-accuracy")
+    rec = records.read_json(Path(path), "window-accuracy")
+    with records.building(Path(path), "window-accuracy"):
+        for name, part in records.mapping(rec.get("kinds", {}), "kinds").items():  # runs 1-2: legacy
+            for i, unit in enumerate(records.items(part["units"], f"kinds.{name}.units", records.mapping)):
+                for at, why in sanity.faults(unit.get("raw"), f"kinds.{name}.units[{i}].raw"):
+                    raise records.BadField(f"{why} (at {at})")
+    return rec
 
 
 def idle_of(part: dict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -44,6 +45,22 @@ def _lengths(text: str) -> tuple[float, ...]:
         known = ", ".join(f"{w:g}" for w in plan.WARM_S)
         raise argparse.ArgumentTypeError(f"warm window lengths are among {known} s, not {text!r}")
     return values
+
+
+def _seconds(zero_ok: bool = False):
+    """An argparse type: a finite number of seconds > 0 (>= 0 with ``zero_ok``)."""
+    least = ">= 0" if zero_ok else "> 0"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
+            raise argparse.ArgumentTypeError(f"must be a finite number of seconds {least}, not {text!r}")
+        return value
+
+    return parse
 
 
 def _positive_int(text: str) -> int:
@@ -96,12 +113,15 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument(
             "--kinds", type=_kinds, default=kinds_mod.FIT_KINDS, help="comma-separated kinds of work"
         )
-        r.add_argument("--budget-s", type=float, default=420.0, help="wall time for all kinds, s")
-        r.add_argument("--block-s", type=float, default=45.0, help="trials between references, s")
-        r.add_argument("--ref-s", type=float, default=10.0, help="reference window, s")
-        r.add_argument("--idle-s", type=float, default=2.0, help="each quiescent idle span, s")
+        r.add_argument("--budget-s", type=_seconds(), default=420.0, help="wall time for all kinds, s")
+        r.add_argument("--block-s", type=_seconds(), default=45.0, help="trials between references, s")
+        r.add_argument("--ref-s", type=_seconds(), default=10.0, help="reference window, s")
+        r.add_argument("--idle-s", type=_seconds(), default=2.0, help="each quiescent idle span, s")
         r.add_argument(
-            "--lead-s", type=float, default=2.0, help="calls with no gap before a warm trial or reference, s"
+            "--lead-s",
+            type=_seconds(zero_ok=True),
+            default=2.0,
+            help="calls with no gap before a warm trial or reference, s",
         )
         r.add_argument("--seed", type=int, default=20261201)
         r.add_argument("--only", type=_types, default=None, help="comma-separated trial types (default all)")

@@ -9,6 +9,7 @@ the work's process frozen.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -162,8 +163,9 @@ def idle_spec(text: str | None) -> str | Path | float:
     except ValueError:
         path = Path(text)
         if not path.is_file():
+            why = "not a regular file" if os.path.lexists(path) else "no such file"
             raise errors.UsageError(
-                f"--idle takes a probe file or watts, and {text!r} is neither (no such file)"
+                f"--idle takes a probe file or watts, and {text!r} is neither ({why})"
             ) from None
         return path
     IdleBaseline.given(power_w)

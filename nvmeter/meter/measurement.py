@@ -625,7 +625,8 @@ class Measurement:
     @classmethod
     def _from_dict(cls, d: dict) -> Measurement:
         version = d.get("schema_version", 1)  # version 1 had no key: its absence is version 1
-        if version not in (1, 2, SCHEMA_VERSION):
+        # an int (True == 1 and 3.0 == 3, but neither is a version nvmeter writes)
+        if type(version) is not int or version not in (1, 2, SCHEMA_VERSION):
             raise errors.RecordError(f"a Measurement of schema_version {version!r} (this nvmeter reads 1-3)")
         if version == 1:
             d = _upgrade_v1(d)

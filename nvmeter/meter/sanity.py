@@ -105,8 +105,16 @@ def _burst_fault(d: dict) -> str | None:
     return None
 
 
+def _instant_fault(d: dict) -> str | None:
+    """A step response's power field readings (``instant_w``): finite, not negative."""
+    p = d["instant_w"]
+    if not _numbers(p):
+        return "power readings with missing or non-finite values"
+    return "a negative power reading" if p and min(p) < 0 else None
+
+
 _CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, _samples_fault))
-_CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault))
+_CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault), ({"instant_w"}, _instant_fault))
 
 
 def faults(raw, where: str = "") -> Iterator[tuple[str, str]]:

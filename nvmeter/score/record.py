@@ -279,6 +279,10 @@ class RunRecord:
         )
 
 
+def _duration_ms(value, where: str):
+    return records.number(value, where, at_least=0)
+
+
 def check_record(d: dict) -> None:
     """A score record's fields that the tables show or sort by have their types, and its counters count.
 
@@ -307,4 +311,9 @@ def check_record(d: dict) -> None:
     records.items(d["warmup_ms"], "warmup_ms", records.number)
     records.items(d["calls"], "calls", records.mapping)
     if d["energy"] is not None:
-        records.counters(records.mapping(d["energy"], "energy"), "energy")
+        energy = records.mapping(d["energy"], "energy")
+        records.counters(energy, "energy")
+        for part in ("control", "method", "warmup"):  # each block's call times are times
+            block = (energy.get(part) or {}).get("block") if isinstance(energy.get(part), dict) else None
+            if isinstance(block, dict) and "ms" in block:
+                records.items(block["ms"], f"energy.{part}.block.ms", _duration_ms)

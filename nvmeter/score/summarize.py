@@ -9,10 +9,13 @@ medians over the passing runs of each method, as the A100 tables do (median of 3
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import statistics
 import tempfile
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,17 +65,26 @@ def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
         raise errors.UsageError(f"no score records (run-*.json) in {', '.join(map(str, paths))}")
     out = []
     seen: set[Path] = set()
+    copies: dict[str, Path] = {}
+    twins: list[str] = []
     for path, data in found:
         if path.resolve() in seen:  # named twice (a folder and its file, or twice): count once
             continue
         seen.add(path.resolve())
-        try:
+        content = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+        if content in copies:  # one run copied into two folders is one run
+            twins.append(f"{path} (of {copies[content]})")
+            continue
+        copies[content] = path
+        with records.building(path, KIND):
             record = RunRecord.from_dict(data)
             record.derived()  # recompute once here so a damaged raw series is this record's error
-        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
-            raise errors.RecordError(f"{path}: damaged score record ({type(exc).__name__}: {exc})") from exc
         verify(path, data, record)
         out.append((path, record))
+    if twins:
+        warnings.warn(
+            f"copies of a run, each counted once: {', '.join(twins)}", errors.NvmeterWarning, stacklevel=2
+        )
     return out
 
 
