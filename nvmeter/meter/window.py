@@ -66,11 +66,8 @@ QUIET_MARGIN_REL = 0.05
 
 def _finite(value, name: str, *, minimum: float = -math.inf, maximum: float = math.inf) -> float:
     """``value`` as a float, or UsageError naming it."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not (minimum <= float(value) < math.inf and float(value) <= maximum)
-    ):
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and minimum <= value <= maximum):
         most = f" and <= {maximum:g}" if maximum < math.inf else ""
         raise errors.UsageError(f"{name} must be a finite number >= {minimum:g}{most}, not {value!r}")
     return float(value)
