@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One device call on one H200 (~9 min): the gpu-marked tests of the meter, then issue 10's warm and
-# single-call cells with references that cannot drift away from their trials (--enclose: each
-# warm stream inside one unbroken reference; isolated single calls as the singles' own reference).
-# Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=300] [KINDS=bf16cap,fp32big,copy,duty] \
+# One device call on one H200 (~8 min; under the 10-minute limit even if every step runs to its
+# time-out): the gpu-marked tests of the meter, then issue 10's warm and single-call cells with
+# references that cannot drift away from their trials (--enclose: each warm stream inside one
+# unbroken reference; isolated single calls as the singles' own reference).
+# Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [KINDS=bf16cap,fp32big,copy,duty] \
 #   bash bench/device/enclose_h200.sh
 # Writes under $OUT: gpu-tests.log, enclose.json (saved as it goes), enclose.log, summary.{md,json}.
 set -u -o pipefail
@@ -11,15 +12,15 @@ source bench/device/common.sh
 install
 {
   header 0
-  timeout 130 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_gpu.py
-  timeout 60 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_command_gpu.py
-  timeout 60 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_pytest_plugin_gpu.py tests/test_monitor_gpu.py
+  timeout 110 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_gpu.py
+  timeout 50 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_command_gpu.py
+  timeout 50 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_pytest_plugin_gpu.py tests/test_monitor_gpu.py
 } 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^# commit|passed|failed|FAILED|ERROR"
 {
   header 0
-  timeout $((${BUDGET_S:-300} + 45)) python3 bench/window_accuracy.py run --kinds "${KINDS:-bf16cap,fp32big,copy,duty}" \
+  timeout $((${BUDGET_S:-240} + 45)) python3 bench/window_accuracy.py run --kinds "${KINDS:-bf16cap,fp32big,copy,duty}" \
     --only warm,single --warm-s 0.5 --exit return --enclose --no-zeus --quiet \
-    --budget-s "${BUDGET_S:-300}" --out "$OUT/enclose.json"
+    --budget-s "${BUDGET_S:-240}" --out "$OUT/enclose.json"
   echo "run rc=$?"
 } 2>&1 | tee "$OUT/enclose.log" | tail -5
 python3 bench/window_accuracy.py analyze "$OUT/enclose.json" --json "$OUT/summary.json" --markdown "$OUT/summary.md" \
