@@ -300,7 +300,7 @@ def test_a_tiny_transient_window_is_bound_by_its_own_energy_not_a_vanishing_time
         board.set_load(0.0)
         w.call()
     m = w.result
-    assert m.transient and m.model_version == 3
+    assert m.transient and m.model_version == errormodel.CURRENT >= 3
     old = replace(m, model_version=2)  # a record of model 2 keeps its figure
     fixed_s = errormodel.model(3).transient_fixed_s
     assert old.state_err_j - m.state_err_j == pytest.approx(fixed_s * m.work_w - abs(m.above_idle_j))
@@ -352,3 +352,23 @@ def test_measure_refuses_calls_that_barely_move_a_simulated_clock():
         measure(
             lambda: board.clock.sleep(1e-9), device=board, sync="none", idle=idle_of(board), control=False
         )
+
+
+def test_an_edge_outside_the_work_is_bounded_at_the_power_sampled_there():
+    board = make_board()
+    with EnergyWindow(board, sync="none", idle=idle_of(board)) as w:
+        board.set_load(LOAD_W)  # work the window's sync does not wait for: it runs on past the exit
+        board.clock.sleep(0.5)
+        w.call()
+    m = w.result
+    t_a, t_b, _, _, hw_start, hw_end = m._edges
+    then = replace(m, model_version=3)  # model 3 took both edges (at idle, outside the work) at idle power
+    start_w, end_w = (m._outside_w(t, m.idle_w, before=t == t_a) for t in (t_a, t_b))
+    assert m.reading_err_j - then.reading_err_j == pytest.approx(
+        (start_w - m.idle_w) * hw_start + (end_w - m.idle_w) * hw_end
+    )
+    assert start_w - m.idle_w < 5.0  # the start edge, before the work, sampled the idle board
+    assert m.reading_err_j - then.reading_err_j > 0.9 * LOAD_W * hw_end
+    board.set_load(0.0)
+    quiet = _window(board)  # the calls end before the exit: its end edge is at idle
+    assert quiet.reading_err_j - replace(quiet, model_version=3).reading_err_j < 0.01 * quiet.reading_err_j

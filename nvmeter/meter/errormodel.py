@@ -28,6 +28,12 @@ History:
        the work's mean power is energy over a vanishing time, and a ~0.1 ms command metered
        by ``nvmeter run`` got a bound of +-145 J. The same figures as model 2 for any work of
        3 ms or more.
+    4: model 3, with an edge polled outside the work (a quiet board's start, the exit's end)
+       bounded at the power the samples read there (``measured_edge_power``), not the idle:
+       where the board still draws more at the end edge (work left running after the exit's
+       sync, another process, a tail too short), a misplaced edge moves that power, and a
+       window of simulated concurrent windows held its energy outside its bound (nvmeter 0.3).
+       At an edge that really is idle, the figures of model 3 within the samples' noise.
 """
 
 from __future__ import annotations
@@ -60,6 +66,8 @@ class ErrorModel:
         confidence: Two-sided confidence of the Student-t interval.
         min_subwindows: Sub-windows needed before their spread replaces ``state_rel``.
         fixed_capped: The ``transient_fixed_s`` term is at most the energy above idle.
+        measured_edge_power: An edge outside the work is bounded at the sampled power near it
+            (at least the idle's), not the idle's alone.
 
     """
 
@@ -76,6 +84,7 @@ class ErrorModel:
     confidence: float = 0.95
     min_subwindows: int = 3
     fixed_capped: bool = False
+    measured_edge_power: bool = False
 
 
 MODELS: dict[int, ErrorModel] = {
@@ -101,6 +110,7 @@ MODELS: dict[int, ErrorModel] = {
     ),
 }
 MODELS[3] = replace(MODELS[2], version=3, fixed_capped=True)
+MODELS[4] = replace(MODELS[3], version=4, measured_edge_power=True)
 CURRENT = max(MODELS)
 
 

@@ -393,8 +393,10 @@ class Measurement:
         # edge polled at idle misplaces idle power; one inside the work, the work's power
         # (plain edges: the work's power for up to a period)
         edge_w = self.idle_w if self.method == "aligned" and not self.problems else self.power_w
-        start_w = self._power_near(t_a) if self.in_work else edge_w
-        end_w = self._power_near(t_b) if self.end_found_in_work else edge_w
+        start_w = self._power_near(t_a) if self.in_work else self._outside_w(t_a, edge_w, before=True)
+        end_w = (
+            self._power_near(t_b) if self.end_found_in_work else self._outside_w(t_b, edge_w, before=False)
+        )
         # the end edge's polling (and an in-work start edge's) draws a little power inside the
         # window; an end found in later work is polled after the window
         polled_s = self._span.polled_s if len(self.end) and not self.end_found_in_work else 0.0
@@ -408,6 +410,21 @@ class Measurement:
         if self.end_found_in_work:
             cuts_j += self._cut_err_j(self.work_t1_s, self.tail_j)
         return idle_term + edges_j + polling + cuts_j + 2e-3
+
+    def _outside_w(self, t_s: float, edge_w: float, before: bool) -> float:
+        """The power an edge outside the work misplaces, W: ``edge_w`` or (model 4) what the samples read.
+
+        Only samples whose ~20 ms interval lies wholly outside the work count (``before`` it for
+        a start edge, after it for an end edge): the work's own power is not the edge's.
+        """
+        if not self.model.measured_edge_power:
+            return edge_w
+        spacing = self.profile.sample_spacing_s
+        outside = (
+            (lambda s: s.t_s <= self.work_t0_s) if before else (lambda s: s.t_s - spacing >= self.work_t1_s)
+        )
+        near = [s.power_w for s in self.samples if abs(s.t_s - t_s) <= 1.5 * spacing and outside(s)]
+        return max([edge_w, *near])
 
     def _power_near(self, t_s: float) -> float:
         """The highest sampled power within a sample spacing of ``t_s``, W."""
