@@ -154,7 +154,7 @@ def test_windows_in_several_threads_share_one_simulated_board():
 
     # four windows at a time, each with its poller: a reader may wait tens of ms for the lock, so
     # edges are wide, and the board's load runs on past every window's exit (error model 4 bounds
-    # the end edge at that power: under model 3, 2 of 15 runs on a loaded 2-core machine missed)
+    # the end edge at that power: read under model 3, 2 of 30 runs on a loaded 2-core machine missed)
     threads = [threading.Thread(target=windows) for _ in range(4)]
     for t in threads:
         t.start()

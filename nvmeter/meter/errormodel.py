@@ -31,8 +31,9 @@ History:
     4: model 3, with an edge polled outside the work (a quiet board's start, the exit's end)
        bounded at the power the samples read there (``measured_edge_power``), not the idle:
        where the board still draws more at the end edge (work left running after the exit's
-       sync, another process, a tail too short), a misplaced edge moves that power, and a
-       window of simulated concurrent windows held its energy outside its bound (nvmeter 0.3).
+       sync, another process, a tail too short), a misplaced edge moves that power: simulated
+       concurrent windows whose load ran past their exits held their energy outside a reliable
+       bound in 2 of 30 runs under model 3, none under model 4 (docs/window.md; nvmeter 0.3).
        At an edge that really is idle, the figures of model 3 within the samples' noise.
 """
 

@@ -99,10 +99,9 @@ class Measurement:
     def _edges(self) -> tuple[float, float, float, float, float, float]:
         """(t_a, t_b, E_a mJ, E_b mJ, half-width a, half-width b) for counter methods."""
         if self.method == "aligned" and self._span.aligned:
-            # an in-work poller may go past a blurred step: each edge is its sharpest step
-            a, b = self.start.steps, self.end.steps
-            i, j = self.start.narrowest_step(self.work_t1_s), self.end.narrowest_step()
-            return (a.t_s[i], b.t_s[j], a.energy_mj[i], b.energy_mj[j], a.half_width_s[i], b.half_width_s[j])
+            # a poller may go past a blurred step: each edge is its sharpest step
+            (t_a, e_a, hw_a), (t_b, e_b, hw_b) = self.start.edge_step(self.work_t1_s), self.end.edge_step()
+            return (t_a, t_b, e_a, e_b, hw_a, hw_b)
         mid = lambda s, i: (s.t0_s[i] + s.t1_s[i]) / 2  # noqa: E731
         # plain edges, or aligned ones that saw no step: the value may be up to a period old
         return (
@@ -121,7 +120,7 @@ class Measurement:
     @property
     def in_work(self) -> bool:
         """True when the start step came after the work began (edges inside the work)."""
-        return self.method == "aligned" and self._span.aligned and self._span.t_a_s > self.work_t0_s
+        return self.method == "aligned" and self._span.aligned and self._edges[0] > self.work_t0_s
 
     @property
     def window_t0_s(self) -> float:

@@ -30,7 +30,7 @@ _BURST = {"pre", "post", "tail"}
 MAX_BOARD_W = 5_000.0
 
 COUNTER_BACKWARDS = "the energy counter goes backwards"
-COUNTER_JUMP = "the energy counter jumps: it reads more power than any board draws (5,000 W)"
+COUNTER_JUMP = f"the energy counter jumps: it reads more power than any board draws ({MAX_BOARD_W:,.0f} W)"
 
 
 def _numbers(values) -> bool:

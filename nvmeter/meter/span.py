@@ -75,8 +75,8 @@ def sharp_edge(board: Board, clock: Clock, timeout_s: float = EDGE_TIMEOUT_S) ->
     the idle's. A 15 ms read at an idle edge misplaces up to ~1 J of a 121 W idle (read costs
     and idle: results/probe-h200.json), 8% of a ~20 ms call at 580 W above idle, where the next
     step costs the caller only latency (an edge polled before the work, or after it at exit)
-    or ~0.1 s of idle. Every edge of a
-    window and of an idle span is found so; the Measurement takes the sharpest step.
+    or ~0.1 s of idle. Every edge of a window and of an idle span is found so; the Measurement
+    takes the sharpest step.
     """
     end_s = clock.now() + timeout_s
     reads = aligned_edge(board, clock, timeout_s)
