@@ -88,12 +88,27 @@ def _idle_dict(idle) -> dict:
 
 
 def _temps(unit: dict) -> list[float]:
+    """The temperatures at a window's own edges (its Measurement's states), °C.
+
+    The runner's ``state_before`` can precede a trial's lead-in, over which a board at its
+    power limit warms by ~10 °C in 2 s (results/enclose/call1-fe66f43-enclose.json), so it
+    stands in only where the record holds no edge states.
+    """
+    states = (unit.get("raw") or {}).get("states") or [unit.get("state_before"), unit.get("state_after")]
     out = []
-    for key in ("state_before", "state_after"):
-        t = (unit.get(key) or {}).get("temperature_c")
+    for state in states:
+        t = (state or {}).get("temperature_c")
         if isinstance(t, (int, float)) and math.isfinite(t):
             out.append(float(t))
     return out
+
+
+def _ref_temps(unit: dict, units: dict) -> tuple[float, ...]:
+    """A reference's temperatures: its edges', and those of the trials it enclosed (its span's)."""
+    temps = _temps(unit)
+    for uid in unit.get("encloses", []):
+        temps += _temps(units.get(uid, {}))
+    return tuple(temps)
 
 
 @dataclass(frozen=True)
@@ -180,6 +195,7 @@ def kind_data(rec: dict, name: str, model_version: int | None = None) -> KindDat
     part = rec["kinds"][name]
     idle = idle_of(part)
     refs, raw_trials = [], []
+    by_id = {u["id"]: u for u in part["units"]}
     for u in part["units"]:
         if u["type"] == "ref":
             m = measurement(u["raw"], idle, model_version)
@@ -187,7 +203,7 @@ def kind_data(rec: dict, name: str, model_version: int | None = None) -> KindDat
                 Ref(
                     u["id"],
                     (u["t0_s"] + u["t1_s"]) / 2,
-                    tuple(_temps(u)),
+                    _ref_temps(u, by_id),
                     m.per_call_mj,
                     m.per_call_mj_err,
                     m.work_s / m.calls * 1e3,

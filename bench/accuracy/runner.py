@@ -32,6 +32,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from accuracy import kinds as kinds_mod
 from accuracy import plan as plan_mod
@@ -92,6 +93,10 @@ ENCLOSE_PAD_S = 0.5
 MIN_KIND_S = 40.0
 # A board-state read longer than this would eat into a warm stream's 10 ms gap budget.
 SLOW_STATE_S = 0.002
+
+
+def _tail(text: str, chars: int = 3000) -> str:
+    return text[-chars:]
 
 
 class _Stop(Exception):
@@ -254,6 +259,8 @@ class KindRun:
         self.monitor = monitor
         self.simulate = simulate
         self.failures: dict[str, int] = {}
+        # Trials inside an enclosing reference, their Measurements not built yet (None outside one)
+        self._deferred: list[dict] | None = None
         self.meter_s: list[float] = []
         self.measure_s: list[float] = []
         self.refs_taken = sum(1 for u in self.part["units"] if u["type"] == "ref")
@@ -465,8 +472,16 @@ class KindRun:
         With ``exit="return"`` the calls go on after the block until the window's end edge is
         in (as a caller's next calls would); they are the stream's, not the window's. An
         ``enclosing`` window counts every call of the stream while it is open, the trials'
-        inside it too (``body`` then declares none itself).
+        inside it too (``body`` then declares none itself). Inside an enclosing window a
+        trial's Measurement is left for later (``"_pending"``: see :meth:`_finish_deferred`).
         """
+        w, rec = self._open_window(body, exit, enclosing)
+        if self._deferred is not None and not enclosing:
+            return {**rec, "_pending": w}
+        return {**rec, **self._measured(w)}
+
+    def _open_window(self, body, exit: str, enclosing: bool) -> tuple:
+        """The window run to its end edge: (the EnergyWindow, its timing fields)."""
         from nvmeter.meter.window import EnergyWindow
 
         state_before = self._state_before()
@@ -491,18 +506,21 @@ class KindRun:
                 self.stream.collect = None
         while not w.end_found():
             self.stream.call()
-        m = w.result
         if exit == self.config.exit:  # references always wait: they tell the trials' cost only then
             self.meter_s.append((t1 - t0) + (t3 - t2))
             self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
+        return w, {**self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before), "exit": exit}
+
+    @staticmethod
+    def _measured(w) -> dict:
+        """A closed window's reading and its raw record."""
+        m = w.result
         return {
-            **self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before),
             "per_call_mj": m.per_call_mj,
             "per_call_mj_err": m.per_call_mj_err,
             "reliable": m.reliable,
             "reason": m.reason,
             "transient": getattr(m, "transient", None),
-            "exit": exit,
             "raw": m.to_dict(),
         }
 
@@ -576,7 +594,14 @@ class KindRun:
                 self._run_units(list(inside), deadline)
                 self.stream.run_for(max(ENCLOSE_PAD_S, t_entry + self.config.ref_s - self.clock.now()))
 
-            rec = self._window(body, enclosing=True)
+            # the trials' Measurements wait until the reference is out: building one (and the
+            # save a gap would bring) between two trials breaks the run, and a board at its
+            # power limit then starts its overshoot again (results/enclose/call1-fe66f43-*)
+            self._deferred = []
+            try:
+                rec = self._window(body, enclosing=True)
+            finally:
+                self._finish_deferred()
         else:
             rec = self._window(self._calls_for(self.config.ref_s))
         extra = {"encloses": [u.id for u in inside]} if inside else {}
@@ -623,28 +648,43 @@ class KindRun:
         except (_Stop, KeyboardInterrupt):
             raise
         except Exception as exc:
-            self.failures[unit.type] = self.failures.get(unit.type, 0) + 1
-            self.part["errors"].append(
-                {
-                    "id": unit.id,
-                    "type": unit.type,
-                    "error": repr(exc),
-                    "traceback": traceback.format_exc()[-3000:],
-                }
-            )
-            _log(f"{self.name}: {unit.id} FAILED {exc!r}")
+            self._failed(unit, exc)
             self.stream.collect = None
             return
-        self.store.add_unit(self.name, {**unit.to_dict(), "wall_s": self.clock.now() - t_start, **rec})
-        if self.config.verbose:
-            pcm, err = rec.get("per_call_mj"), rec.get("per_call_mj_err")
-            bound = f" ± {err:,.1f}" if isinstance(err, float) else ""
-            extra = (
-                f" gap {rec['gap_before_entry_ms']:.1f} ms"
-                if rec.get("gap_before_entry_ms") is not None
-                else ""
-            )
-            _log(f"{self.name}: {unit.id}: {pcm:,.1f}{bound} mJ/call, {rec.get('calls')} calls{extra}")
+        rec = {**unit.to_dict(), "wall_s": self.clock.now() - t_start, **rec}
+        if "_pending" in rec:
+            self._deferred.append(rec)
+            return
+        self._keep(rec)
+
+    def _failed(self, unit, exc: Exception) -> None:
+        self.failures[unit.type] = self.failures.get(unit.type, 0) + 1
+        self.part["errors"].append(
+            {"id": unit.id, "type": unit.type, "error": repr(exc), "traceback": _tail(traceback.format_exc())}
+        )
+        _log(f"{self.name}: {unit.id} FAILED {exc!r}")
+
+    def _finish_deferred(self) -> None:
+        """The Measurements of the trials an enclosing reference held, built now that it is out."""
+        pending, self._deferred = self._deferred or [], None
+        for rec in pending:
+            w = rec.pop("_pending")
+            try:
+                rec.update(self._measured(w))
+            except Exception as exc:
+                self._failed(SimpleNamespace(id=rec["id"], type=rec["type"]), exc)
+                continue
+            self._keep(rec)
+
+    def _keep(self, rec: dict) -> None:
+        self.store.add_unit(self.name, rec)
+        if not self.config.verbose:
+            return
+        pcm, err = rec.get("per_call_mj"), rec.get("per_call_mj_err")
+        bound = f" ± {err:,.1f}" if isinstance(err, float) else ""
+        gap = rec.get("gap_before_entry_ms")
+        extra = f" gap {gap:.1f} ms" if gap is not None else ""
+        _log(f"{self.name}: {rec['id']}: {pcm:,.1f}{bound} mJ/call, {rec.get('calls')} calls{extra}")
 
     # -- trials --------------------------------------------------------------
     def _warm(self, unit) -> dict:

@@ -4,13 +4,14 @@
 # references that cannot drift away from their trials (--enclose: each warm stream inside one
 # unbroken reference; isolated single calls as the singles' own reference).
 # Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [KINDS=bf16cap,fp32big,copy,duty] \
-#   bash bench/device/enclose_h200.sh
+#   [GPU_TESTS=0] bash bench/device/enclose_h200.sh
+# GPU_TESTS=0 skips the tests (a second call on the same commit, or a bench-only change).
 # Writes under $OUT: gpu-tests.log, enclose.json (saved as it goes), enclose.log, summary.{md,json}.
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
 source bench/device/common.sh
 install
-{
+[ "${GPU_TESTS:-1}" = 0 ] || {
   header 0
   timeout 110 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_gpu.py
   timeout 50 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_command_gpu.py

@@ -248,6 +248,7 @@ class SimulatedBoard:
         self._instant_w = self._target_w
         self._average_w = self._target_w
         self._samples: deque[PowerSample] = deque(maxlen=self.config.sample_buffer_len)
+        self._sample_log: list[PowerSample] = []  # every sample, for replays of past buffer reads
         self._next_sample_s = now - 2.9 + self._rng.uniform(0, self.config.sample_period_s)
         self._faults: list[tuple[float, Fault]] = []
         self._fault_ends: dict[Fault, float] = {}
@@ -433,7 +434,9 @@ class SimulatedBoard:
     def _take_sample(self, s_s: float) -> None:
         c = self.config
         mean_w = self._trace.mean_w(s_s - c.sample_period_s, s_s) + self._noise()
-        self._samples.append(PowerSample(s_s, round(mean_w * 1e3) / 1e3))
+        sample = PowerSample(s_s, round(mean_w * 1e3) / 1e3)
+        self._samples.append(sample)
+        self._sample_log.append(sample)
         gap = c.sample_period_s + self._rng.uniform(-c.sample_jitter_s, c.sample_jitter_s)
         self._next_sample_s = s_s + gap
 
@@ -525,6 +528,21 @@ class SimulatedBoard:
         self._check_faults(energy=False, what="the power-sample buffer")
         self.clock.sleep(self.config.samples_read_s)
         return tuple(s for s in self._samples if since_s is None or s.t_s > since_s)
+
+    @_locked
+    def replay_power_samples(self, at_s: float) -> tuple[PowerSample, ...]:
+        """The sample buffer as a read at ``at_s`` would have returned it, oldest first.
+
+        The twin of :meth:`replay_counter_reads` for the buffer: a poller thread reads it
+        at ``at_s`` while the caller works on; a virtual clock lets the meter ask only later,
+        when the buffer may have moved on (it holds ``sample_buffer_len`` samples, ~2.4 s).
+        A time not yet reached is read as :meth:`power_samples` reads now.
+        """
+        if at_s >= self.clock.now():
+            return self.power_samples()
+        self._check_faults(energy=False, what="the power-sample buffer")
+        end = bisect.bisect_right(self._sample_log, at_s, key=lambda s: s.t_s)
+        return tuple(self._sample_log[max(0, end - self.config.sample_buffer_len) : end])
 
     @_locked
     def utilization(self) -> Utilization:

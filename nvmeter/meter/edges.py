@@ -115,15 +115,25 @@ class _ReplayPoll:
             while len(reads.steps) and not sharp(reads) and reads.t1_s[-1] < end_s:
                 more = self._board.replay_counter_reads(reads.t1_s[-1], end_s - reads.t1_s[-1])
                 reads = joined(reads, CounterSeries(*more))
-            if self._after_s is not None:  # the caller waits, as for a thread that is still sleeping
-                clock = self._board.clock
-                clock.sleep(reads.t1_s[-1] + self._after_s - clock.now())
-                self._samples = self._board.power_samples()
+            if self._after_s is not None:
+                self._samples = self._read_samples(reads.t1_s[-1] + self._after_s)
             self._reads = reads
         return self._reads
 
     def samples(self) -> tuple[PowerSample, ...]:
         return self._samples
+
+    def _read_samples(self, at_s: float) -> tuple[PowerSample, ...]:
+        """The buffer as the poller would have read it at ``at_s``.
+
+        The caller waits for a time still ahead (as for a thread that is still sleeping); a
+        time already past is replayed.
+        """
+        clock = self._board.clock
+        if at_s > clock.now() or not hasattr(self._board, "replay_power_samples"):
+            clock.sleep(at_s - clock.now())
+            return self._board.power_samples()
+        return self._board.replay_power_samples(at_s)
 
 
 def poll_in_background(board: Board, timeout_s: float, samples_after_s: float | None = None) -> StepPoll:
