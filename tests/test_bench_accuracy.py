@@ -578,6 +578,48 @@ def test_an_enclosing_reference_holds_its_warm_stream_in_one_unbroken_run(enclos
         assert ref["raw"]["calls"] == ref["calls"] == len(ref["call_ms"])
 
 
+def test_no_trial_inside_an_enclosing_reference_breaks_its_run(tmp_path, monkeypatch):
+    # on a GPU, building a Measurement between two trials and the save a gap then brings idled
+    # the board for ~0.4 s: at the power limit each trial began its overshoot again
+    saves: list[float] = []
+    board = _board(seed=12)
+    real_save = store.Store.save
+    monkeypatch.setattr(store.Store, "save", lambda self: (saves.append(board.clock.now()), real_save(self)))
+    measured = runner.KindRun._measured
+
+    def slow_measured(w):  # a Measurement costs host time on a GPU (~10-50 ms with its record)
+        board.clock.sleep(0.05)
+        return measured(w)
+
+    monkeypatch.setattr(runner.KindRun, "_measured", staticmethod(slow_measured))
+    out = tmp_path / "enc.json"
+    config = runner.Config(
+        kinds=("copy",), budget_s=60.0, verbose=False, only=("warm",), warm_s=(0.5,), exit="return",
+        enclose=True,
+    )  # fmt: skip
+    runner.run(out, config, board=board)
+    part = json.loads(out.read_text())["kinds"]["copy"]
+    units = {u["id"]: u for u in part["units"]}
+    enclosing = [u for u in part["units"] if u.get("encloses")]
+    assert enclosing
+    for ref in enclosing:
+        inner = [units[i] for i in ref["encloses"]]
+        assert len(inner) >= 5 and all(u["lead_calls"] == 0 for u in inner)
+        assert not [t for t in saves if ref["t0_s"] <= t <= ref["t1_s"]]
+        assert all(u["raw"]["derived"]["per_call_mj"] == u["per_call_mj"] for u in inner)
+
+
+def test_a_trials_temperature_is_its_windows_not_its_lead_ins():
+    unit = {
+        "state_before": {"temperature_c": 47.0},
+        "state_after": {"temperature_c": 60.0},
+        "raw": {"states": [{"temperature_c": 59.0}, {"temperature_c": 60.0}]},
+    }
+    assert analysis._temps(unit) == [59.0, 60.0]
+    del unit["raw"]
+    assert analysis._temps(unit) == [47.0, 60.0]
+
+
 def test_isolated_references_repeat_the_single_call_after_the_trials_pauses(enclosed_run):
     part = json.loads(enclosed_run.read_text())["kinds"]["copy"]
     isolated = [u for u in part["units"] if u.get("isolated")]
@@ -623,3 +665,15 @@ def test_analyze_refuses_a_trial_whose_raw_series_cannot_be_real(sim_run, tmp_pa
     assert cli.main(["analyze", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "damaged window-accuracy record: the energy counter goes backwards" in err
+
+
+def test_analyze_reads_every_window_under_the_model_asked_for(sim_run, tmp_path, capsys):
+    as_4 = tmp_path / "as4.json"
+    assert cli.main(["analyze", str(sim_run), "--model", "4", "--json", str(as_4)]) == 0
+    rows = json.loads(as_4.read_text())["files"][str(sim_run)]["kinds"]["duty"]["rows"]
+    expected = analysis.analyze([sim_run], 4)["files"][str(sim_run)]["kinds"]["duty"]["rows"]
+    assert rows["warm@0.5"]["median_err"] == expected["warm@0.5"]["median_err"]
+    capsys.readouterr()
+    assert cli.main(["analyze", str(sim_run), "--model", "99"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error model 99 is not one this nvmeter knows" in err[0]

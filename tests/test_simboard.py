@@ -78,6 +78,22 @@ def test_samples_integrate_to_the_truth(sim_board):
     assert len(samples) == sim_board.config.sample_buffer_len
 
 
+def test_a_replayed_buffer_read_is_the_read_that_would_have_been_made_then(sim_board):
+    # a poller thread reads the buffer while the caller works on; a virtual clock asks later,
+    # when the buffer (119 samples, ~2.4 s) has moved on
+    sim_board.set_context(True)
+    sim_board.set_load(250.0)
+    sim_board.clock.sleep(1.0)
+    at_s = sim_board.clock.now()
+    live = sim_board.power_samples()
+    sim_board.set_load(0.0)
+    sim_board.clock.sleep(5.0)
+    assert sim_board.replay_power_samples(at_s) == tuple(s for s in live if s.t_s <= at_s)
+    assert sim_board.power_samples()[0].t_s > at_s  # what a late live read would have held instead
+    now = sim_board.clock.now()
+    assert [s.t_s for s in sim_board.replay_power_samples(now + 1.0)][-1] <= sim_board.clock.now()
+
+
 def test_idle_levels_follow_context_and_freeze(sim_board):
     clock = sim_board.clock
 

@@ -257,3 +257,59 @@ def test_a_windows_idle_edges_are_sharp_even_when_reads_are_often_slow():
             went_on += len(reads.steps) > 1
         assert m.reliable
     assert went_on >= 3
+
+
+def duty_calls(board, seconds: float) -> int:
+    """Calls that load the board for half of each 30 ms (a GPU phase, then a host wait)."""
+    n = 0
+    end = board.clock.now() + seconds
+    while board.clock.now() < end:
+        board.set_load(LOAD_W)
+        board.clock.sleep(0.015)
+        board.set_load(0.0)
+        board.clock.sleep(0.015)
+        n += 1
+    return n
+
+
+def test_model_5_reads_cuts_inside_a_duty_cycled_run_pro_rata():
+    # the power swings within each 20 ms sample; splitting the sample that holds a cut with
+    # the sample before it (models 1-4) adds the two samples' difference to the edge
+    errs = {4: [], 5: []}
+    for seed in range(5, 11):
+        board = SimulatedBoard(SimConfig(seed=seed))
+        board.set_context(True)
+        idle = IdleBaseline.given(board.config.idle_context_w)
+        duty_calls(board, 2.0)
+        for _ in range(16):
+            with EnergyWindow(board, idle=idle, sync="none", exit="return") as w:
+                t0 = board.clock.now()
+                w.call(duty_calls(board, 0.5))
+                t1 = board.clock.now()
+            while not w.end_found():
+                duty_calls(board, 0.03)
+            truth_j = board.true_energy_j(t0, t1) - board.config.idle_context_w * (t1 - t0)
+            m = w.result
+            assert m.model_version == 5 and m.end_found_in_work and m.in_work
+            assert m._busy_across(m.work_t0_s, before=True) and m._busy_across(m.work_t1_s, before=False)
+            for version in errs:
+                read = Measurement.from_dict({**m.to_dict(), "model_version": version})
+                errs[version].append(abs(read.above_idle_j / truth_j - 1))
+                assert abs(read.above_idle_j - truth_j) <= read.err_j
+    within = {v: sum(e <= 0.01 for e in errs[v]) for v in errs}
+    assert within[5] > within[4] and max(errs[5]) < max(errs[4]), (within, max(errs[4]), max(errs[5]))
+
+
+def test_model_5_keeps_the_step_at_a_cold_start():
+    board = SimulatedBoard(SimConfig(seed=6))
+    board.set_context(True)
+    board.clock.sleep(1.0)
+    idle = IdleBaseline.given(board.config.idle_context_w)
+    with EnergyWindow(board, idle=idle, sync="none", exit="return") as w:
+        w.call(calls(board, 0.5))
+    while not w.end_found():
+        calls(board, CALL_S)
+    m = w.result
+    assert not m._busy_across(m.work_t0_s, before=True)
+    as_4 = Measurement.from_dict({**m.to_dict(), "model_version": 4})
+    assert as_4.head_j == m.head_j

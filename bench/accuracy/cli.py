@@ -158,6 +158,12 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--markdown", type=Path, help="write the tables here")
     a.add_argument("--plot", type=Path, help="write the figure here")
     a.add_argument(
+        "--model",
+        type=_positive_int,
+        default=None,
+        help="read every window under this error model (default: the one each record names)",
+    )
+    a.add_argument(
         "--pool-except",
         nargs="*",
         default=None,
@@ -307,7 +313,7 @@ def _analyze(args) -> int:
 
     if args.pool_except is not None:
         _check_pool(args.files, args.pool_except)
-    summary = analysis.analyze(args.files)
+    summary = analysis.analyze(args.files, args.model)
     text = analysis.markdown(summary)
     if args.pool_except is not None:
         fit = tuple(Path(p).name for p in args.pool_except)

@@ -146,19 +146,24 @@ class Measurement:
         """Length of the window the energy covers, s."""
         return self.window_t1_s - self.window_t0_s
 
-    def _cut_j(self, t_cut: float, t_edge: float) -> float:
+    def _cut_j(self, t_cut: float, t_edge: float, continuous: bool = False) -> float:
         """The sample buffer's energy from ``t_cut`` (the work's start or end) to a counter step, J.
 
         The sample interval that holds ``t_cut`` is split with the power of the sample before
-        it, not pro rata: a sample holds the mean of its interval, and what ran before the
-        cut drew the power the sample before it read. nan when the samples do not cover both.
+        it where the power steps at the cut (what ran before it drew what that sample read),
+        and pro rata where the board drew the work's power on both sides (``continuous``, model
+        5: the sample's mean is then the best figure for any part of its interval). nan when
+        the samples do not cover both.
         """
         before = [s for s in self.samples if s.t_s <= t_cut]
         after = [s for s in self.samples if s.t_s > t_cut]
         if not before or not after or self.samples[-1].t_s < t_edge:
             return math.nan
         prev, first = before[-1], after[0]
-        first_j = first.power_w * (first.t_s - prev.t_s) - prev.power_w * (t_cut - prev.t_s)
+        if continuous:
+            first_j = first.power_w * (first.t_s - t_cut)
+        else:
+            first_j = first.power_w * (first.t_s - prev.t_s) - prev.power_w * (t_cut - prev.t_s)
         if t_edge <= first.t_s:
             return first_j * (t_edge - t_cut) / (first.t_s - t_cut)
         return first_j + integrate_samples_j(self.samples, first.t_s, t_edge)
@@ -170,7 +175,9 @@ class Measurement:
         From idle, the share of the first interval before the start drew idle power; within
         a run of calls, the calls' (:meth:`_cut_j`).
         """
-        return self._cut_j(self.work_t0_s, self._edges[0]) if self.in_work else 0.0
+        if not self.in_work:
+            return 0.0
+        return self._cut_j(self.work_t0_s, self._edges[0], self._busy_across(self.work_t0_s, before=True))
 
     @property
     def tail_j(self) -> float:
@@ -178,7 +185,32 @@ class Measurement:
 
         What the caller ran after the window (or the idle, if it ran nothing) is no part of it.
         """
-        return self._cut_j(self.work_t1_s, self._edges[1]) if self.end_found_in_work else 0.0
+        if not self.end_found_in_work:
+            return 0.0
+        return self._cut_j(self.work_t1_s, self._edges[1], self._busy_across(self.work_t1_s, before=False))
+
+    def _busy_across(self, t_cut: float, before: bool) -> bool:
+        """True (model 5) when the board drew the work's power on the far side of a cut too.
+
+        The samples wholly outside the work within the model's ``lead_s`` of the cut (before
+        the start, after the end) read at least ``cold_lead_share`` of the work's own sampled
+        power above idle, the share that tells a warm lead-in from a cold one. From the
+        samples alone: the work's energy depends on this choice.
+        """
+        if not self.model.continuous_cut:
+            return False
+        spacing, lead_s = self.profile.sample_spacing_s, self.model.lead_s
+        t0, t1 = self.work_t0_s, self.work_t1_s
+        inside = [s.power_w for s in self.samples if t0 <= s.t_s - spacing and s.t_s <= t1]
+        if before:
+            outside = [s.power_w for s in self.samples if t_cut - lead_s <= s.t_s <= t_cut]
+        else:
+            outside = [s.power_w for s in self.samples if 0 <= s.t_s - spacing - t_cut <= lead_s - spacing]
+        if not inside or not outside:
+            return False
+        idle_w = self.idle.samples_w
+        work_w = statistics.fmean(inside) - idle_w
+        return work_w > 0 and statistics.fmean(outside) - idle_w >= self.model.cold_lead_share * work_w
 
     @property
     def energy_j(self) -> float:
