@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from nvmeter import errors
+from nvmeter.boards.profile import H200_V1
 from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.edges import poll_in_background, sharp
@@ -313,3 +314,30 @@ def test_model_5_keeps_the_step_at_a_cold_start():
     assert not m._busy_across(m.work_t0_s, before=True)
     as_4 = Measurement.from_dict({**m.to_dict(), "model_version": 4})
     assert as_4.head_j == m.head_j
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_a_burst_inside_the_cuts_sample_stays_inside_the_bound(seed):
+    # light calls on both sides read as a continuous cut, but one heavy call right after the
+    # start sits in part of the sample that holds the cut: pro rata spreads it over the whole
+    # interval, and the samples' spread sees it only averaged (found by an adversarial review)
+    board = SimulatedBoard(SimConfig(seed=seed, step_delay_s=0.0005, tau_s=0.0005))
+    board.set_context(True)
+    board.clock.sleep(1.0)
+    idle = IdleBaseline.given(board.config.idle_context_w)
+    board.set_load(60.0)
+    board.clock.sleep(1.0)
+    with EnergyWindow(board, idle=idle, sync="none", exit="return", profile=H200_V1) as w:
+        t0 = board.clock.now()
+        board.set_load(575.0)
+        board.clock.sleep(0.009)
+        board.set_load(60.0)
+        board.clock.sleep(0.491)
+        w.call(25)
+        t1 = board.clock.now()
+    while not w.end_found():
+        board.clock.sleep(0.02)
+    m = w.result
+    truth_j = board.true_energy_j(t0, t1) - board.config.idle_context_w * (t1 - t0)
+    assert m._busy_across(m.work_t0_s, before=True)
+    assert abs(m.above_idle_j - truth_j) <= m.err_j

@@ -51,7 +51,14 @@ History:
        and 17/18 to 16/18 (bf16, one board); every bound that held under model 4 held. On the
        simulated board against its true energy (tests/test_window_exit.py): 59 of 96
        duty-cycled 0.5 s windows within ±1%, 49 under model 4. Cold windows and single calls:
-       model 4's figures.
+       model 4's figures. The bound adds, at each cut inside the work, the gap between the two
+       splits' readings (a burst inside the cut's sample can sit anywhere between them, and
+       the samples' spread sees it only averaged into one): an adversarial review found light
+       work with one heavy call right after the start (a board whose power follows within
+       1 ms) outside model 5's bound in 19 of 600 windows without it, and model 4's split
+       outside its bound for bursts at the ends of near-idle windows (89 of 1,520); with the
+       term, none (tests/test_window_exit.py). Warm 0.5 s bounds on the H200 records widen
+       by 0.1-0.3 points (duty-cycled 9.0% to 11.3%).
 """
 
 from __future__ import annotations

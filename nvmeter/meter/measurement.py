@@ -437,9 +437,9 @@ class Measurement:
         edges_j = start_w * hw_a + end_w * hw_b
         cuts_j = self._lag_err_j()
         if self.in_work:
-            cuts_j += self._cut_err_j(self.work_t0_s, self.head_j)
+            cuts_j += self._cut_err_j(self.work_t0_s, self.head_j) + self._split_err_j(before=True)
         if self.end_found_in_work:
-            cuts_j += self._cut_err_j(self.work_t1_s, self.tail_j)
+            cuts_j += self._cut_err_j(self.work_t1_s, self.tail_j) + self._split_err_j(before=False)
         return idle_term + edges_j + polling + cuts_j + 2e-3
 
     def _outside_w(self, t_s: float, edge_w: float, before: bool) -> float:
@@ -461,6 +461,21 @@ class Measurement:
         """The highest sampled power within a sample spacing of ``t_s``, W."""
         near = [s.power_w for s in self.samples if abs(s.t_s - t_s) <= 1.5 * self.profile.sample_spacing_s]
         return max(near) if near else self.power_w
+
+    def _split_err_j(self, before: bool) -> float:
+        """How far the split of a cut's sample interval may be off, J: the other split's reading.
+
+        Pro rata is right for power steady across the interval, the split with the sample
+        before for a step at the cut; a burst inside the interval can sit anywhere between,
+        and the samples' spread near the cut sees it only averaged into one sample. Model 5
+        adds the gap between the two readings, whichever it took (models 1-4: nothing).
+        """
+        if not self.model.continuous_cut:
+            return 0.0
+        t_cut, i = (self.work_t0_s, 0) if before else (self.work_t1_s, 1)
+        t_edge = self._edges[i]
+        gap_j = self._cut_j(t_cut, t_edge, True) - self._cut_j(t_cut, t_edge, False)
+        return abs(gap_j) if math.isfinite(gap_j) else 0.0
 
     def _cut_err_j(self, t_cut: float, cut_j: float) -> float:
         """A cut's integral (head or tail): the samples' calibration, and where the power changes at the cut.
