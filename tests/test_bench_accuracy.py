@@ -677,3 +677,10 @@ def test_analyze_reads_every_window_under_the_model_asked_for(sim_run, tmp_path,
     assert cli.main(["analyze", str(sim_run), "--model", "99"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "error model 99 is not one this nvmeter knows" in err[0]
+
+
+def test_analyze_names_a_summary_given_as_a_record(capsys):
+    summary = ROOT / "results" / "exit-return" / "summary-wait.json"
+    assert cli.main(["analyze", str(summary)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a window-accuracy bench record" in err[0]

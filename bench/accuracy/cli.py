@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         except (errors.NvmeterError, OSError, ValueError, KeyError) as exc:
             # a missing, unreadable or foreign file: one line, nothing written
             text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if isinstance(exc, KeyError):  # a JSON file of another kind (a summary, say)
+                text = f"not a window-accuracy bench record (it has no {exc} field)"
             name = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
             print(f"error: {name}{text}", file=sys.stderr)
             return 2
