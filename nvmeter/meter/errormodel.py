@@ -56,9 +56,9 @@ History:
        the samples' spread sees it only averaged into one): an adversarial review found light
        work with one heavy call right after the start (a board whose power follows within
        1 ms) outside model 5's bound in 19 of 600 windows without it, and model 4's split
-       outside its bound for bursts at the ends of near-idle windows (89 of 1,520); with the
-       term, none (tests/test_window_exit.py). Warm 0.5 s bounds on the H200 records widen
-       by 0.1-0.3 points (duty-cycled 9.0% to 11.3%).
+       outside its bound for bursts at the ends of near-idle windows (71 of 648 simulated
+       windows); with the term, none of those 600 and 648 (tests/test_window_exit.py). Warm
+       0.5 s bounds on the H200 records widen by 0.1-0.3 points (duty-cycled 9.0% to 11.3%).
 """
 
 from __future__ import annotations
