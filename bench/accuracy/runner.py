@@ -95,10 +95,6 @@ MIN_KIND_S = 40.0
 SLOW_STATE_S = 0.002
 
 
-def _tail(text: str, chars: int = 3000) -> str:
-    return text[-chars:]
-
-
 class _Stop(Exception):
     """SIGTERM arrived: save and leave."""
 
@@ -660,7 +656,12 @@ class KindRun:
     def _failed(self, unit, exc: Exception) -> None:
         self.failures[unit.type] = self.failures.get(unit.type, 0) + 1
         self.part["errors"].append(
-            {"id": unit.id, "type": unit.type, "error": repr(exc), "traceback": _tail(traceback.format_exc())}
+            {
+                "id": unit.id,
+                "type": unit.type,
+                "error": repr(exc),
+                "traceback": traceback.format_exc()[-3000:],
+            }
         )
         _log(f"{self.name}: {unit.id} FAILED {exc!r}")
 

@@ -130,7 +130,7 @@ class _ReplayPoll:
         time already past is replayed.
         """
         clock = self._board.clock
-        if at_s > clock.now() or not hasattr(self._board, "replay_power_samples"):
+        if at_s > clock.now():
             clock.sleep(at_s - clock.now())
             return self._board.power_samples()
         return self._board.replay_power_samples(at_s)

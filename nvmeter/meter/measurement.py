@@ -175,9 +175,7 @@ class Measurement:
         From idle, the share of the first interval before the start drew idle power; within
         a run of calls, the calls' (:meth:`_cut_j`).
         """
-        if not self.in_work:
-            return 0.0
-        return self._cut_j(self.work_t0_s, self._edges[0], self._busy_across(self.work_t0_s, before=True))
+        return self._side_cut_j(before=True) if self.in_work else 0.0
 
     @property
     def tail_j(self) -> float:
@@ -185,9 +183,17 @@ class Measurement:
 
         What the caller ran after the window (or the idle, if it ran nothing) is no part of it.
         """
-        if not self.end_found_in_work:
-            return 0.0
-        return self._cut_j(self.work_t1_s, self._edges[1], self._busy_across(self.work_t1_s, before=False))
+        return self._side_cut_j(before=False) if self.end_found_in_work else 0.0
+
+    def _side_cut_j(self, before: bool, continuous: bool | None = None) -> float:
+        """The start's (``before``) or the end's cut integral, J.
+
+        Split as :meth:`_busy_across` says unless ``continuous`` is given.
+        """
+        t_cut, t_edge = (self.work_t0_s, self._edges[0]) if before else (self.work_t1_s, self._edges[1])
+        if continuous is None:
+            continuous = self._busy_across(t_cut, before)
+        return self._cut_j(t_cut, t_edge, continuous)
 
     def _busy_across(self, t_cut: float, before: bool) -> bool:
         """True (model 5) when the board drew the work's power on the far side of a cut too.
@@ -472,9 +478,7 @@ class Measurement:
         """
         if not self.model.continuous_cut:
             return 0.0
-        t_cut, i = (self.work_t0_s, 0) if before else (self.work_t1_s, 1)
-        t_edge = self._edges[i]
-        gap_j = self._cut_j(t_cut, t_edge, True) - self._cut_j(t_cut, t_edge, False)
+        gap_j = self._side_cut_j(before, True) - self._side_cut_j(before, False)
         return abs(gap_j) if math.isfinite(gap_j) else 0.0
 
     def _cut_err_j(self, t_cut: float, cut_j: float) -> float:
