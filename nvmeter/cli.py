@@ -654,7 +654,7 @@ def score(
             "--window-warmup-s",
             help="Unmetered method calls just before its window, s (at least one; 0: none; at most 600).",
         ),
-    ] = 1.0,
+    ] = 2.5,
     min_calls: Annotated[
         int, typer.Option("--min-calls", help="Fewest calls in the method window (at most 1,000).")
     ] = 4,

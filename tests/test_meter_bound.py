@@ -372,3 +372,35 @@ def test_an_edge_outside_the_work_is_bounded_at_the_power_sampled_there():
     board.set_load(0.0)
     quiet = replace(_window(board), model_version=4)  # the calls end before the exit: its end edge is at idle
     assert quiet.reading_err_j - replace(quiet, model_version=3).reading_err_j < 0.01 * quiet.reading_err_j
+
+
+# -- model 6: a pause anywhere in the look-back --------------------------------------------------
+def test_a_window_after_a_short_stall_inside_the_run_is_transient():
+    """One call that waited 100 ms, 1 s before entry: the board was busy at entry, yet not settled."""
+    board = make_board(overshoot_rel=0.03, overshoot_tau_s=0.25)
+    load_w = 650.0  # at the 700 W limit
+    steady = steady_mj(board, load_w)
+    calls(board, 2.0, load_w)
+    board.clock.sleep(0.1)
+    calls(board, 1.0, load_w)
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        calls(board, 0.5, load_w, window=w)
+    board.set_load(0.0)
+    m = w.result
+    assert m.gap_s < m.model.pause_gap_s  # busy right up to the entry: models 2-5 called it warm
+    assert m.transient and m.since_pause_s == pytest.approx(1.0, abs=0.05)
+    assert "a pause ended 1.0" in repr(m) and m.derived()["since_pause_s"] == m.since_pause_s
+    assert abs(m.per_call_mj - steady) <= m.per_call_mj_err
+    before = replace(m, model_version=5)
+    assert not before.transient and before.since_pause_s is None and "since_pause_s" not in before.derived()
+
+
+def test_a_run_started_from_idle_within_the_look_back_is_transient_and_one_past_it_is_warm():
+    board = make_board()
+    for lead_s, transient in ((1.0, True), (2.6, False)):
+        board.clock.sleep(1.0)
+        calls(board, lead_s)
+        with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+            calls(board, 0.5, window=w)
+        board.set_load(0.0)
+        assert w.result.in_work and w.result.transient is transient, (lead_s, repr(w.result))

@@ -236,7 +236,7 @@ def test_measure_reaches_its_target_and_subtracts_the_control(board):
     def null():
         board.clock.sleep(0.001)  # a round trip costs time, even on the simulated board
 
-    result = measure(call, device=board, sync="none", target_rel_err=0.01, control=null, warmup_s=0.2)
+    result = measure(call, device=board, sync="none", target_rel_err=0.01, control=null)
     assert result.reliable, result.reason
     assert result.per_call_mj == pytest.approx(LOAD_W * 0.04 * 1e3, rel=0.02)
     assert result.control_mj != 0.0

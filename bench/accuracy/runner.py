@@ -324,12 +324,13 @@ class KindRun:
         self._reference("close")
         self._idle_span("end")
         self.part["free_call_ms"] = [round(x, 3) for x in self.stream.free_ms]
+        self.part["long_calls"] = self.stream.long_calls
         self.part["done"] = True
         self.store.save()
         n = sum(1 for u in self.part["units"] if u["type"] != "ref")
         _log(
             f"{self.name}: done, {n} trials, {len(self.part['skipped'])} skipped, "
-            f"{len(self.part['errors'])} errors"
+            f"{len(self.part['errors'])} errors, {self.stream.long_calls} calls that broke the run"
         )
 
     def _fits(self, seconds: float, deadline: float) -> bool:

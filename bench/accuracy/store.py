@@ -7,7 +7,7 @@ Layout (``schema_version`` 2)::
      "kinds": {"fp32": {"work": {...params}, "plan": {...}, "idle_spans": [...],
                         "units": [{"id", "type", ..., "raw": Measurement.to_dict()}, ...],
                         "skipped": [...], "errors": [...], "free_call_ms": [...],
-                        "done": bool}, ...}}
+                        "long_calls": int (optional, since 2026-12-02), "done": bool}, ...}}
 
 Units are cleaned once when added (NaN -> null; times rounded to the microsecond, which
 keeps every derived figure to far below its bound and the file under 3 MB a board);

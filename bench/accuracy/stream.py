@@ -3,17 +3,26 @@
 A warm trial must follow at least ``lead_s`` of the same calls with no gap over
 ``max_gap_s`` between one call's end and the next one's start (issue 10: 2 s, 10 ms).
 The stream knows where the current unbroken run began, so the runner adds calls only
-when a gap (a window's exit that took long, a save, a pause) broke it.
+when a gap (a window's exit that took long, a save, a pause) broke it. A call that took
+``max_gap_s`` longer than the recent calls' median breaks it too: each call synchronises, so
+the extra time was spent before its work reached the GPU or after it finished, and the board
+idled (results/enclose/call5-9b41547-enclose.json: a 129 ms call among 40 ms ones, after which
+a power-capped board's limiter swung for ~2 s).
 """
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from collections.abc import Callable
 
 # A gap between calls longer than this breaks a run of calls (issue 10).
 MAX_GAP_S = 0.010
 # Calls before a warm trial or a reference, without a gap (issue 10).
 LEAD_S = 2.0
+# Recent calls whose median is a call's usual length, and how many are needed before it counts.
+RECENT_CALLS = 64
+MIN_RECENT = 5
 
 
 class CallStream:
@@ -29,6 +38,7 @@ class CallStream:
             window); otherwise to ``free_ms`` (calls outside any window).
         free_ms: Calls outside windows, ms (the first ``free_cap`` of them).
         last_end_s: When the last call (of any kind) ended, s on ``clock`` (None before).
+        long_calls: Calls that broke the run by their own length (over the median by ``max_gap_s``).
         outer: While not None, a window enclosing the trials (an enclosing reference): every
             call is declared to it (``outer.call()``) and its ms appended to ``outer_ms``.
     """
@@ -45,6 +55,8 @@ class CallStream:
         self.calls = 0
         self.outer = None
         self.outer_ms: list[float] = []
+        self.long_calls = 0
+        self._recent: dict[object, deque] = {}
 
     def call(self, fn: Callable[[], None] | None = None) -> None:
         """One call (``fn``, default the stream's own), timed."""
@@ -53,6 +65,9 @@ class CallStream:
         t1 = self.clock.now()
         if self.last_end_s is None or t0 - self.last_end_s > self.max_gap_s:
             self.run_start_s = t0
+        if self._too_long(fn or self.fn, t1 - t0):
+            self.run_start_s = t1  # the board idled inside this call: the run starts again after it
+            self.long_calls += 1
         self.last_end_s = t1
         self.calls += 1
         ms = (t1 - t0) * 1e3
@@ -63,6 +78,13 @@ class CallStream:
         if self.outer is not None:
             self.outer_ms.append(ms)
             self.outer.call()
+
+    def _too_long(self, fn, call_s: float) -> bool:
+        """True when this call took ``max_gap_s`` longer than the median of its kind's recent calls."""
+        recent = self._recent.setdefault(fn, deque(maxlen=RECENT_CALLS))
+        long = len(recent) >= MIN_RECENT and call_s - statistics.median(recent) > self.max_gap_s
+        recent.append(call_s)
+        return long
 
     def unbroken_s(self) -> float:
         """How long calls have run without a gap, as of now (0 if the gap since the last is too long)."""

@@ -18,10 +18,12 @@ from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.sync import Sync, resolve
 from nvmeter.meter.window import EnergyWindow
 
-# measure()'s unmetered calls before its window: past the clocks' ~0.3 s ramp after idle
-# (results/window-accuracy-h200.json) and a power-capped H200's ~0.5 s overshoot after a
-# pause (docs/facts.md), with margin.
-WARMUP_S = 1.0
+# measure()'s unmetered calls before its window: the error model's look-back for a pause (2 s:
+# a power-capped H200's limiter swings for ~2 s after one, errormodel history 6) plus its
+# transient_s (the clocks' ~0.3 s ramp after idle, results/window-accuracy-h200.json, with
+# margin), so that the first window starts warm (a warm-up of 1 s before model 6).
+_MODEL = errormodel.model(errormodel.CURRENT)
+WARMUP_S = _MODEL.pause_lookback_s + _MODEL.transient_s
 # settle="temperature": the temperature must hold within this band, °C, for this long, s
 # (the H200 read 56 -> 60 °C over 20 s at its power limit, docs/facts.md) ...
 SETTLE_BAND_C = 1.0
@@ -72,9 +74,10 @@ def measure(
             error model's floor for a run's state part is 0.7% (model 2, fitted on an H200) and
             the idle either side adds its own, so a target of 1% leaves little for the rest.
         max_window_s: Longest run, s.
-        warmup_s: Unmetered calls for this long first, s (at least one call): the clocks
-            ramp for ~0.3 s after idle and a power-capped H200 overshoots for ~0.5 s after a
-            pause (results/window-accuracy-h200.json, docs/facts.md).
+        warmup_s: Unmetered calls for this long first, s (at least one call; ``WARMUP_S``,
+            2.5 s): a window that starts within the error model's 2 s look-back of a pause
+            or of idle is transient (the clocks ramp for ~0.3 s after idle, and a power-capped
+            H200's limiter swings for ~2 s after a pause; errormodel history 6).
         min_windows: Fewest sub-windows (at least 3: a spread needs them).
         device: As for :class:`EnergyWindow`.
         idle: As for :class:`EnergyWindow`.

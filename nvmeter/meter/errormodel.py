@@ -59,6 +59,22 @@ History:
        outside its bound for bursts at the ends of near-idle windows (71 of 648 simulated
        windows); with the term, none of those 600 and 648 (tests/test_window_exit.py). Warm
        0.5 s bounds on the H200 records widen by 0.1-0.3 points (duty-cycled 9.0% to 11.3%).
+    6: model 5, with the sample history looked at for a pause over ``pause_lookback_s`` before
+       the start, not only right before it. A window is also transient when, within those 2 s,
+       the samples show a pause: two samples above half the work's power above idle further
+       apart than ``pause_gap_s`` plus the board's sample spacing (the part of the gap that one
+       sample's width cannot explain), or a lead of samples under that power before the first
+       one above it. Why: at the power cap an H200's limiter does not settle in the ~0.5 s
+       that models 2-5 assumed. In results/enclose/call5-9b41547-enclose.json one call inside
+       an unbroken run took 129 ms instead of 40 (the board idled ~60-80 ms); the limiter
+       overshot (876-919 W), then dipped twice to ~500-600 W, 0.9 and 1.85 s after, and a
+       0.5 s "warm" window 1.77 s after the pause read -3.48% against its reference, outside
+       model 5's 3.24%. 2 s is issue 10's own definition of a warm window (2 s of the same
+       calls before entry), not a fitted constant; the sample-spacing allowance was chosen
+       after seeing that duty-cycled work (15 ms on, 15 ms off) shows gaps of 50.6 ms between
+       its busy samples in 3 of 235 recorded warm windows, so neither is an out-of-sample
+       check. measure() and the score's windows warm up for 2 s (adaptive.WARMUP_S) so that
+       their windows start warm under this rule.
 """
 
 from __future__ import annotations
@@ -95,6 +111,8 @@ class ErrorModel:
             (at least the idle's), not the idle's alone.
         continuous_cut: A cut where the board drew the work's power on both sides takes its
             share of the sample interval that holds it pro rata.
+        pause_lookback_s: How far back before the start the samples are searched for a pause,
+            s (0: only the gap right before the start, models 1-5).
 
     """
 
@@ -113,6 +131,7 @@ class ErrorModel:
     fixed_capped: bool = False
     measured_edge_power: bool = False
     continuous_cut: bool = False
+    pause_lookback_s: float = 0.0
 
 
 MODELS: dict[int, ErrorModel] = {
@@ -140,6 +159,8 @@ MODELS: dict[int, ErrorModel] = {
 MODELS[3] = replace(MODELS[2], version=3, fixed_capped=True)
 MODELS[4] = replace(MODELS[3], version=4, measured_edge_power=True)
 MODELS[5] = replace(MODELS[4], version=5, continuous_cut=True)
+# 2 s: issue 10's warm window follows 2 s of the same calls; history 6 says why it is needed
+MODELS[6] = replace(MODELS[5], version=6, pause_lookback_s=2.0)
 CURRENT = max(MODELS)
 
 

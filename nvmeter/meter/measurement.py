@@ -348,11 +348,32 @@ class Measurement:
         return busy[-1] if busy else None
 
     @property
+    def since_pause_s(self) -> float | None:
+        """How long before the work's start the last pause in the model's look-back ended, s.
+
+        A pause: two samples above half the work's power above idle further apart than the
+        model's ``pause_gap_s`` plus the board's sample spacing, or samples under that power
+        leading the look-back before the first above it. None: no pause seen, or a model
+        (1-5) that does not look back (``pause_lookback_s`` 0).
+        """
+        t, lookback_s = self.work_t0_s, self.model.pause_lookback_s
+        if not (lookback_s > 0 and self.work_w > 0):
+            return None
+        seen = [s for s in self.samples if t - lookback_s <= s.t_s < t]
+        busy = [s.t_s for s in seen if s.power_w - self.idle.samples_w >= 0.5 * self.work_w]
+        if not busy:
+            return None  # nothing busy in the look-back: gap_s and cold say what the start was
+        marks = busy if seen[0].t_s == busy[0] else [seen[0].t_s, *busy]
+        longest_s = self.model.pause_gap_s + self.profile.sample_spacing_s
+        ends = [b for a, b in itertools.pairwise(marks) if b - a > longest_s]
+        return t - ends[-1] if ends else None
+
+    @property
     def transient(self) -> bool:
         """True when the window started cold or after a pause (its calls may cost more or less)."""
         if self.model_version < 2:
             return self.cold
-        return self.cold or self.gap_s > self.model.pause_gap_s
+        return self.cold or self.gap_s > self.model.pause_gap_s or self.since_pause_s is not None
 
     @property
     def limited(self) -> bool:
@@ -604,8 +625,14 @@ class Measurement:
         return text if self.reliable else f"{text} NOT RELIABLE: {self.reason}"
 
     def _transient_note(self) -> str:
-        """``gap 0.74 s`` after a pause; ``cold (idle >= 2.36 s)`` when no work shows in the history."""
-        gap = self.gap_s
+        """Why the window is transient, in a few words.
+
+        ``gap 0.74 s`` after a pause; ``cold (idle >= 2.36 s)`` when no work shows in the history;
+        ``a pause ended 1.77 s before the start`` when the work ran on since (model 6).
+        """
+        gap, since = self.gap_s, self.since_pause_s
+        if not self.cold and not gap > self.model.pause_gap_s and since is not None:
+            return f"a pause ended {since:.2f} s before the start"
         if not gap > 0:
             return "cold"
         if self._last_busy_s() is None:  # the whole sample history before the start was idle
@@ -636,6 +663,8 @@ class Measurement:
                 "subwindow_mj": list(self.subwindow_mj),
                 "drift": None if drift is None else drift.to_dict(),
             }
+        if self.model_version >= 6:
+            figures["since_pause_s"] = self.since_pause_s
         return figures
 
     def to_dict(self) -> dict:

@@ -20,8 +20,9 @@ from nvmeter.workloads import judge, task
 # docs/window.md). So 2 s reads as well as the A100 scorer's 20 s at a tenth of the time.
 WINDOW_S = 2.0
 # Unmetered calls of the method just before its window, s (at least one call): after
-# idle the clocks ramp for ~0.3 s and a window that starts cold reads low, so its bound
-# widens (the error model's transient_rel); measure() warms up as long (adaptive.WARMUP_S).
+# idle the clocks ramp for ~0.3 s and a power-capped board's limiter swings for ~2 s after a
+# pause, and a window that starts within the error model's look-back of either is transient
+# (its bound widens by transient_rel); measure() warms up as long (adaptive.WARMUP_S).
 WINDOW_WARMUP_S = WARMUP_S
 # A window holds whole calls and at least this many, so a 3 s call is averaged over
 # several (its window then runs ~12 s) rather than read from one or two.
