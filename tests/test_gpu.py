@@ -191,21 +191,25 @@ def test_windows_that_return_keep_the_board_busy_and_agree_with_a_long_one(board
     calls(2.0)
     with EnergyWindow(board, idle=121.0, exit="return") as long:
         long.call(calls(3.0))
-    windows, exits_s = [], []
+    opened, exits_s = [], []
     for _ in range(4):
         with EnergyWindow(board, idle=121.0, exit="return") as w:
             w.call(calls(0.5))
             t = time.perf_counter()
         exits_s.append(time.perf_counter() - t)
-        while not w.end_found():  # the next calls carry the end edge
-            calls(0.0)
-        windows.append(w.result)
+        while not w.end_found():  # the next calls carry the end edge (calls(0.0) made none: idle)
+            calls(0.001)
+        opened.append(w)
+    calls(0.3)  # the last window's samples after its end
+    # built once the run is over: building one between windows would idle the board there
+    windows = [w.result for w in opened]
     ref = long.result
     print(ref, *windows, exits_s, sep="\n")
     assert ref.end_found_in_work and ref.reliable, ref.reason
     assert max(exits_s) < 0.010  # the exit synchronises and returns: no tail, no counter period
     for m in windows:
         assert m.end_found_in_work and m.reliable, m.reason
+        assert not m.transient, repr(m)  # nothing idled the board between the windows
         assert abs(m.per_call_mj - ref.per_call_mj) <= m.per_call_mj_err + ref.per_call_mj_err
         assert m.per_call_mj == pytest.approx(ref.per_call_mj, rel=0.03)
 
