@@ -273,7 +273,9 @@ def test_a_window_from_idle_is_cold_and_its_bound_says_so(board):
     idle = IdleBaseline.given(board.config.idle_context_w)
     with EnergyWindow(board, idle=idle, sync="none") as cold:
         cold.call(_block(board, 0.5))
-    _block(board, 0.5)  # warm up: the lead-in of the next window draws the work's power
+    # warm up past model 6's look-back (2 s) and the transient span: the lead-in of the next
+    # window draws the work's power and no pause lies within 2 s of its start
+    _block(board, 2.6)
     with EnergyWindow(board, idle=idle, sync="none") as warm:
         warm.call(_block(board, 0.5))
     c, w = cold.result, warm.result
