@@ -738,3 +738,72 @@ def test_duty_cycled_windows_stay_warm_under_model_6(name):
 
     # the allowance decides: without it some of these windows would read as after a pause
     assert max(widest_s(t.m) for t in warm) > errormodel.model(6).pause_gap_s
+
+
+# -- stall trials (model 6 out of sample) -----------------------------------------------------------
+def test_stall_trials_are_planned_only_when_asked_with_stable_waits_in_range():
+    assert plan.limits()[0].stall == 0 and plan.limits(("warm",))[0].stall == 0
+    full, floor, hard = plan.limits(("stall",))
+    assert (full.stall, floor.stall, hard.stall) == plan.STALL_COUNTS and full.warm == {}
+    stalls = plan.units("bf16cap", full, seed=5)
+    assert stalls == plan.units("bf16cap", full, seed=5) and len(stalls) == full.stall
+    assert all(u.type == "stall" and u.window_s == plan.STALL_WINDOW_S for u in stalls)
+    assert all(plan.STALL_WAIT_S[0] <= u.stall_s <= plan.STALL_WAIT_S[1] for u in stalls)
+    assert all(plan.STALL_BEFORE_S[0] <= u.pause_s <= plan.STALL_BEFORE_S[1] for u in stalls)
+    assert stalls[0].to_dict()["stall_s"] == stalls[0].stall_s
+    assert "stall_s" not in plan.Unit("warm-0.5s-00", "warm", 0.5).to_dict()
+
+
+def test_an_injected_stall_restarts_the_run_without_counting_as_a_long_call():
+    clock = VirtualClock()
+    s = stream.CallStream(lambda: clock.sleep(0.04), clock)
+    s.lead(2.0)
+    s.call(stall_s=0.1)
+    assert s.unbroken_s() == 0.0 and s.long_calls == 0
+    s.call()
+    assert s.unbroken_s() == pytest.approx(0.04) and s.long_calls == 0
+
+
+@pytest.fixture(scope="module")
+def stall_run(tmp_path_factory):
+    """bf16cap at a limiter that overshoots after each pause, stall trials and warm 0.5 s windows."""
+    out = tmp_path_factory.mktemp("stall") / "stall.json"
+    config = runner.Config(
+        kinds=("bf16cap",), budget_s=150.0, verbose=False, only=("warm", "stall"), warm_s=(0.5,),
+        exit="return",
+    )  # fmt: skip
+    board = SimulatedBoard(SimConfig(seed=12, c_per_w=0.0, overshoot_rel=0.03), VirtualClock(1000.0))
+    runner.run(out, config, board=board)
+    return out
+
+
+def test_stall_trials_record_the_stall_and_read_transient_within_their_bound(stall_run):
+    rec = json.loads(stall_run.read_text())
+    part = rec["kinds"]["bf16cap"]
+    stalls = [u for u in part["units"] if u["type"] == "stall"]
+    assert len(stalls) >= plan.STALL_COUNTS[2] and part["long_calls"] == 0
+    six = errormodel.model(6)
+    for u in stalls:
+        # the calls after the stall last the planned time (to the next call's end), then the entry
+        assert u["pause_s"] <= u["stall_end_before_entry_s"] <= u["pause_s"] + 0.06
+        assert u["raw"]["model_version"] == errormodel.CURRENT
+        # model 6 sees a stall longer than its pause (plus a 20 ms sample spacing, with margin) that
+        # ended well inside its look-back; a shorter or older one it may miss, and the bound says so
+        since_s = u["stall_end_before_entry_s"]
+        seen = u["stall_s"] >= six.pause_gap_s + 0.04 and since_s <= 0.9 * six.pause_lookback_s
+        assert u["transient"] or not seen, u
+    assert sum(u["transient"] for u in stalls) >= len(stalls) // 2
+    s = analysis.summarize_kind(analysis.kind_data(analysis.load(stall_run), "bf16cap"))
+    row = s["rows"]["stall@0.5"]
+    assert row["n"] == len(stalls) and row["bound_contains"] == 1.0
+    assert sum(s["detector"]["stall"].values()) == len(stalls)
+    assert s["pooled_windows"]["n"] == row["n"] + s["rows"]["warm@0.5"]["n"]
+    target = [t for t in fitcheck.check(stall_run, kinds=("bf16cap",))["targets"] if "stall" in t["target"]]
+    assert len(target) == 1 and target[0]["n"] == row["n"]
+
+
+def test_model_5_calls_the_stalled_windows_warm(stall_run):
+    """What model 6 adds: under model 5 the windows 0.3-2 s after a stall read warm."""
+    kd = analysis.kind_data(analysis.load(stall_run), "bf16cap", 5)
+    flags = [t.m.transient for t in kd.trials if t.mode == "stall"]
+    assert flags and sum(flags) < len(flags)

@@ -31,7 +31,9 @@ REF_WINDOW_S = 60.0
 REF_TEMP_C = 1.0
 # NVML clock-event reason bit of the software power cap (nvml.h; nvmeter.boards.protocol).
 SW_POWER_CAP = 0x4
-MODES = ("warm", "transient", "single", "single_iso", "measure", "zeus")
+MODES = ("warm", "transient", "stall", "single", "single_iso", "measure", "zeus")
+# Trial types whose windows pool into the 0.25-4 s bound target (a stall trial is a transient window).
+WINDOW_MODES = ("warm", "transient", "stall")
 # Board-profile figures to read every window with instead of those it was recorded with (an
 # analysis option: a record made with one family default, read with a later one).
 PROFILE_CHANGES: dict = {}
@@ -422,7 +424,7 @@ def summarize_kind(kd: KindData) -> dict:
         "trials_without_ref": sum(1 for t in kd.trials if not t.ref_ok),
         "rows": rows,
         "pooled_windows": row_stats(
-            [t for t in kd.trials if t.mode in ("warm", "transient") and 0.25 <= (t.key or 0) <= 4.0]
+            [t for t in kd.trials if t.mode in WINDOW_MODES and 0.25 <= (t.key or 0) <= 4.0]
         ),
         "gaps": gaps(kd),
         "overhead": overhead(kd),
@@ -460,6 +462,17 @@ def _pct(x, digits: int = 2) -> str:
 
 def _frac(share, n) -> str:
     return "-" if share is None else f"{round(share * n)}/{n}"
+
+
+def _without_ref(kind: dict) -> str:
+    """How many trials had no reference to judge them, and in which rows (``"0"``, ``"20 (single)"``)."""
+    rows = {
+        f"{r['mode']} {r['window']:g} s" if isinstance(r["window"], float) else r["mode"]: r["n_without_ref"]
+        for r in kind["rows"].values()
+        if r["n_without_ref"]
+    }
+    total = kind["trials_without_ref"]
+    return f"{total} ({', '.join(f'{n} {row}' for row, n in rows.items())})" if rows else str(total)
 
 
 def markdown(summary: dict) -> str:
@@ -501,7 +514,7 @@ def markdown(summary: dict) -> str:
             lines += [
                 "",
                 f"{warm}Overhead {_pct(o.get('overhead'), 3)} (work ms per call in windows against the "
-                f"references). Trials without a reference within 60 s and ±1 °C: {k['trials_without_ref']}.",
+                f"references). Trials without a reference within 60 s and ±1 °C: {_without_ref(k)}.",
                 "",
             ]
     return "\n".join(lines)

@@ -124,7 +124,9 @@ def _parser() -> argparse.ArgumentParser:
             help="calls with no gap before a warm trial or reference, s",
         )
         r.add_argument("--seed", type=int, default=20261201)
-        r.add_argument("--only", type=_types, default=None, help="comma-separated trial types (default all)")
+        r.add_argument(
+            "--only", type=_types, default=None, help="comma-separated trial types (default: all but stall)"
+        )
         r.add_argument("--measure-runs", type=_positive_int, default=None, help="measure() trials a kind")
         r.add_argument(
             "--warm-s",

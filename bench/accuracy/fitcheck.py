@@ -202,6 +202,21 @@ def _kind_targets(kind: str, s: dict) -> list[dict]:
             n,
         )
     )
+    row = s["rows"].get("stall@0.5")
+    if row:  # only runs that asked for stall trials have them
+        flags = (s["detector"] or {}).get("stall", {"transient": 0, "steady": 0})
+        # the target is the bound's; how many read transient shows whether the look-back saw the stall
+        out.append(
+            _target(
+                kind,
+                "after an injected stall: bound contains the reference in >= 95%",
+                _judged(row["n"], MIN_N["windows"], (row["bound_contains"] or 0) >= 0.95),
+                f"{flags['transient']} transient, {flags['steady']} warm; bound "
+                f"{_pct(row['bound_contains'])} of {row['n']}, max |error| {_pct(row['max_abs_err'])}"
+                + _without(row),
+                row["n"],
+            )
+        )
     row = s["rows"].get("measure@measure", {"n": 0})
     n = row["n"]
     out.append(

@@ -9,12 +9,17 @@ Trials (issue 10's targets set the counts; ``FLOOR`` is what each target needs):
 * ``transient``: windows of 0.5 (and 0.25) s entered after a pause of 0.2-1 s.
 * ``single``: one isolated ~20 ms call in a window, after >= 0.5 s idle.
 * ``measure``: ``nvmeter.measure()`` of the call.
+* ``stall``: a 0.5 s window after >= 2 s of calls, one of which waited 60-150 ms on the
+  host after its work (the board idled inside it), 0.3-2 s before entry: the stall of
+  results/enclose/call5-9b41547-enclose.json (a 129 ms call among 40 ms ones, 1.76 s
+  before a window), injected. Error model 6 must call these windows transient and bound
+  them. Run only when asked (``only`` names it): each needs a lead of its own.
 
 The trials go into blocks of at most ``block_s`` (estimated); a 10 s reference opens each
 block and one closes the last, so every trial lies within ``block_s / 2 + ref_s`` of a
 reference (55 s for 45 s blocks; the issue asks for 60 s). Each block runs its warm stream
-first (right after the reference, calls unbroken), then measure(), the transient trials
-and the single calls. Every type is dealt round-robin over the blocks, so a run cut
+first (right after the reference, calls unbroken), then measure(), the stall trials, the
+transient trials and the single calls. Every type is dealt round-robin over the blocks, so a run cut
 short still has some of each.
 
 When the full plan does not fit the time given, counts above ``FLOOR`` shrink together
@@ -35,6 +40,10 @@ ZEUS_S = 0.5
 # Pauses before a transient window and before a single call, s (issue 10).
 TRANSIENT_PAUSE_S = (0.2, 1.0)
 SINGLE_PAUSE_S = (0.5, 0.9)
+# The injected wait inside one call, and the calls from its end to the stall trial's entry, s.
+STALL_WAIT_S = (0.06, 0.15)
+STALL_BEFORE_S = (0.3, 2.0)
+STALL_WINDOW_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class Counts:
         transient: Window length (s) -> transient trials.
         single: Single-call trials.
         measure: measure() trials.
+        stall: Stall trials (0.5 s windows after an injected stall).
     """
 
     warm: dict = field(default_factory=dict)
@@ -54,6 +64,7 @@ class Counts:
     transient: dict = field(default_factory=dict)
     single: int = 0
     measure: int = 0
+    stall: int = 0
 
     def to_dict(self) -> dict:
         """Plain dict for JSON (window lengths as strings)."""
@@ -63,6 +74,7 @@ class Counts:
             "transient": {f"{k:g}": v for k, v in self.transient.items()},
             "single": self.single,
             "measure": self.measure,
+            "stall": self.stall,
         }
 
 
@@ -80,7 +92,9 @@ FLOOR = Counts({0.25: 5, 0.5: 20, 1.0: 5, 2.0: 3, 4.0: 3}, 5, {0.5: 8, 0.25: 4},
 HARD_FLOOR = Counts({0.25: 2, 0.5: 20, 1.0: 2, 2.0: 1, 4.0: 1}, 2, {0.5: 6, 0.25: 3}, 20, 4)
 
 
-TYPES = ("warm", "zeus", "transient", "single", "measure")
+TYPES = ("warm", "zeus", "transient", "single", "measure", "stall")
+# Stall trials when asked for: (full, floor, hard floor); 20 a cell as issue 10 asks of every cell.
+STALL_COUNTS = (20, 10, 6)
 
 
 def limits(
@@ -119,7 +133,11 @@ def limits(
             c.measure if "measure" in only else 0,
         )
 
-    return keep(FULL), keep(FLOOR), keep(HARD_FLOOR)
+    full, floor, hard = keep(FULL), keep(FLOOR), keep(HARD_FLOOR)
+    if "stall" in (only or ()):
+        counts = zip((full, floor, hard), STALL_COUNTS, strict=True)
+        full, floor, hard = (replace(c, stall=n) for c, n in counts)
+    return full, floor, hard
 
 
 @dataclass(frozen=True)
@@ -128,19 +146,23 @@ class Unit:
 
     Attributes:
         id: Stable name, e.g. ``"warm-0.5s-07"``.
-        type: ``warm``, ``zeus``, ``transient``, ``single`` or ``measure``.
+        type: One of :data:`TYPES`.
         window_s: Planned window length, s (None for single and measure).
-        pause_s: Planned pause before entry, s (transient, single; 0 otherwise).
+        pause_s: Planned pause before entry, s (transient, single; 0 otherwise); for a stall
+            trial, the calls from the stall's end to entry, s.
+        stall_s: The host wait injected into one call, s (stall trials; 0 otherwise).
     """
 
     id: str
     type: str
     window_s: float | None = None
     pause_s: float = 0.0
+    stall_s: float = 0.0
 
     def to_dict(self) -> dict:
-        """Plain dict for JSON."""
-        return {"id": self.id, "type": self.type, "window_s": self.window_s, "pause_s": self.pause_s}
+        """Plain dict for JSON (``stall_s`` only on stall trials: older records lack it)."""
+        out = {"id": self.id, "type": self.type, "window_s": self.window_s, "pause_s": self.pause_s}
+        return {**out, "stall_s": self.stall_s} if self.type == "stall" else out
 
 
 @dataclass(frozen=True)
@@ -186,6 +208,8 @@ class Timing:
             return max(unit.pause_s, self.meter_s) + unit.window_s + self.call_s / 2 + self.meter_s
         if unit.type == "single":
             return max(unit.pause_s, self.meter_s) + self.single_s + self.meter_s
+        if unit.type == "stall":  # a lead of its own: the stall broke the run before it
+            return self.lead_s + unit.stall_s + unit.pause_s + unit.window_s + self.call_s + self.meter_s
         return self.measure_s
 
     @property
@@ -217,6 +241,11 @@ def units(kind: str, counts: Counts, seed: int) -> list[Unit]:
         uid = f"single-{i:02d}"
         out.append(Unit(uid, "single", None, round(_rng(seed, kind, uid).uniform(*SINGLE_PAUSE_S), 3)))
     out += [Unit(f"measure-{i}", "measure") for i in range(counts.measure)]
+    for i in range(counts.stall):
+        uid = f"stall-{STALL_WINDOW_S:g}s-{i:02d}"
+        rng = _rng(seed, kind, uid)
+        wait_s, before_s = round(rng.uniform(*STALL_WAIT_S), 3), round(rng.uniform(*STALL_BEFORE_S), 3)
+        out.append(Unit(uid, "stall", STALL_WINDOW_S, before_s, wait_s))
     return out
 
 
@@ -228,7 +257,7 @@ def blocks(kind: str, trials: list[Unit], timing: Timing, block_s: float, seed: 
     """The trials in blocks of about ``block_s`` each, every type dealt round-robin.
 
     Within a block: the warm stream (lengths shuffled; each Zeus window right after a
-    warm 0.5 s trial), then measure(), the transient trials, the single calls.
+    warm 0.5 s trial), then measure(), the stall trials, the transient trials, the single calls.
     """
     total = sum(timing.unit_s(u) for u in trials)
     n = max(1, math.ceil(total / block_s))
@@ -238,7 +267,7 @@ def blocks(kind: str, trials: list[Unit], timing: Timing, block_s: float, seed: 
     for u in trials:
         by_type.setdefault(u.type, []).append(u)
     offset = 0
-    for t in ("warm", "zeus", "measure", "transient", "single"):
+    for t in ("warm", "zeus", "measure", "stall", "transient", "single"):
         group = by_type.get(t, [])
         rng.shuffle(group)
         for i, u in enumerate(group):
@@ -257,7 +286,8 @@ def _order(block: dict[str, list[Unit]], rng: random.Random) -> list[Unit]:
         if zeus and u.window_s == ZEUS_S:
             stream.append(zeus.pop())
     stream += zeus
-    return stream + block.get("measure", []) + block.get("transient", []) + block.get("single", [])
+    rest = ("measure", "stall", "transient", "single")
+    return stream + [u for t in rest for u in block.get(t, [])]
 
 
 def estimate_s(plan: list[list[Unit]], timing: Timing) -> float:
@@ -292,6 +322,7 @@ def fit_counts(
             mix(full.transient, floor.transient),
             floor.single + round(share * (full.single - floor.single)),
             floor.measure + round(share * (full.measure - floor.measure)),
+            floor.stall + round(share * (full.stall - floor.stall)),
         )
 
     def cost(c: Counts) -> float:

@@ -697,6 +697,21 @@ class KindRun:
             **self._window(self._calls_for(unit.window_s), self.config.exit),
         }
 
+    def _stall(self, unit) -> dict:
+        """A warm board, one call that waits ``unit.stall_s`` inside, ``unit.pause_s`` of calls, a window."""
+        lead_calls, unbroken = self._lead()
+        self.stream.call(stall_s=unit.stall_s)
+        stall_end_s = self.stream.last_end_s
+        after_calls = self.stream.run_for(unit.pause_s)
+        rec = self._window(self._calls_for(unit.window_s), self.config.exit)
+        return {
+            "lead_calls": lead_calls,
+            "unbroken_s": unbroken,
+            "calls_after_stall": after_calls,
+            "stall_end_before_entry_s": rec["t0_s"] - stall_end_s,
+            **rec,
+        }
+
     def _transient(self, unit) -> dict:
         self._pause(unit.pause_s)
         return self._window(self._calls_for(unit.window_s), self.config.exit)

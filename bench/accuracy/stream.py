@@ -38,7 +38,8 @@ class CallStream:
             window); otherwise to ``free_ms`` (calls outside any window).
         free_ms: Calls outside windows, ms (the first ``free_cap`` of them).
         last_end_s: When the last call (of any kind) ended, s on ``clock`` (None before).
-        long_calls: Calls that broke the run by their own length (over the median by ``max_gap_s``).
+        long_calls: Calls that broke the run by their own length (over the median by ``max_gap_s``);
+            the bench's injected stalls are not counted.
         outer: While not None, a window enclosing the trials (an enclosing reference): every
             call is declared to it (``outer.call()``) and its ms appended to ``outer_ms``.
     """
@@ -58,14 +59,25 @@ class CallStream:
         self.long_calls = 0
         self._recent: dict[object, deque] = {}
 
-    def call(self, fn: Callable[[], None] | None = None) -> None:
-        """One call (``fn``, default the stream's own), timed."""
+    def call(self, fn: Callable[[], None] | None = None, stall_s: float = 0.0) -> None:
+        """One call (``fn``, default the stream's own), timed.
+
+        Args:
+            fn: The call (synchronises).
+            stall_s: A host wait inside the call after its work, s (the bench's injected stall):
+                the board idles, so the run starts again after it; the call is left out of
+                the recent calls' median and of ``long_calls``.
+        """
         t0 = self.clock.now()
         (fn or self.fn)()
+        if stall_s > 0:
+            self.clock.sleep(stall_s)
         t1 = self.clock.now()
         if self.last_end_s is None or t0 - self.last_end_s > self.max_gap_s:
             self.run_start_s = t0
-        if self._too_long(fn or self.fn, t1 - t0):
+        if stall_s > 0:
+            self.run_start_s = t1
+        elif self._too_long(fn or self.fn, t1 - t0):
             self.run_start_s = t1  # the board idled inside this call: the run starts again after it
             self.long_calls += 1
         self.last_end_s = t1
