@@ -807,3 +807,22 @@ def test_model_5_calls_the_stalled_windows_warm(stall_run):
     kd = analysis.kind_data(analysis.load(stall_run), "bf16cap", 5)
     flags = [t.m.transient for t in kd.trials if t.mode == "stall"]
     assert flags and sum(flags) < len(flags)
+
+
+def test_the_errors_against_call_time_give_the_slope_and_correlation_or_nothing():
+    def trials(devs, errs):
+        return [SimpleNamespace(err=e, call_time_dev=d) for d, e in zip(devs, errs, strict=True)]
+
+    devs = [-0.01, -0.005, 0.0, 0.005, 0.01, 0.002]
+    out = analysis._against_call_time(trials(devs, [-2 * d + 0.001 for d in devs]))
+    assert out["err_vs_call_time_slope"] == pytest.approx(-2.0)
+    assert out["err_vs_call_time_r"] == pytest.approx(-1.0)
+    assert analysis._against_call_time(trials(devs[:4], devs[:4])) == {}  # too few windows
+    assert analysis._against_call_time(trials([0.0] * 6, devs)) == {}  # no spread to follow
+
+
+def test_the_summary_relates_warm_errors_to_call_time(sim_run):
+    s = analysis.summarize_kind(analysis.kind_data(analysis.load(sim_run), "fp32"))
+    row = s["rows"]["warm@0.5"]
+    assert -1.0 <= row["err_vs_call_time_r"] <= 1.0 and row["call_time_dev_sd"] >= 0.0
+    assert "err_vs_call_time_r" not in s["rows"]["single@single"]

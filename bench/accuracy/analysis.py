@@ -172,6 +172,13 @@ class Trial:
         return self.per_call_mj / self.expected_mj - 1
 
     @property
+    def call_time_dev(self) -> float | None:
+        """The window's work time per call against its reference's, relative (None without both)."""
+        if self.m is None or self.ref is None or not self.m.calls or self.mode not in WINDOW_MODES:
+            return None
+        return self.m.work_s / self.m.calls * 1e3 / self.ref.work_ms_per_call - 1
+
+    @property
     def contains(self) -> bool | None:
         """The stated bound holds the reference (None for Zeus)."""
         if self.per_call_mj_err is None:
@@ -302,6 +309,7 @@ def row_stats(trials: list[Trial]) -> dict:
         out["unreliable"] = sum(1 for t in ok if not t.m.reliable)
         out["median_window_s"] = float(np.median([t.m.window_s for t in ok]))
         out["median_work_s"] = float(np.median([t.m.work_s for t in ok]))
+    out.update(_against_call_time(ok))
     everyone = [t for t in trials if t.ref is not None and math.isfinite(t.err)]
     if len(everyone) > len(ok):  # the same figures with the trials lacking a good reference
         out["all"] = {
@@ -311,6 +319,27 @@ def row_stats(trials: list[Trial]) -> dict:
             "bound_contains": _share([t.contains for t in everyone]),
         }
     return out
+
+
+def _against_call_time(ok: list[Trial]) -> dict:
+    """How the windows' errors follow their calls' length against the reference's (a diagnostic).
+
+    At the power cap a window whose calls ran slower ran at lower clocks, and costs less per
+    call (energy per operation falls with the clock): its "error" against a 10 s reference is
+    partly the work's own variation, not the meter's. The least-squares slope (error per unit
+    of call-time deviation) and Pearson's r; nothing is corrected with them.
+    """
+    pairs = [(t.err, t.call_time_dev) for t in ok if t.call_time_dev is not None]
+    if len(pairs) < 5:
+        return {}
+    err, dev = np.array(pairs).T
+    if np.ptp(dev) == 0 or np.ptp(err) == 0:
+        return {}
+    return {
+        "call_time_dev_sd": float(dev.std(ddof=1)),
+        "err_vs_call_time_slope": float(np.polyfit(dev, err, 1)[0]),
+        "err_vs_call_time_r": float(np.corrcoef(dev, err)[0, 1]),
+    }
 
 
 def _dist(values) -> dict | None:
@@ -475,6 +504,16 @@ def _without_ref(kind: dict) -> str:
     return f"{total} ({', '.join(f'{n} {row}' for row, n in rows.items())})" if rows else str(total)
 
 
+def _call_time_note(row: dict) -> str:
+    if "err_vs_call_time_r" not in row:
+        return ""
+    return (
+        f" Warm 0.5 s errors against the windows' call time (per call, against the reference's; SD "
+        f"{_pct(row['call_time_dev_sd'])}): slope {row['err_vs_call_time_slope']:+.2f}, r "
+        f"{row['err_vs_call_time_r']:+.2f}."
+    )
+
+
 def markdown(summary: dict) -> str:
     """One table per kind for docs/window.md (median / max |error|; bounds holding; within ±1%)."""
     lines = []
@@ -514,7 +553,8 @@ def markdown(summary: dict) -> str:
             lines += [
                 "",
                 f"{warm}Overhead {_pct(o.get('overhead'), 3)} (work ms per call in windows against the "
-                f"references). Trials without a reference within 60 s and ±1 °C: {_without_ref(k)}.",
+                f"references). Trials without a reference within 60 s and ±1 °C: {_without_ref(k)}."
+                + _call_time_note(k["rows"].get("warm@0.5", {})),
                 "",
             ]
     return "\n".join(lines)
