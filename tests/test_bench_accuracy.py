@@ -826,3 +826,17 @@ def test_the_summary_relates_warm_errors_to_call_time(sim_run):
     row = s["rows"]["warm@0.5"]
     assert -1.0 <= row["err_vs_call_time_r"] <= 1.0 and row["call_time_dev_sd"] >= 0.0
     assert "err_vs_call_time_r" not in s["rows"]["single@single"]
+
+
+def test_consecutive_window_errors_correlate_only_within_one_reference():
+    refs = [object(), object()]
+
+    def trial(i, err, ref):
+        return SimpleNamespace(mode="warm", unit={"t0_s": float(i)}, err=err, ref=ref)
+
+    errs = [0.01, 0.011, 0.012, -0.01, -0.011, -0.012, 0.01, 0.011]
+    same = [trial(i, e, refs[0]) for i, e in enumerate(errs)]
+    out = analysis._lag1(list(reversed(same)))  # sorted by time, whatever the order given
+    assert out["err_lag1_pairs"] == 7 and out["err_lag1_r"] > 0.3
+    split = [trial(i, e, refs[i % 2]) for i, e in enumerate(errs)]
+    assert analysis._lag1(split) == {}  # no two neighbours share a reference

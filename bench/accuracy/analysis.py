@@ -19,6 +19,7 @@ overhead (work time per call in warm windows against the references); the board 
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import dataclass, replace
@@ -310,6 +311,7 @@ def row_stats(trials: list[Trial]) -> dict:
         out["median_window_s"] = float(np.median([t.m.window_s for t in ok]))
         out["median_work_s"] = float(np.median([t.m.work_s for t in ok]))
     out.update(_against_call_time(ok))
+    out.update(_lag1(ok))
     everyone = [t for t in trials if t.ref is not None and math.isfinite(t.err)]
     if len(everyone) > len(ok):  # the same figures with the trials lacking a good reference
         out["all"] = {
@@ -340,6 +342,25 @@ def _against_call_time(ok: list[Trial]) -> dict:
         "err_vs_call_time_slope": float(np.polyfit(dev, err, 1)[0]),
         "err_vs_call_time_r": float(np.corrcoef(dev, err)[0, 1]),
     }
+
+
+def _lag1(ok: list[Trial]) -> dict:
+    """Lag-1 correlation of consecutive windows' errors in one run of calls (a diagnostic).
+
+    Consecutive warm windows share an edge: the energy one edge gives the wrong side makes
+    them anti-correlated. Errors that follow each other (positive) move over seconds, which
+    per-window edge errors do not: the work's cost, or something in the meter as slow.
+    Pairs are windows of the row next to each other in time (others may lie between them when
+    the stream mixes lengths) that took the same reference (one unbroken stream).
+    """
+    runs = sorted((t for t in ok if t.mode == "warm"), key=lambda t: t.unit["t0_s"])
+    pairs = [(a.err, b.err) for a, b in itertools.pairwise(runs) if a.ref is b.ref]
+    if len(pairs) < 5:
+        return {}
+    x, y = np.array(pairs).T
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return {}
+    return {"err_lag1_r": float(np.corrcoef(x, y)[0, 1]), "err_lag1_pairs": len(pairs)}
 
 
 def _dist(values) -> dict | None:
@@ -510,7 +531,8 @@ def _call_time_note(row: dict) -> str:
     return (
         f" Warm 0.5 s errors against the windows' call time (per call, against the reference's; SD "
         f"{_pct(row['call_time_dev_sd'])}): slope {row['err_vs_call_time_slope']:+.2f}, r "
-        f"{row['err_vs_call_time_r']:+.2f}."
+        f"{row['err_vs_call_time_r']:+.2f}"
+        + (f"; from one window to the next: r {row['err_lag1_r']:+.2f}." if "err_lag1_r" in row else ".")
     )
 
 
