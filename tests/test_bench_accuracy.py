@@ -840,3 +840,49 @@ def test_consecutive_window_errors_correlate_only_within_one_reference():
     assert out["err_lag1_pairs"] == 7 and out["err_lag1_r"] > 0.3
     split = [trial(i, e, refs[i % 2]) for i, e in enumerate(errs)]
     assert analysis._lag1(split) == {}  # no two neighbours share a reference
+
+
+def test_trials_keep_the_sm_clock_samples_inside_their_windows(sim_run):
+    part = json.loads(sim_run.read_text())["kinds"]["fp32"]
+    warm = [u for u in part["units"] if u["type"] == "warm"]
+    assert warm and "clock_samples_off" not in part
+    for u in warm:
+        times = [t for t, _ in u["sm_clock_samples"]]
+        assert times == sorted(times) and u["t0_s"] - runner.CLOCK_MARGIN_S <= times[0]
+        assert times[-1] <= u["t1_s"] + runner.CLOCK_MARGIN_S
+    refs = [u for u in part["units"] if u["type"] == "ref"]
+    assert not any("sm_clock_samples" in u for u in refs)  # 10 s: longer than the buffer
+    kd = analysis.kind_data(analysis.load(sim_run), "fp32")
+    t = next(t for t in kd.trials if t.mode == "warm")
+    assert t.sm_clock_mhz == pytest.approx(1980.0)  # the simulated clock while busy
+
+
+def test_errors_against_the_sm_clock_use_the_rows_median_window():
+    def trial(err, mhz):
+        samples = [[0.1, mhz], [0.2, mhz], [0.3, mhz]]
+        return SimpleNamespace(err=err, sm_clock_mhz=analysis.Trial.sm_clock_mhz.fget(
+            SimpleNamespace(unit={"t0_s": 0.0, "t1_s": 0.5, "sm_clock_samples": samples})
+        ))  # fmt: skip
+
+    clocks = [1400.0, 1450.0, 1500.0, 1550.0, 1600.0]
+    out = analysis._against_sm_clock([trial(0.02 * (c / 1500.0 - 1), c) for c in clocks])
+    assert out["err_vs_sm_clock_slope"] == pytest.approx(0.02)
+    assert out["err_vs_sm_clock_r"] == pytest.approx(1.0)
+    assert analysis._against_sm_clock([SimpleNamespace(err=0.0, sm_clock_mhz=None)] * 6) == {}
+
+
+def test_a_board_without_clock_samples_stops_being_asked(tmp_path):
+    from nvmeter import errors
+
+    board = _board(seed=9)
+
+    def unsupported(since_s=None):
+        raise errors.NotSupported("no SM-clock sample buffer")
+
+    board.clock_samples = unsupported
+    out = tmp_path / "noclock.json"
+    config = runner.Config(kinds=("copy",), budget_s=60.0, verbose=False, only=("warm",), warm_s=(0.5,))
+    runner.run(out, config, board=board)
+    part = json.loads(out.read_text())["kinds"]["copy"]
+    assert "NotSupported" in part["clock_samples_off"] and part["done"]
+    assert not any("sm_clock_samples" in u for u in part["units"])

@@ -14,7 +14,7 @@ from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.meter import errormodel, spread
 from nvmeter.meter.adaptive import measure
 from nvmeter.meter.baseline import IdleBaseline
-from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.measurement import SCHEMA_VERSION, Measurement
 from nvmeter.meter.window import EnergyWindow
 
 LOAD_W = 550.0
@@ -255,7 +255,7 @@ def test_a_window_names_its_profile_in_its_record():
     board.set_load(0.0)
     record = w.result.to_dict()
     assert record["profile"]["source"] == "test" and record["tail_s"] == 0.08
-    assert record["schema_version"] == 3 and record["model_version"] == errormodel.CURRENT
+    assert record["schema_version"] == SCHEMA_VERSION and record["model_version"] == errormodel.CURRENT
 
 
 def test_a_probe_file_gives_its_board_s_profile_and_windows_can_use_it(tmp_path, sim_rig):

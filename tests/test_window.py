@@ -11,6 +11,7 @@ from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
 from nvmeter.meter.adaptive import measure, measure_many
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.errormodel import model
+from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.window import EnergyWindow
 from nvmeter.probes.report import run_probes
 from nvmeter.worker.rig import Rig
@@ -321,3 +322,26 @@ def test_measure_judges_its_target_with_the_idle_after_the_work_too():
     m = measure(lambda: _block(board, 0.04), device=board, sync="none", target_rel_err=0.01, control=null)
     assert m.reliable, m.reason
     assert len(m.idle.spans) >= 2 and abs(m.per_call_mj_err / m.per_call_mj) <= 0.01
+
+
+def test_an_idle_measured_while_work_still_runs_is_not_reliable(board):
+    board.set_load(300.0)  # left running: the caller did not synchronise (or another process)
+    with EnergyWindow(board, sync="none") as w:
+        board.clock.sleep(0.5)
+        w.call()
+    m = w.result
+    assert m.idle.busy and not m.reliable and "the GPU ran kernels" in m.reason
+    again = Measurement.from_dict(m.to_dict())
+    assert again.idle.busy_pct == m.idle.busy_pct and not again.reliable
+    board.set_load(0.0)
+    with EnergyWindow(board, sync="none") as quiet:
+        board.set_load(300.0)
+        board.clock.sleep(0.5)
+        board.set_load(0.0)
+        quiet.call()
+    q = quiet.result
+    assert q.idle.busy_pct == 0.0 and not q.idle.busy and q.reliable
+    # records made before the idle's utilisation was read have none, and are judged as before
+    old = {**q.to_dict(), "schema_version": 3}
+    old["idle"] = {k: v for k, v in old["idle"].items() if k != "busy_pct"}
+    assert math.isnan(Measurement.from_dict(old).idle.busy_pct) and Measurement.from_dict(old).reliable

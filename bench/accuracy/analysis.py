@@ -180,6 +180,16 @@ class Trial:
         return self.m.work_s / self.m.calls * 1e3 / self.ref.work_ms_per_call - 1
 
     @property
+    def sm_clock_mhz(self) -> float | None:
+        """Mean of the SM-clock samples between entry and exit, MHz (None under two samples)."""
+        inside = [
+            mhz
+            for t, mhz in self.unit.get("sm_clock_samples") or ()
+            if self.unit["t0_s"] <= t <= self.unit["t1_s"]
+        ]
+        return float(np.mean(inside)) if len(inside) >= 2 else None
+
+    @property
     def contains(self) -> bool | None:
         """The stated bound holds the reference (None for Zeus)."""
         if self.per_call_mj_err is None:
@@ -311,6 +321,7 @@ def row_stats(trials: list[Trial]) -> dict:
         out["median_window_s"] = float(np.median([t.m.window_s for t in ok]))
         out["median_work_s"] = float(np.median([t.m.work_s for t in ok]))
     out.update(_against_call_time(ok))
+    out.update(_against_sm_clock(ok))
     out.update(_lag1(ok))
     everyone = [t for t in trials if t.ref is not None and math.isfinite(t.err)]
     if len(everyone) > len(ok):  # the same figures with the trials lacking a good reference
@@ -331,16 +342,36 @@ def _against_call_time(ok: list[Trial]) -> dict:
     partly the work's own variation, not the meter's. The least-squares slope (error per unit
     of call-time deviation) and Pearson's r; nothing is corrected with them.
     """
-    pairs = [(t.err, t.call_time_dev) for t in ok if t.call_time_dev is not None]
+    return _follows([(t.err, t.call_time_dev) for t in ok if t.call_time_dev is not None], "call_time")
+
+
+def _against_sm_clock(ok: list[Trial]) -> dict:
+    """How the windows' errors follow their mean SM clock (a diagnostic, where the record has it).
+
+    Each window's clock is the mean of the board's clock samples inside it, against the
+    row's median window.
+    """
+    clocks = [(t, t.sm_clock_mhz) for t in ok if t.sm_clock_mhz is not None]
+    if not clocks:
+        return {}
+    typical = float(np.median([c for _, c in clocks]))
+    return _follows([(t.err, c / typical - 1) for t, c in clocks], "sm_clock")
+
+
+def _follows(pairs: list[tuple[float, float]], name: str) -> dict:
+    """``{name}_dev_sd``, ``err_vs_{name}_slope`` and ``_r`` of (error, deviation) pairs.
+
+    Empty with under 5 pairs or when either has no spread.
+    """
     if len(pairs) < 5:
         return {}
     err, dev = np.array(pairs).T
     if np.ptp(dev) == 0 or np.ptp(err) == 0:
         return {}
     return {
-        "call_time_dev_sd": float(dev.std(ddof=1)),
-        "err_vs_call_time_slope": float(np.polyfit(dev, err, 1)[0]),
-        "err_vs_call_time_r": float(np.corrcoef(dev, err)[0, 1]),
+        f"{name}_dev_sd": float(dev.std(ddof=1)),
+        f"err_vs_{name}_slope": float(np.polyfit(dev, err, 1)[0]),
+        f"err_vs_{name}_r": float(np.corrcoef(dev, err)[0, 1]),
     }
 
 
@@ -532,7 +563,14 @@ def _call_time_note(row: dict) -> str:
         f" Warm 0.5 s errors against the windows' call time (per call, against the reference's; SD "
         f"{_pct(row['call_time_dev_sd'])}): slope {row['err_vs_call_time_slope']:+.2f}, r "
         f"{row['err_vs_call_time_r']:+.2f}"
-        + (f"; from one window to the next: r {row['err_lag1_r']:+.2f}." if "err_lag1_r" in row else ".")
+        + (f"; from one window to the next: r {row['err_lag1_r']:+.2f}" if "err_lag1_r" in row else "")
+        + (
+            f"; against their mean SM clock (SD {_pct(row['sm_clock_dev_sd'])}): slope "
+            f"{row['err_vs_sm_clock_slope']:+.2f}, r {row['err_vs_sm_clock_r']:+.2f}"
+            if "err_vs_sm_clock_r" in row
+            else ""
+        )
+        + "."
     )
 
 

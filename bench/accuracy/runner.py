@@ -93,6 +93,10 @@ ENCLOSE_PAD_S = 0.5
 MIN_KIND_S = 40.0
 # A board-state read longer than this would eat into a warm stream's 10 ms gap budget.
 SLOW_STATE_S = 0.002
+# SM-clock samples kept around a trial's window, s on each side; none for windows longer than
+# the longest trial's (references: the ~2.4 s buffer holds only their end).
+CLOCK_MARGIN_S = 0.1
+CLOCK_MAX_WINDOW_S = max(plan_mod.WARM_S) + 0.5
 
 
 class _Stop(Exception):
@@ -262,6 +266,7 @@ class KindRun:
         self.refs_taken = sum(1 for u in self.part["units"] if u["type"] == "ref")
         self._state: tuple[dict | None, int] = (None, -1)
         self._slow_state = False
+        self._clock_off: str | None = self.part.get("clock_samples_off")
 
     # -- the kind ----------------------------------------------------------
     def run(self, deadline: float) -> None:
@@ -503,10 +508,40 @@ class KindRun:
                 self.stream.collect = None
         while not w.end_found():
             self.stream.call()
+        clocks = {} if enclosing or t2 - t1 > CLOCK_MAX_WINDOW_S else self._clock_trace(t1, t2)
         if exit == self.config.exit:  # references always wait: they tell the trials' cost only then
             self.meter_s.append((t1 - t0) + (t3 - t2))
             self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
-        return w, {**self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before), "exit": exit}
+        timings = self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before)
+        return w, {**timings, "exit": exit, **clocks}
+
+    def _clock_trace(self, t0_s: float, t1_s: float) -> dict:
+        """``sm_clock_samples``: the board's SM-clock samples around ``t0_s``-``t1_s``, as [t_s, MHz].
+
+        The clocks inside a window, not only at its edges (docs/window.md: what spreads the
+        duty-cycled windows). Boards without the buffer, or whose reads fail or take over
+        ``SLOW_STATE_S`` (the read sits in a warm stream's gap), stop being asked; the kind
+        records why as ``clock_samples_off``.
+        """
+        from nvmeter import errors
+
+        read = getattr(self.board, "clock_samples", None)
+        if read is None or self._clock_off:
+            return {}
+        start = self.clock.now()
+        try:
+            samples = read(t0_s - CLOCK_MARGIN_S)
+        except errors.TelemetryError as exc:
+            return self._clocks_off(f"{type(exc).__name__}: {exc}")
+        if self.clock.now() - start > SLOW_STATE_S:
+            self._clocks_off(f"a read took {(self.clock.now() - start) * 1e3:.1f} ms")
+        end = t1_s + CLOCK_MARGIN_S
+        return {"sm_clock_samples": [[s.t_s, s.sm_clock_mhz] for s in samples if s.t_s <= end]}
+
+    def _clocks_off(self, why: str) -> dict:
+        self._clock_off = self.part["clock_samples_off"] = why
+        _log(f"{self.name}: SM-clock samples no longer read ({why})")
+        return {}
 
     @staticmethod
     def _measured(w) -> dict:

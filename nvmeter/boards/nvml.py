@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from nvmeter import errors
-from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample, Utilization
+from nvmeter.boards.protocol import BoardIdentity, BoardState, ClockSample, PowerSample, Utilization
 from nvmeter.clock import Clock, RealClock
 
 T = TypeVar("T")
@@ -349,23 +349,41 @@ class NvmlBoard:
         Timestamps come from NVML in microseconds of the host's wall clock; they are
         mapped onto ``self.clock``. An empty buffer gives an empty tuple.
         """
-        nv = _pynvml()
-
-        def read(handle):
-            try:
-                return nv.nvmlDeviceGetSamples(handle, nv.NVML_TOTAL_POWER_SAMPLES, 0)[1]
-            except nv.NVMLError as exc:
-                if getattr(exc, "value", None) == nv.NVML_ERROR_NOT_FOUND:
-                    return []  # an empty buffer
-                raise
-
-        raw = self._q("the power-sample buffer", read)
+        raw = self._buffer(_pynvml().NVML_TOTAL_POWER_SAMPLES, "the power-sample buffer")
         offset = self._offset_s(raw[-1].timeStamp if raw else None)
         samples = sorted(
             (PowerSample(s.timeStamp * 1e-6 - offset, s.sampleValue.uiVal / 1e3) for s in raw),
             key=lambda s: s.t_s,
         )
         return tuple(s for s in samples if since_s is None or s.t_s > since_s)
+
+    def clock_samples(self, since_s: float | None = None) -> tuple[ClockSample, ...]:
+        """The driver's SM-clock sample buffer (``NVML_PROCESSOR_CLK_SAMPLES``), oldest first.
+
+        Timestamps are mapped as :meth:`power_samples` maps them. Raises NotSupported where
+        the board keeps no such buffer.
+        """
+        raw = self._buffer(_pynvml().NVML_PROCESSOR_CLK_SAMPLES, "the SM-clock sample buffer")
+        offset = self._offset_s(raw[-1].timeStamp if raw else None)
+        samples = sorted(
+            (ClockSample(s.timeStamp * 1e-6 - offset, float(s.sampleValue.uiVal)) for s in raw),
+            key=lambda s: s.t_s,
+        )
+        return tuple(s for s in samples if since_s is None or s.t_s > since_s)
+
+    def _buffer(self, sampling_type: int, what: str) -> list:
+        """One of the driver's sample buffers, raw (an empty one as [])."""
+        nv = _pynvml()
+
+        def read(handle):
+            try:
+                return nv.nvmlDeviceGetSamples(handle, sampling_type, 0)[1]
+            except nv.NVMLError as exc:
+                if getattr(exc, "value", None) == nv.NVML_ERROR_NOT_FOUND:
+                    return []  # an empty buffer
+                raise
+
+        return self._q(what, read)
 
     def _offset_s(self, latest_us: int | None) -> float:
         # NVML stamps samples with the host's wall clock (us); map them onto our

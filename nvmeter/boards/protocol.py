@@ -86,6 +86,23 @@ class PowerSample:
 
 
 @dataclass(frozen=True)
+class ClockSample:
+    """One entry of the driver's SM-clock sample buffer (``NVML_PROCESSOR_CLK_SAMPLES``).
+
+    An optional signal: boards that have it offer ``clock_samples(since_s)`` beside the
+    :class:`Board` protocol (the bench reads it to see the clocks inside a window, not only
+    at its edges).
+
+    Attributes:
+        t_s: When the driver took it, s, on the board's clock.
+        sm_clock_mhz: SM (processor) clock, MHz.
+    """
+
+    t_s: float
+    sm_clock_mhz: float
+
+
+@dataclass(frozen=True)
 class Utilization:
     """Utilisation over the driver's last sample period, percent (0-100)."""
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from nvmeter import errors
-from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample, Utilization
+from nvmeter.boards.protocol import BoardIdentity, BoardState, ClockSample, PowerSample, Utilization
 from nvmeter.clock import VirtualClock
 
 _GRID_S = 0.0005  # simulation step: fine against the ~20 ms bursts the probes resolve
@@ -528,6 +528,20 @@ class SimulatedBoard:
         self._check_faults(energy=False, what="the power-sample buffer")
         self.clock.sleep(self.config.samples_read_s)
         return tuple(s for s in self._samples if since_s is None or s.t_s > since_s)
+
+    @_locked
+    def clock_samples(self, since_s: float | None = None) -> tuple[ClockSample, ...]:
+        """SM-clock samples at the power samples' times, oldest first.
+
+        Boost where a sample drew more than 10 W above the context's idle, the idle clock
+        otherwise: no model of the clocks at the power cap.
+        """
+        c = self.config
+        busy_w = c.idle_context_w + 10.0
+        return tuple(
+            ClockSample(s.t_s, c.sm_boost_mhz if s.power_w > busy_w else c.sm_idle_mhz)
+            for s in self.power_samples(since_s)
+        )
 
     @_locked
     def replay_power_samples(self, at_s: float) -> tuple[PowerSample, ...]:

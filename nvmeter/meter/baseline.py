@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -28,6 +28,10 @@ IDLE_AGREEMENT = 0.10
 # Settle after freezing a process before measuring: docs/facts.md and the A100
 # scorer used 3 s.
 FREEZE_SETTLE_S = 3.0
+# A measured idle whose GPU ran kernels for more than this share of NVML's last utilisation
+# period (1/6 s to 1 s, nvml.h) was not idle. Half, so that the last milliseconds of work
+# synchronised just before the span cannot trip it; work left running reads 100%.
+IDLE_BUSY_PCT = 50.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class IdleBaseline:
         source: ``"given"``, ``"probe"``, ``"quiescent"`` or ``"frozen"``.
         samples_power_w: The same idle from the sample buffer, W (nan if unknown).
         spans: The raw spans it was measured from (empty if not measured here).
+        busy_pct: The highest GPU utilisation read at the end of a quiescent span, percent
+            (nan: not read); over :data:`IDLE_BUSY_PCT` the idle was not idle.
     """
 
     power_w: float
@@ -47,6 +53,12 @@ class IdleBaseline:
     source: str
     samples_power_w: float = float("nan")
     spans: tuple[AlignedSpan, ...] = ()
+    busy_pct: float = float("nan")
+
+    @property
+    def busy(self) -> bool:
+        """True when a quiescent span saw kernels run (:data:`IDLE_BUSY_PCT`)."""
+        return math.isfinite(self.busy_pct) and self.busy_pct > IDLE_BUSY_PCT
 
     def __repr__(self) -> str:
         return f"IdleBaseline({self.power_w:.2f} ± {self.err_w:.2f} W, {self.source})"
@@ -77,7 +89,8 @@ class IdleBaseline:
         spread = (max(powers) - min(powers)) / 2
         edges = max(s.power_w * s.edge_uncertainty_s / s.duration_s + s.polling_bias_w for s in spans)
         samples = sum(s.samples_power_w for s in spans) / len(spans)
-        return cls(mean, spread + edges, source, samples, tuple(spans))
+        busy = max((s.busy_pct for s in spans if math.isfinite(s.busy_pct)), default=math.nan)
+        return cls(mean, spread + edges, source, samples, tuple(spans), busy)
 
     @classmethod
     def from_probe(cls, path: Path, board: Board, level: str = "context") -> IdleBaseline:
@@ -122,8 +135,17 @@ class IdleBaseline:
 
 
 def measure_quiescent(board: Board, duration_s: float = IDLE_SPAN_S) -> AlignedSpan:
-    """One idle span with the caller quiescent (the caller must have synchronised)."""
-    return measure_span(board, board.clock, duration_s)
+    """One idle span with the caller quiescent (the caller must have synchronised).
+
+    Its ``busy_pct`` is the GPU utilisation read at its end: kernels still running (the
+    caller's unsynchronised work, another process's) make an idle that is not one.
+    """
+    span = measure_span(board, board.clock, duration_s)
+    try:
+        busy_pct = board.utilization().gpu_pct
+    except errors.NotSupported:
+        busy_pct = math.nan
+    return replace(span, busy_pct=float(busy_pct))
 
 
 class Freezable(Protocol):

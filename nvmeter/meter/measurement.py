@@ -19,6 +19,9 @@ JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes)
        edge was polled after the work, its tail counted in the window. An edge's reads may
        now hold several steps (an in-work poller goes past a blurred one); the edge is the
        sharpest, which for earlier records, one step an edge, is the only one.
+    4: adds ``idle.busy_pct``: the GPU utilisation read at the end of the idle's quiescent
+       spans, percent (null: not read, as for every idle given or from a probe file). Earlier
+       versions read as null.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_from_dict, samples_to_dict
 from nvmeter.meter.span import AlignedSpan
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # An SM clock that moved more than this between the window's edges is reported: a power-capped
 # H200 slid 1,545 -> 1,470 MHz (-5%) over 20 s (docs/facts.md); 2% is well inside that change.
 CLOCK_MOVE_REL = 0.02
@@ -590,6 +593,12 @@ class Measurement:
                 f"the counter reads {self.power_w:,.0f} W over the window, more than this board can draw "
                 f"({most_w:,.0f} W: twice its power limit): the counter jumped"
             )
+        if self.idle.busy:
+            return (
+                f"the idle was measured while the GPU ran kernels ({self.idle.busy_pct:.0f}% busy at the "
+                f"end of a quiescent span: unsynchronised work, or another process's): "
+                f"{self.idle_w:.1f} W is not this board's idle; synchronise first, or give idle="
+            )
         if self.model_version >= 2 and self.above_idle_j < -self.err_j:
             return (
                 f"energy above idle {self.above_idle_j:.3f} J is below minus its bound: the idle "
@@ -668,7 +677,7 @@ class Measurement:
         return figures
 
     def to_dict(self) -> dict:
-        """JSON form (``schema_version`` 3): raw readings and the derived figures."""
+        """JSON form (``schema_version`` 4): raw readings and the derived figures."""
         return {
             "schema_version": SCHEMA_VERSION,
             "device": self.device.to_dict(),
@@ -684,6 +693,7 @@ class Measurement:
                 "err_w": self.idle.err_w,
                 "source": self.idle.source,
                 "samples_power_w": self.idle.samples_power_w,
+                "busy_pct": self.idle.busy_pct,
             },
             "control_mj": self.control_mj,
             "control_err_mj": self.control_err_mj,
@@ -722,17 +732,22 @@ class Measurement:
     def _from_dict(cls, d: dict) -> Measurement:
         version = d.get("schema_version", 1)  # version 1 had no key: its absence is version 1
         # an int (True == 1 and 3.0 == 3, but neither is a version nvmeter writes)
-        if type(version) is not int or version not in (1, 2, SCHEMA_VERSION):
-            raise errors.RecordError(f"a Measurement of schema_version {version!r} (this nvmeter reads 1-3)")
+        if type(version) is not int or version not in range(1, SCHEMA_VERSION + 1):
+            raise errors.RecordError(
+                f"a Measurement of schema_version {version!r} (this nvmeter reads 1-{SCHEMA_VERSION})"
+            )
         if version == 1:
             d = _upgrade_v1(d)
         if version <= 2:
             d = {**d, "end_in_work": False}  # its end edge was polled after the work, the tail counted
+        if version <= 3:
+            d = {**d, "idle": {**d["idle"], "busy_pct": None}}  # not read before version 4
         idle = IdleBaseline(
             d["idle"]["power_w"],
             d["idle"]["err_w"],
             d["idle"]["source"],
-            d["idle"]["samples_power_w"] if d["idle"]["samples_power_w"] is not None else math.nan,
+            _nan_if_null(d["idle"]["samples_power_w"]),
+            busy_pct=_nan_if_null(d["idle"]["busy_pct"]),
         )
         errormodel.model(d["model_version"])  # an unknown model fails here, by name
         return cls(
@@ -824,3 +839,7 @@ def _upgrade_v1(d: dict) -> dict:
         "inner": [],
         "states": [],
     }
+
+
+def _nan_if_null(value) -> float:
+    return math.nan if value is None else float(value)

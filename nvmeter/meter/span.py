@@ -10,6 +10,7 @@ buffer is read, once a second, so its ~2.4 s history never rolls over.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,12 +93,15 @@ class AlignedSpan:
     Attributes:
         start, end: The reads at each edge (each ends with the first changed read).
         samples: The power-sample buffer over the span, merged from all reads.
+        busy_pct: GPU utilisation NVML reported at its end, percent (nan: not read). Only idle
+            spans read it (:func:`nvmeter.meter.baseline.measure_quiescent`).
 
     """
 
     start: CounterSeries
     end: CounterSeries
     samples: tuple[PowerSample, ...]
+    busy_pct: float = math.nan
 
     @property
     def aligned(self) -> bool:
@@ -178,19 +182,23 @@ class AlignedSpan:
 
     def to_dict(self) -> dict:
         """Raw JSON form."""
-        return {
+        out = {
             "start": self.start.to_dict(),
             "end": self.end.to_dict(),
             "samples": samples_to_dict(self.samples),
         }
+        # optional: spans that did not read it (and records before it) have no such key
+        return {**out, "busy_pct": self.busy_pct} if math.isfinite(self.busy_pct) else out
 
     @classmethod
     def from_dict(cls, data: dict) -> AlignedSpan:
         """Inverse of :meth:`to_dict`."""
+        busy = data.get("busy_pct")
         return cls(
             CounterSeries.from_dict(data["start"]),
             CounterSeries.from_dict(data["end"]),
             samples_from_dict(data["samples"]),
+            math.nan if busy is None else float(busy),
         )
 
 
