@@ -186,6 +186,18 @@ class _State:
             pytest.skip(f"no GPU to meter: {reason}")
         return found
 
+    def quiet_simulated(self) -> None:
+        """Switch off the load a test left on a simulated board, as a real GPU's work ends with its test.
+
+        The simulated board is one for the session and its load is a setting: left on, it
+        would be the next test's idle.
+        """
+        if not self.simulate:
+            return
+        for board in self._boards.values():
+            if not isinstance(board, Exception):
+                board.set_load(0.0)
+
     def record(self, item, m, budget: Budget | None) -> None:
         """Keep a finished window's entry."""
         self.entries.append(Entry(item.nodeid, m, budget, judge(m, budget)))
@@ -312,6 +324,12 @@ def pytest_runtest_call(item):
         state.record(item, w.result, budget)
     state.settle(item)
     return result
+
+
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """After each test, a simulated board's load goes off (its fixtures may set it for the next)."""
+    del nextitem
+    _state(item.config).quiet_simulated()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:

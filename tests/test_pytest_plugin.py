@@ -245,3 +245,21 @@ def test_a_bad_idle_is_refused_before_the_run(pytester, idle, words):
     result = pytester.runpytest(f"--energy-idle={idle}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([words])
+
+
+def test_a_load_one_test_leaves_on_the_simulated_board_is_not_the_next_tests_idle(pytester):
+    # the first test leaves LOAD_W on; the second, over its budget by a quarter, must still fail
+    result = run(
+        pytester,
+        f"""
+def test_leaves_the_load_on(energy_board):
+    energy_board.set_load(LOAD_W)
+
+
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 0.8}, calls=CALLS)
+def test_over_budget(energy_board):
+    work(energy_board)
+""",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_over_budget*exceeds the budget*"])
