@@ -25,11 +25,16 @@ from rich.table import Table
 
 from nvmeter import errors
 
+# The probes `--only` takes (probes.BY_NAME; tests/test_cli.py holds the two equal): named here so
+# that the help does not import the probes.
+PROBE_NAMES = ("read_cost", "polling", "idle", "samples", "step", "bursts", "reference", "cadence")
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
     help="What one call of GPU code really costs in energy, from NVML, with an honest error bar.",
 )
 
@@ -316,18 +321,20 @@ def probe(
     ] = False,
     simulate: SimulateOpt = False,
     only: Annotated[
-        list[str] | None, typer.Option("--only", help="Run only this probe (repeatable).")
+        list[str] | None,
+        typer.Option("--only", help=f"Run only this probe (repeatable): {', '.join(PROBE_NAMES)}."),
     ] = None,
     cache: Annotated[
         bool,
         typer.Option(
             "--cache/--no-cache",
-            help="Keep the board's profile in the user cache (NVMETER_CACHE_DIR), where windows find it.",
+            help="Keep the board's profile in the user cache (NVMETER_CACHE_DIR), where windows find it "
+            "(not a simulated board's).",
         ),
     ] = True,
     sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,
 ) -> None:
-    """Characterise the board's energy telemetry and write a probe record (about a minute a board)."""
+    """Characterise the board's telemetry and write a probe record (a minute a board; simulated, a second)."""
     from nvmeter import records
     from nvmeter.probes.report import selection
 
@@ -522,6 +529,7 @@ def check(
     """Run (or read) the J/TFLOP reference and pass only inside the board family's band.
 
     Exit 0: inside the band (or, with --allow-no-band, no band known: figures reported, unjudged).
+
     Exit 1: outside the band, not exact FP32, a span without counter steps, or no band known.
     """
     from nvmeter.probes.bands import BANDS

@@ -329,3 +329,9 @@ def test_check_from_a_file_takes_no_board(probe_file):
 def test_an_idle_that_is_a_folder_is_named_so(tmp_path):
     line = one_line_error(nvmeter("run", "--simulate", "--idle", str(tmp_path), "--", "true"), 2)
     assert "not a regular file" in line
+
+
+def test_the_probe_names_the_help_lists_are_the_probes():
+    from nvmeter import cli, probes
+
+    assert tuple(probes.BY_NAME) == cli.PROBE_NAMES

@@ -127,7 +127,8 @@ def test_cli_meters_a_command_and_writes_the_record(tmp_path):
     assert result.stdout == "ready\n"  # the command's own output, untouched
     lines = result.stderr.splitlines()
     assert "exited 0 after" in lines[0]
-    board_line = lines[1]
+    assert "simulated board: it drew a CUDA context" in lines[1] and "whatever the command did" in lines[1]
+    board_line = lines[2]
     for words in (
         "Simulated H200",
         " J, ",

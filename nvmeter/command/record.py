@@ -119,6 +119,11 @@ class CommandRun:
                 f"the command left {n} process{'es' if n > 1 else ''} of its session running "
                 f"({', '.join(map(str, self.left_running))}): what they draw after it exited is not measured"
             )
+        if self.simulated:
+            out.append(
+                f"simulated board: it drew a CUDA context (+{self.simulated['context_w']:.1f} W) and "
+                f"{self.simulated['load_w']:.0f} W of load while the command lived, whatever the command did"
+            )
         for b in self.boards:
             out.append(self._board_line(b))
         return out
