@@ -320,3 +320,55 @@ def test_a_window_works_in_a_child_forked_after_nvml_was_initialised(board):
         assert window_s > 0.45 and math.isfinite(per_call_mj)
     assert child.exitcode == 0
     assert board.energy_mj() > 0  # the parent's NVML still works
+
+
+def test_a_measured_idle_reads_the_gpu_idle_and_one_with_kernels_running_is_not_reliable(board):
+    import torch
+
+    from nvmeter.meter.window import EnergyWindow
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(8192, 8192, device="cuda")
+    out = torch.empty_like(a)
+
+    def work(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(4):
+                torch.matmul(a, a, out=out)
+            torch.cuda.synchronize()
+
+    with EnergyWindow(board) as quiet:  # idle measured before and after, the caller synchronised
+        work(0.5)
+        quiet.call()
+    m = quiet.result
+    print(m, m.idle)
+    assert 0.0 <= m.idle.busy_pct <= 50.0 and m.reliable, m.reason
+    # ~4 s of products queued without a sync: the idle span before the window runs under them
+    for _ in range(int(4.0 / 0.0216)):  # an 8192^2 FP32 product takes ~21.6 ms on an H200 (51 TFLOP/s)
+        torch.matmul(a, a, out=out)
+    with EnergyWindow(board, sync="none") as busy:
+        busy.call()
+    torch.cuda.synchronize()
+    b = busy.result
+    print(b, b.idle)
+    assert b.idle.busy and not b.reliable and "the GPU ran kernels" in b.reason
+
+
+def test_the_sm_clock_sample_buffer_is_on_our_clock_and_follows_the_work(board):
+    import torch
+
+    a = torch.randn(4096, 4096, device="cuda")
+    end = time.perf_counter() + 1.0
+    while time.perf_counter() < end:
+        torch.matmul(a, a)
+    torch.cuda.synchronize()
+    try:
+        samples = board.clock_samples()
+    except errors.NotSupported:
+        pytest.skip("this board keeps no SM-clock sample buffer")
+    print(len(samples), samples[:2], samples[-2:])
+    assert len(samples) >= 5 and np.all(np.diff([s.t_s for s in samples]) > 0)
+    assert samples[-1].t_s == pytest.approx(board.clock.now(), abs=1.0)
+    recent = [s.sm_clock_mhz for s in samples if s.t_s > board.clock.now() - 1.0]
+    assert recent and 500 < max(recent) < 3000  # busy clocks, MHz (H200: 1,980 boost)
