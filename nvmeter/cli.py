@@ -346,6 +346,7 @@ def probe(
     from nvmeter.boards.factory import open_boards
     from nvmeter.worker.rig import Rig
 
+    records.check_writable(out_path)  # each board's file is named from OUT's: a folder has no name to extend
     boards = open_boards("all", simulate=simulate, sim_boards=sim_boards)
     paths = [out_path.with_name(f"{out_path.stem}-{b.identity().uuid}{out_path.suffix}") for b in boards]
     for path in paths:  # every file checked before the first board is touched
@@ -434,7 +435,8 @@ def _record_kind(path: Path) -> str | None:
         data = json.loads(files.read_bytes(path, files.RECORD_LIMIT_BYTES, "a record"))
     except (errors.NvmeterError, UnicodeDecodeError, ValueError, RecursionError):
         return None
-    return data.get("kind") if isinstance(data, dict) else None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None  # anything else: the loader says what is wrong
 
 
 @app.command(context_settings={"allow_interspersed_args": False})

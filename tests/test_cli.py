@@ -335,3 +335,25 @@ def test_the_probe_names_the_help_lists_are_the_probes():
     from nvmeter import cli, probes
 
     assert tuple(probes.BY_NAME) == cli.PROBE_NAMES
+
+
+@pytest.mark.parametrize("out", [".", "/", ".."])
+def test_probing_every_board_refuses_a_folder_as_out(out, capsys):
+    from nvmeter import cli
+
+    with pytest.raises(SystemExit) as exc:
+        cli.app(["probe", "--simulate", "--device", "all", "--quick", "--out", out], standalone_mode=True)
+    assert exc.value.code == 2
+    assert "is a folder; give a file name inside it" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["[]", '{"a": 1}', "3"])
+def test_show_names_a_record_whose_kind_is_not_text(tmp_path, kind, capsys):
+    from nvmeter import cli
+
+    path = tmp_path / "odd.json"
+    path.write_text(f'{{"kind": {kind}}}')
+    with pytest.raises(SystemExit) as exc:
+        cli.app(["show", str(path)], standalone_mode=True)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "not an nvmeter probe record" in err

@@ -315,6 +315,18 @@ def test_the_third_signal_kills_what_the_command_started_too(tmp_path, pids):
     assert reaches(noted(pids, "grandchild"), GONE), "the command's own child outlived it"
 
 
+def test_a_signal_reaches_a_command_that_stopped_itself(tmp_path, pids):
+    # stopped, the command holds a forwarded SIGTERM pending until it runs again
+    script = f"echo $$ > {pids / 'child'}; echo ready; kill -STOP $$; sleep 100"
+    proc, out = start_metered(tmp_path, ["sh", "-c", script])
+    assert reaches(noted(pids, "child"), {"T"}), "the command did not stop itself"
+    os.kill(proc.pid, signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + 15, stderr
+    assert json.loads(out.read_text())["signals"] == ["SIGTERM"]
+    assert reaches(noted(pids, "child"), GONE)
+
+
 def test_ctrl_c_at_a_terminal_reaches_the_command_once(tmp_path):
     # the command has no terminal of its own now: only nvmeter's forwarding can deliver it
     code = (

@@ -404,3 +404,36 @@ def test_a_run_started_from_idle_within_the_look_back_is_transient_and_one_past_
             calls(board, 0.5, window=w)
         board.set_load(0.0)
         assert w.result.in_work and w.result.transient is transient, (lead_s, repr(w.result))
+
+
+def test_an_altered_probe_file_is_refused_as_a_profile_and_as_an_idle(tmp_path, sim_rig):
+    """A window reads the figures a probe file claims: one whose figures its raw series do not
+    give (as nvmeter show refuses it) would make a wrong figure marked reliable."""
+    import json
+
+    from nvmeter import records
+    from nvmeter.probes.report import run_probes
+
+    report = run_probes(sim_rig, quick=True)
+    genuine = tmp_path / "probe.json"
+    records.write_json(genuine, report.to_dict())
+    board = sim_rig.board
+    board.set_context(True)
+    assert IdleBaseline.from_probe(genuine, board).power_w > 0
+    assert str(genuine) in profiles.resolve_profile(genuine, board.identity()).source
+
+    lag = json.loads(genuine.read_text())
+    lag["profile"] = {**lag["profile"], "power_lag_s": 0.5, "power_lag_err_s": 0.0}  # within the limits
+    lagged = tmp_path / "lagged.json"
+    lagged.write_text(json.dumps(lag))
+    with pytest.raises(errors.RecordError, match="power_lag_err_s disagrees with its recomputation"):
+        EnergyWindow(board, idle=121.2, sync="none", profile=lagged)
+
+    doubled = json.loads(genuine.read_text())
+    span = doubled["probes"]["idle"]["raw"]["spans"]["context"]
+    for edge in ("start", "end"):  # twice the energy at every read: twice the idle
+        span[edge]["energy_mj"] = [2 * e for e in span[edge]["energy_mj"]]
+    scaled = tmp_path / "doubled.json"
+    scaled.write_text(json.dumps(doubled))
+    with pytest.raises(errors.RecordError, match=r"disagrees with its recomputation|damaged"):
+        IdleBaseline.from_probe(scaled, board)

@@ -122,6 +122,9 @@ class Forwarding:
         # the command has no terminal, so a Ctrl-C reached it only through us: always send
         kill = len(self.received) >= KILL_AFTER_SIGNALS
         signal_group(self._proc, signal.SIGKILL if kill else signum)
+        # a stopped command (SIGSTOP, a debugger) holds the signal pending until it runs again:
+        # without this, nvmeter waited on it through every signal short of the third
+        signal_group(self._proc, signal.SIGCONT)
 
     def _pass_on(self, signum: int, _frame) -> None:
         signal_group(self._proc, signum)  # a terminal resize, for a full-screen command

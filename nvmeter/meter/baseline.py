@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from nvmeter import errors, records
+from nvmeter.boards.profile import verify_probe_file
 from nvmeter.boards.protocol import Board
 from nvmeter.meter import sanity
 from nvmeter.meter.span import AlignedSpan, measure_span
@@ -97,8 +98,10 @@ class IdleBaseline:
         """The idle a probe file measured on this board (``level``: no_context, context, frozen).
 
         Raises:
-            RecordError: another board, another schema, no idle probe in the file, or an
-                idle span that cannot be real (:mod:`nvmeter.meter.sanity`).
+            RecordError: another board, another schema, no idle probe in the file, an idle
+                span that cannot be real (:mod:`nvmeter.meter.sanity`), without a counter step
+                at an edge or drawing nothing, or a file whose figures differ from its raw
+                series (:func:`nvmeter.boards.profile.verify_probe_file`).
         """
         # read the raw span straight from the file: the meter does not depend on the probes
         data = records.read_json(path, "probe")
@@ -118,13 +121,18 @@ class IdleBaseline:
         # the counter and the sample buffer read the same idle to 0.1% (results/probe-h200.json):
         # a span on which they disagree by more than IDLE_AGREEMENT is damaged, not a board
         counter_w, samples_w = span.power_w, span.samples_power_w
-        if not (math.isfinite(counter_w) and counter_w >= 0) or (
-            math.isfinite(samples_w) and abs(counter_w - samples_w) > IDLE_AGREEMENT * max(samples_w, 1.0)
+        if (
+            not span.aligned
+            or not (math.isfinite(counter_w) and counter_w > 0)
+            or (
+                math.isfinite(samples_w) and abs(counter_w - samples_w) > IDLE_AGREEMENT * max(samples_w, 1.0)
+            )
         ):
             raise errors.RecordError(
                 f"{path}: the idle probe's {level} span reads {counter_w:.1f} W by the counter and "
                 f"{samples_w:.1f} W by the samples: a damaged record"
             )
+        verify_probe_file(path)
         return cls(
             span.power_w,
             span.power_w * span.edge_uncertainty_s / span.duration_s + span.polling_bias_w,
