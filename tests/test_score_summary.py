@@ -165,3 +165,22 @@ def test_first_difference():
     assert first_difference({"a": 1}, {"a": 1, "b": 2}) == ("derived.b", "(missing)", 2)
     assert first_difference({"a": True}, {"a": 1}) == ("derived.a", True, 1)
     assert first_difference([1, 2], [1, 3], "x") == ("x[1]", 2, 3)
+
+
+def test_runs_on_another_board_model_get_rows_of_their_own(folder):
+    data = json.loads((folder / "run-001.json").read_text())
+    other = json.loads(json.dumps(data))
+    other["run"] = 2
+    other["board"] = {
+        **other["board"],
+        "name": "NVIDIA H200",
+        "uuid": "GPU-0000aaaa-0000-4000-8000-000000000000",
+    }
+    rewrite(folder / "run-002.json", other)
+    loaded = [r for _, r in summary.load_records([folder])]
+    rows = summary.summarize(loaded)
+    assert len(rows) == 2 and {s.boards for s in rows} == {(r.board.short,) for r in loaded}
+    code, stdout, err = summarize(folder, "--format", "json")
+    assert code == 0, err
+    shown = sorted(m["boards"] for m in json.loads(stdout)["methods"])
+    assert shown == sorted(list(s.boards) for s in rows)

@@ -186,13 +186,18 @@ class MethodSummary:
 
 
 def summarize(records: Sequence[RunRecord]) -> list[MethodSummary]:
-    """Group runs by (method, difficulty), in the order first seen; runs in run order."""
-    groups: dict[tuple[str, int], list[RunRecord]] = {}
+    """Group runs by (method, difficulty, board model), in the order first seen; runs in run order.
+
+    Boards of one model pool (their runs' medians are the model's); another model, or the
+    simulated board, gets rows of its own: a median over an H200's and a simulated board's
+    runs is no board's figure.
+    """
+    groups: dict[tuple[str, int, str], list[RunRecord]] = {}
     for r in records:
-        groups.setdefault((r.target.name, r.difficulty), []).append(r)
+        groups.setdefault((r.target.name, r.difficulty, r.board.name), []).append(r)
     return [
         MethodSummary(name, level, tuple(sorted(runs, key=lambda r: (r.created_utc, r.run))))
-        for (name, level), runs in groups.items()
+        for (name, level, _), runs in groups.items()
     ]
 
 
