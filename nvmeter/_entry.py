@@ -2,7 +2,8 @@
 
 Until a command's own code runs (Python's imports, typer parsing the arguments, which would
 otherwise turn Ctrl-C into a silent exit 130), SIGINT is handled here: one line, exit 130,
-nothing written. While the command runs, :func:`nvmeter.cli._guarded` puts Python's own
+nothing written; SIGTERM and SIGHUP likewise (one line, exit 128 + N), where they ended the
+process without a word. While the command runs, :func:`nvmeter.cli._guarded` puts Python's own
 handler back, so Ctrl-C raises KeyboardInterrupt and the command's cleanup runs (workers
 reaped, finished records kept). Only the ~30 ms in which Python itself starts, before
 this module loads, are Python's.
@@ -17,14 +18,18 @@ import sys
 _LINE = b"nvmeter: interrupted; nothing written\n"
 
 
-def _interrupted(_signum, _frame) -> None:
-    os.write(2, _LINE)
-    os._exit(130)  # nothing of the command has run: nothing to clean up, nothing to keep
+def _interrupted(signum, _frame) -> None:
+    if signum == signal.SIGINT:
+        os.write(2, _LINE)
+    else:
+        os.write(2, f"nvmeter: ended by {signal.Signals(signum).name}; nothing written\n".encode())
+    os._exit(128 + signum)  # nothing of the command has run: nothing to clean up, nothing to keep
 
 
 def install() -> None:
-    """Handle SIGINT with :func:`_interrupted` (the console script and ``python -m nvmeter.cli``)."""
-    signal.signal(signal.SIGINT, _interrupted)
+    """SIGINT, SIGTERM and SIGHUP go to :func:`_interrupted` (console script, ``python -m nvmeter.cli``)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupted)
 
 
 def main() -> None:

@@ -162,8 +162,8 @@ def _python_sigint():
         yield
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN if _CONSOLE else previous)
-        for sig, handler in others.items():
-            signal.signal(sig, handler)
+        for sig, handler in others.items():  # the entry's "nothing written" would no longer be true
+            signal.signal(sig, signal.SIG_DFL if _CONSOLE else handler)
 
 
 class _Terminated(KeyboardInterrupt):

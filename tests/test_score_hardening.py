@@ -267,6 +267,25 @@ def test_ctrl_c_while_typer_parses_the_arguments_is_one_line():
     assert result.stderr == "nvmeter: interrupted; nothing written\n"
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_typer_parses_the_arguments_is_one_line(sig):
+    """SIGTERM or SIGHUP before the command's code ran ended nvmeter without a word."""
+    script = (
+        "import os, signal, typer.core\n"
+        "original = typer.core.TyperGroup.make_context\n"
+        "def ended(self, *args, **kwargs):\n"
+        f"    os.kill(os.getpid(), signal.{sig.name})\n"
+        "    return original(self, *args, **kwargs)\n"
+        "typer.core.TyperGroup.make_context = ended\n"
+        "from nvmeter import _entry\n"
+        "import sys; sys.argv = ['nvmeter', 'run', '--simulate', '--', 'sleep', '5']\n"
+        "_entry.main()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 128 + sig
+    assert result.stderr == f"nvmeter: ended by {sig.name}; nothing written\n"
+
+
 @pytest.mark.parametrize(
     "sig, code, words",
     [
