@@ -122,6 +122,7 @@ def test_no_calls_is_not_reliable(board):
         {"method": "zeus"},
         {"calls": -1},
         {"max_rel_err": 0},
+        {"max_rel_err": 1.5},  # a percentage given as a fraction would accept any bound
         {"tail_s": -1},
         {"idle": object()},
         {"sync": "mxnet"},
@@ -244,7 +245,14 @@ def test_measure_reaches_its_target_and_subtracts_the_control(board):
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"min_window_s": 0}, {"target_rel_err": -1}, {"min_window_s": 2, "max_window_s": 1}]
+    "kwargs",
+    [
+        {"min_window_s": 0},
+        {"target_rel_err": -1},
+        {"target_rel_err": 5},  # 5% meant, 500% asked for
+        {"min_window_s": 2, "max_window_s": 1},
+        {"min_windows": 10**9},
+    ],
 )
 def test_measure_refuses_bad_durations(board, kwargs):
     with pytest.raises(errors.UsageError):

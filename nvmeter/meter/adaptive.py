@@ -35,6 +35,9 @@ SETTLE_MAX_S = 300.0
 EDGE_ALLOWANCE_S = 0.005
 # The longest run or warm-up measure() accepts, s: an hour of calls states any per-call cost.
 MAX_S = 3600.0
+# The most sub-windows measure() may be asked for: at the shortest window (a counter period or
+# so) more would not fit in MAX_S.
+MAX_WINDOWS = 10_000
 # Calls in a row that leave the board's clock where it was before measure() gives up.
 _STUCK_CALLS = 10_000
 # Calls in a row that each move the clock less than _TINY_S: no GPU call is that short (a device
@@ -131,10 +134,18 @@ def _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_w
             "measure needs finite min_window_s > 0, max_window_s >= min_window_s, target_rel_err > 0 "
             "and warmup_s >= 0"
         )
+    if target_rel_err >= 1:  # a fraction: 1 would accept a bound as large as the figure
+        raise errors.UsageError(f"target_rel_err is a fraction below 1 (0.01 is 1%), not {target_rel_err!r}")
     if max_window_s > MAX_S or warmup_s > MAX_S:
         raise errors.UsageError(f"measure's max_window_s and warmup_s are at most {MAX_S:g} s")
-    if isinstance(min_windows, bool) or not isinstance(min_windows, int) or min_windows < 3:
-        raise errors.UsageError(f"min_windows must be a whole number >= 3, not {min_windows!r}")
+    if (
+        isinstance(min_windows, bool)
+        or not isinstance(min_windows, int)
+        or not 3 <= min_windows <= MAX_WINDOWS
+    ):
+        raise errors.UsageError(
+            f"min_windows must be a whole number from 3 to {MAX_WINDOWS}, not {min_windows!r}"
+        )
     cool_down = _is_number(settle) and 0 <= settle <= SETTLE_MAX_S
     if settle is not None and settle != "temperature" and not cool_down:
         raise errors.UsageError(

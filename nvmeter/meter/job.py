@@ -81,9 +81,9 @@ class JobWindow:
         if max_rel_err is not None and not (
             isinstance(max_rel_err, (int, float))
             and not isinstance(max_rel_err, bool)
-            and 0 < max_rel_err < math.inf
+            and 0 < max_rel_err < 1
         ):
-            raise errors.UsageError(f"max_rel_err must be a number > 0, not {max_rel_err!r}")
+            raise errors.UsageError(f"max_rel_err is a fraction in (0, 1), 0.01 for 1%; not {max_rel_err!r}")
         self.boards: list[Board] = [] if _is_empty(devices) else open_boards(devices, available=available)
         self.clock = shared_clock(self.boards)
         self._sync, self.sync_name = resolve("torch_all" if sync is None else sync)

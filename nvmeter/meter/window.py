@@ -174,8 +174,8 @@ class EnergyWindow:
         whole = isinstance(calls, int) and not isinstance(calls, bool)
         if calls is not None and not (whole and 0 <= calls <= MAX_CALLS):
             raise errors.UsageError(f"calls must be a whole number from 0 to {MAX_CALLS:.0e}, not {calls!r}")
-        if max_rel_err is not None and _finite(max_rel_err, "max_rel_err") <= 0:
-            raise errors.UsageError(f"max_rel_err must be > 0, not {max_rel_err!r}")
+        if max_rel_err is not None and not 0 < _finite(max_rel_err, "max_rel_err") < 1:
+            raise errors.UsageError(f"max_rel_err is a fraction in (0, 1), 0.01 for 1%; not {max_rel_err!r}")
         self._control = (
             _finite(control_mj, "control_mj"),
             _finite(control_err_mj, "control_err_mj", minimum=0),
