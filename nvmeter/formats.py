@@ -53,12 +53,17 @@ class Format:
         versions: Its versions, 1 first.
         unlabelled: For kinds first written without ``kind``: says whether an unlabelled
             record is this kind's version 1.
+        verifier: ``"module:function"`` that refuses a record of this kind whose stored figures
+            differ from its raw readings (``function(path)`` raises RecordError), or None. Named,
+            not imported: a wing below the kind's owner (the meter reading a probe file's idle)
+            has the owner check it through :func:`nvmeter.records.verify` without importing it.
 
     """
 
     kind: str
     versions: tuple[Version, ...]
     unlabelled: Callable[[dict], bool] | None = None
+    verifier: str | None = None
 
     def __post_init__(self) -> None:
         numbers = [v.number for v in self.versions]
@@ -202,6 +207,7 @@ PROBE = Format(
             _probe_v5,
         ),
     ),
+    verifier="nvmeter.probes.report:load_report",
 )
 
 

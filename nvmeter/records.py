@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import importlib
 import json
 import math
 import os
@@ -168,6 +170,30 @@ def read_json(path: Path, kind: str) -> dict:
     except ValueError as exc:  # an integer of thousands of digits (Python's int limit), ...
         raise errors.RecordError(f"{path}: not an nvmeter {kind} record ({exc})") from exc
     return formats.upgrade(data, kind, str(path))
+
+
+def verify(path: Path, kind: str) -> None:
+    """Have the owner of ``kind`` refuse the record at ``path`` if its figures are not its raw readings'.
+
+    The owner's check is named in :mod:`nvmeter.formats` (``Format.verifier``) and imported
+    by that name, so the meter can have a probe file checked as ``nvmeter show`` checks it
+    without importing the probes wing. Each file (by path, size and modification time) is
+    checked once a process. A kind with no verifier is not checked.
+
+    Raises:
+        RecordError: the owner refused the record.
+    """
+    if formats.FORMATS[kind].verifier is None:
+        return
+    stat = Path(path).stat()
+    _verify_once(kind, str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _verify_once(kind: str, path: str, size: int, mtime_ns: int) -> None:
+    del size, mtime_ns  # the cache's key: a file changed since is checked again
+    module, function = formats.FORMATS[kind].verifier.split(":")
+    getattr(importlib.import_module(module), function)(Path(path))
 
 
 def read_any(path: Path, kinds: tuple[str, ...]) -> dict:

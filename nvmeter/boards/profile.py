@@ -9,7 +9,6 @@ from the one our defaults were measured on gets its own figures once it is probe
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -226,34 +225,12 @@ def store_profile(profile: BoardProfile, board: BoardIdentity) -> Path:
     return path
 
 
-def verify_probe_file(path: Path) -> None:
-    """Refuse a probe file whose figures differ from its raw series, as ``nvmeter show`` does.
-
-    A window given a probe file (as its profile or its idle) reads figures that the probes
-    derived; an altered file would otherwise give a wrong figure marked reliable. Each file
-    (by path, size and modification time) is verified once a process.
-
-    Raises:
-        RecordError: as :func:`nvmeter.probes.report.load_report`.
-    """
-    stat = Path(path).stat()
-    _verify_once(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _verify_once(path: str, size: int, mtime_ns: int) -> None:
-    del size, mtime_ns  # the cache's key: a file changed since is verified again
-    from nvmeter.probes.report import load_report  # the probes derive the figures the file claims
-
-    load_report(Path(path))
-
-
 def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile:
     """A profile from a profile file or from the ``profile`` block of a probe file (verified).
 
     Raises:
         RecordError: unreadable, of another kind or board, without a profile, or a probe file
-            whose figures differ from its raw series (:func:`verify_probe_file`).
+            whose figures differ from its raw series (:func:`nvmeter.records.verify`).
     """
     data = records.read_any(Path(path), (KIND, "probe"))
     block = data.get("profile")
@@ -265,8 +242,8 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
     uuid = (data.get("board") or {}).get("uuid")
     if board is not None and uuid != board.uuid:
         raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.uuid}")
-    if data.get("kind") == "probe":
-        verify_probe_file(path)
+    if data.get("kind") == "probe":  # its profile was derived from its raw series: checked as show does
+        records.verify(path, "probe")
     profile = BoardProfile.from_dict(block)
     return profile.with_(source=f"{path} ({profile.source})")
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Protocol
 
 from nvmeter import errors, records
-from nvmeter.boards.profile import verify_probe_file
 from nvmeter.boards.protocol import Board
 from nvmeter.meter import sanity
 from nvmeter.meter.span import AlignedSpan, measure_span
@@ -101,7 +100,7 @@ class IdleBaseline:
             RecordError: another board, another schema, no idle probe in the file, an idle
                 span that cannot be real (:mod:`nvmeter.meter.sanity`), without a counter step
                 at an edge or drawing nothing, or a file whose figures differ from its raw
-                series (:func:`nvmeter.boards.profile.verify_probe_file`).
+                series (:func:`nvmeter.records.verify`).
         """
         # read the raw span straight from the file: the meter does not depend on the probes
         data = records.read_json(path, "probe")
@@ -132,7 +131,7 @@ class IdleBaseline:
                 f"{path}: the idle probe's {level} span reads {counter_w:.1f} W by the counter and "
                 f"{samples_w:.1f} W by the samples: a damaged record"
             )
-        verify_probe_file(path)
+        records.verify(path, "probe")  # the span above is raw: the file's figures must be its own
         return cls(
             span.power_w,
             span.power_w * span.edge_uncertainty_s / span.duration_s + span.polling_bias_w,
