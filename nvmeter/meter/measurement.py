@@ -343,12 +343,16 @@ class Measurement:
 
     def _last_busy_s(self) -> float | None:
         """When a sample before the work last read half the work's power above idle, s (None: none did)."""
-        busy = [
-            s.t_s
-            for s in self.samples
-            if s.t_s < self.work_t0_s and s.power_w - self.idle.samples_w >= 0.5 * self.work_w
-        ]
+        busy = self._busy_before(-math.inf)
         return busy[-1] if busy else None
+
+    def _busy_before(self, since_s: float) -> list[float]:
+        """Times of the samples from ``since_s`` to the work's start at half its power above idle, s."""
+        # the work's power derives from every reading: computed once, not once a sample
+        idle_w, half_w = self.idle.samples_w, 0.5 * self.work_w
+        return [
+            s.t_s for s in self.samples if since_s <= s.t_s < self.work_t0_s and s.power_w - idle_w >= half_w
+        ]
 
     @property
     def since_pause_s(self) -> float | None:
@@ -363,7 +367,7 @@ class Measurement:
         if not (lookback_s > 0 and self.work_w > 0):
             return None
         seen = [s for s in self.samples if t - lookback_s <= s.t_s < t]
-        busy = [s.t_s for s in seen if s.power_w - self.idle.samples_w >= 0.5 * self.work_w]
+        busy = self._busy_before(t - lookback_s)
         if not busy:
             return None  # nothing busy in the look-back: gap_s and cold say what the start was
         marks = busy if seen[0].t_s == busy[0] else [seen[0].t_s, *busy]
