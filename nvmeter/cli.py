@@ -824,6 +824,10 @@ def summarize(
         raise errors.UsageError(f"--format must be md or json, not {fmt!r}")
     if plot_path is not None:
         records.check_writable(plot_path)
+        if plot_path.suffix.lower() not in summ.PLOT_SUFFIXES:
+            raise errors.UsageError(
+                f"--plot {plot_path}: the suffix says the format; use one of {', '.join(summ.PLOT_SUFFIXES)}"
+            )
     loaded = summ.load_records(paths)
     summaries = summ.summarize([r for _, r in loaded])
     if plot_path is not None:

@@ -184,3 +184,9 @@ def test_runs_on_another_board_model_get_rows_of_their_own(folder):
     assert code == 0, err
     shown = sorted(m["boards"] for m in json.loads(stdout)["methods"])
     assert shown == sorted(list(s.boards) for s in rows)
+
+
+def test_a_plot_without_a_known_suffix_is_refused_before_anything_is_read(folder, tmp_path):
+    code, _, err = summarize(folder, "--plot", tmp_path / "energy")
+    assert code == 2 and "the suffix says the format; use one of .png, .svg, .pdf" in one_line(err)
+    assert not (tmp_path / "energy").exists()

@@ -333,6 +333,10 @@ def to_json(summaries: Sequence[MethodSummary]) -> dict:
 
 
 # -- the plot -------------------------------------------------------------------------------
+# The formats a plot is written in, by its file's suffix (matplotlib's; the ones the docs name).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
 def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
     """Energy per call against time per call, one point per method, bars for the bounds.
 
