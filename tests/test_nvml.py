@@ -117,6 +117,16 @@ def test_cuda_index_maps_through_cuda_visible_devices(fake, monkeypatch, visible
     assert nvml.resolve_uuid(index) == expected
 
 
+@pytest.mark.parametrize("device", [1.5, -1, True, "abc", b"GPU-1"])
+def test_a_malformed_device_is_the_callers_to_fix_before_nvml_is_asked(monkeypatch, device):
+    def unasked():
+        raise AssertionError("NVML was asked")
+
+    monkeypatch.setattr(nvml, "visible_uuids", unasked)
+    with pytest.raises(errors.UsageError, match="must be a CUDA index"):
+        nvml.resolve_uuid(device)
+
+
 @pytest.mark.parametrize(
     ("visible", "device", "error"),
     [

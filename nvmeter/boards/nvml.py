@@ -230,21 +230,23 @@ def resolve_uuid(device: int | str | None) -> str:
         DeviceNotFound: no such index or UUID. UsageError: a malformed spec.
 
     """
-    uuids = visible_uuids()
     if device is None:
         device = 0
     if isinstance(device, str) and device.strip().isdigit():
         device = int(device)
-    if isinstance(device, int):
-        if not 0 <= device < len(uuids):
+    index = isinstance(device, int) and not isinstance(device, bool)
+    # a malformed spec is the caller's to fix, on any machine: said before NVML is asked
+    if not (index and device >= 0) and not (isinstance(device, str) and device.startswith(("GPU-", "MIG-"))):
+        raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {device!r}")
+    if not index and device.startswith("MIG-"):
+        raise errors.NotSupported(f"{device} is a MIG instance: it has no energy counter of its own")
+    uuids = visible_uuids()
+    if index:
+        if device >= len(uuids):
             raise errors.DeviceNotFound(
                 f"no GPU with CUDA index {device}: {len(uuids)} visible (indices 0-{len(uuids) - 1})"
             )
         return uuids[device]
-    if not isinstance(device, str) or not device.startswith(("GPU-", "MIG-")):
-        raise errors.UsageError(f"--device must be a CUDA index or a GPU-… UUID, not {device!r}")
-    if device.startswith("MIG-"):
-        raise errors.NotSupported(f"{device} is a MIG instance: it has no energy counter of its own")
     hits = [u for u in uuids if u.startswith(device)]
     if len(hits) != 1:
         raise errors.DeviceNotFound(f"{device} matches {len(hits)} visible GPUs")
