@@ -353,3 +353,16 @@ def test_an_idle_measured_while_work_still_runs_is_not_reliable(board):
     old = {**q.to_dict(), "schema_version": 3}
     old["idle"] = {k: v for k, v in old["idle"].items() if k != "busy_pct"}
     assert math.isnan(Measurement.from_dict(old).idle.busy_pct) and Measurement.from_dict(old).reliable
+
+
+def test_measure_synchronises_before_it_measures_the_idle(board):
+    def call():
+        board.set_load(LOAD_W)
+        board.clock.sleep(0.04)
+        board.set_load(0.0)
+
+    # "queued work": the load stays on until the device is synchronised
+    board.set_load(300.0)
+    m = measure(call, device=board, sync=lambda: board.set_load(0.0), control=False)
+    assert not m.idle.busy and m.reliable, m.reason
+    assert m.per_call_mj == pytest.approx(LOAD_W * 0.04 * 1e3, rel=0.02)

@@ -105,6 +105,7 @@ def measure(
     board = open_board(device)
     prof = resolve_profile(profile, board.identity(), idle)
     sync_fn, _ = resolve(sync)
+    sync_fn()  # the caller's work queued before: not the idle's (an EnergyWindow's entry does the same)
     before = measure_quiescent(board) if idle == "measure" else None
     window_idle = IdleBaseline.from_spans([before], "quiescent") if before else idle
     null = None
