@@ -345,7 +345,8 @@ def test_a_measured_idle_reads_the_gpu_idle_and_one_with_kernels_running_is_not_
     print(m, m.idle)
     assert 0.0 <= m.idle.busy_pct <= 50.0 and m.reliable, m.reason
     # ~4 s of products queued without a sync: the idle span before the window runs under them
-    for _ in range(int(4.0 / 0.0216)):  # an 8192^2 FP32 product takes ~21.6 ms on an H200 (51 TFLOP/s)
+    # an 8192^2 FP32 product is 1.1 TFLOP: ~21.6 ms at the H200's 51.1 TFLOP/s (results/probe-h200.json)
+    for _ in range(int(4.0 / 0.0216)):
         torch.matmul(a, a, out=out)
     with EnergyWindow(board, sync="none") as busy:
         busy.call()

@@ -12,8 +12,9 @@ Trials (issue 10's targets set the counts; ``FLOOR`` is what each target needs):
 * ``stall``: a 0.5 s window after >= 2 s of calls, one of which waited 60-150 ms on the
   host after its work (the board idled inside it), 0.3-2 s before entry: the stall of
   results/enclose/call5-9b41547-enclose.json (a 129 ms call among 40 ms ones, 1.76 s
-  before a window), injected. Error model 6 must call these windows transient and bound
-  them. Run only when asked (``only`` names it): each needs a lead of its own.
+  before a window), injected. Their target is the bound's (>= 95%); how many read transient
+  shows where error model 6's 2 s look-back stops seeing a stall. Run only when asked
+  (``only`` names it): each needs a lead of its own.
 
 The trials go into blocks of at most ``block_s`` (estimated); a 10 s reference opens each
 block and one closes the last, so every trial lies within ``block_s / 2 + ref_s`` of a
