@@ -181,13 +181,21 @@ class Trial:
 
     @property
     def sm_clock_mhz(self) -> float | None:
-        """Mean of the SM-clock samples between entry and exit, MHz (None under two samples)."""
+        """Mean SM clock of the window, MHz: its clock samples, else its edges' states.
+
+        The samples between entry and exit where there are two or more; else (a board that
+        keeps the buffer empty, such as the H200) the mean of the clocks read at the edges.
+        None without either.
+        """
         inside = [
             mhz
             for t, mhz in self.unit.get("sm_clock_samples") or ()
             if self.unit["t0_s"] <= t <= self.unit["t1_s"]
         ]
-        return float(np.mean(inside)) if len(inside) >= 2 else None
+        if len(inside) >= 2:
+            return float(np.mean(inside))
+        edges = [s.sm_clock_mhz for s in getattr(self.m, "states", ()) if np.isfinite(s.sm_clock_mhz)]
+        return float(np.mean(edges)) if edges else None
 
     @property
     def contains(self) -> bool | None:

@@ -97,6 +97,9 @@ SLOW_STATE_S = 0.002
 # the longest trial's (references: the ~2.4 s buffer holds only their end).
 CLOCK_MARGIN_S = 0.1
 CLOCK_MAX_WINDOW_S = max(plan_mod.WARM_S) + 0.5
+# Windows of work whose SM-clock buffer came back empty before it stops being read (H200,
+# driver 580.159.04: the read succeeds and the buffer stays empty; results/enclose/call7-*).
+CLOCK_EMPTY_READS = 3
 
 
 class _Stop(Exception):
@@ -267,6 +270,7 @@ class KindRun:
         self._state: tuple[dict | None, int] = (None, -1)
         self._slow_state = False
         self._clock_off: str | None = self.part.get("clock_samples_off")
+        self._clock_empty = 0
 
     # -- the kind ----------------------------------------------------------
     def run(self, deadline: float) -> None:
@@ -520,8 +524,9 @@ class KindRun:
 
         The clocks inside a window, not only at its edges (docs/window.md: what spreads the
         duty-cycled windows). Boards without the buffer, or whose reads fail or take over
-        ``SLOW_STATE_S`` (the read sits in a warm stream's gap), stop being asked; the kind
-        records why as ``clock_samples_off``.
+        ``SLOW_STATE_S`` (the read sits in a warm stream's gap), or whose buffer stays empty
+        through ``CLOCK_EMPTY_READS`` windows, stop being asked; the kind records why as
+        ``clock_samples_off``.
         """
         from nvmeter import errors
 
@@ -536,7 +541,11 @@ class KindRun:
         if self.clock.now() - start > SLOW_STATE_S:
             self._clocks_off(f"a read took {(self.clock.now() - start) * 1e3:.1f} ms")
         end = t1_s + CLOCK_MARGIN_S
-        return {"sm_clock_samples": [[s.t_s, s.sm_clock_mhz] for s in samples if s.t_s <= end]}
+        inside = [[s.t_s, s.sm_clock_mhz] for s in samples if s.t_s <= end]
+        self._clock_empty = 0 if inside else self._clock_empty + 1
+        if self._clock_empty >= CLOCK_EMPTY_READS:
+            return self._clocks_off(f"the buffer stayed empty over {CLOCK_EMPTY_READS} windows of work")
+        return {"sm_clock_samples": inside}
 
     def _clocks_off(self, why: str) -> dict:
         self._clock_off = self.part["clock_samples_off"] = why
