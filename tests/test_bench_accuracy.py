@@ -886,3 +886,29 @@ def test_a_board_without_clock_samples_stops_being_asked(tmp_path):
     part = json.loads(out.read_text())["kinds"]["copy"]
     assert "NotSupported" in part["clock_samples_off"] and part["done"]
     assert not any("sm_clock_samples" in u for u in part["units"])
+
+
+def test_the_sample_buffer_reads_the_same_warm_windows_near_the_counter(sim_run):
+    kd = analysis.kind_data(analysis.load(sim_run), "fp32")
+    warm = [t for t in kd.trials if t.mode == "warm" and t.ref is not None]
+    assert warm and all(t.samples_err is not None for t in warm)
+    # the simulated board's samples and counter read one power: the two readings agree, but
+    # for the cuts at the edges of 20 ms samples (a window read only to the work's end loses
+    # its calls' trailing power: ~1% low, every window)
+    apart = [abs((1 + t.err) / (1 + t.samples_err) - 1) for t in warm]
+    assert sorted(apart)[len(apart) // 2] < 0.005 and max(apart) < 0.02
+    assert all(t.samples_err is None for t in kd.trials if t.mode not in analysis.WINDOW_MODES)
+
+
+def test_the_sample_diagnostic_separates_the_works_variation_from_the_meters():
+    def trials(errs, samples):
+        return [SimpleNamespace(err=e, samples_err=s) for e, s in zip(errs, samples, strict=True)]
+
+    work = [0.01, -0.01, 0.02, -0.02, 0.0, 0.015]
+    together = analysis._against_samples(trials(work, work))  # both readings see the work move
+    assert together["err_vs_samples_r"] == pytest.approx(1.0)
+    assert together["counter_vs_samples_sd"] == pytest.approx(0.0, abs=1e-12)
+    apart = analysis._against_samples(trials(work, [0.0] * 6))  # only nvmeter's reading moves
+    assert "err_vs_samples_r" not in apart and apart["counter_vs_samples_sd"] > 0.01
+    assert analysis._against_samples(trials(work[:4], work[:4])) == {}  # too few windows
+    assert analysis._against_samples(trials(work, [None] * 6)) == {}

@@ -198,6 +198,35 @@ class Trial:
         return float(np.mean(edges)) if edges else None
 
     @property
+    def samples_err(self) -> float | None:
+        """The window's sample-buffer reading against the reference, relative (a diagnostic).
+
+        The ~20 ms power samples integrated over the span nvmeter's figure covers, with the
+        same lag corrections, less the idle's sample-buffer figure, per call: a second
+        reading of the same window that shares no counter read with nvmeter's. A window
+        whose end edge fell in idle is read to the last sample, which must lie at least two
+        sample spacings past the work's end and its lag (the board idle from there on).
+        None outside window trials or where the samples do not cover the span.
+        """
+        m = self.m
+        if m is None or self.mode not in WINDOW_MODES or not m.calls or len(m.samples) < 2:
+            return None
+        from nvmeter.meter.series import integrate_samples_j
+
+        a_s, b_s = m.window_t0_s, m.window_t1_s
+        if not m.end_found_in_work:
+            idle_from_s = m.work_t1_s + m.profile.power_lag_s + 2 * m.profile.sample_spacing_s
+            if m.samples[-1].t_s < idle_from_s:
+                return None
+            b_s = min(b_s, m.samples[-1].t_s)
+        try:
+            gross_j = integrate_samples_j(m.samples, a_s, b_s) - m.lag_j + m.trail_j
+        except ValueError:
+            return None
+        per_call_mj = (gross_j - m.idle.samples_w * (b_s - a_s)) * 1e3 / m.calls - m.control_mj
+        return per_call_mj / self.expected_mj - 1
+
+    @property
     def contains(self) -> bool | None:
         """The stated bound holds the reference (None for Zeus)."""
         if self.per_call_mj_err is None:
@@ -331,6 +360,7 @@ def row_stats(trials: list[Trial]) -> dict:
     out.update(_against_call_time(ok))
     out.update(_against_sm_clock(ok))
     out.update(_lag1(ok))
+    out.update(_against_samples(ok))
     everyone = [t for t in trials if t.ref is not None and math.isfinite(t.err)]
     if len(everyone) > len(ok):  # the same figures with the trials lacking a good reference
         out["all"] = {
@@ -364,6 +394,30 @@ def _against_sm_clock(ok: list[Trial]) -> dict:
         return {}
     typical = float(np.median([c for _, c in clocks]))
     return _follows([(t.err, c / typical - 1) for t, c in clocks], "sm_clock")
+
+
+def _against_samples(ok: list[Trial]) -> dict:
+    """What the sample buffer says of the same windows (a diagnostic; nothing is corrected).
+
+    The sample buffer reads each window without nvmeter's counter edges. Where both readings
+    move together away from the reference (``err_vs_samples_r`` near 1, ``samples_err_sd``
+    near the error's own SD) the window's calls really cost that much more or less than the
+    reference's: variation of the work over 0.5 s, which no meter can remove. Where they
+    disagree (``counter_vs_samples_sd``) one of them is wrong: an upper bound on the
+    meter's own scatter, unless the samples alias the work (a duty-cycled call).
+    """
+    pairs = [(t.err, t.samples_err) for t in ok if t.samples_err is not None]
+    if len(pairs) < 5:
+        return {}
+    err, samples = np.array(pairs).T
+    out = {
+        "err_sd": float(err.std(ddof=1)),
+        "samples_err_sd": float(samples.std(ddof=1)),
+        "counter_vs_samples_sd": float(((1 + err) / (1 + samples) - 1).std(ddof=1)),
+    }
+    if np.ptp(err) > 0 and np.ptp(samples) > 0:
+        out["err_vs_samples_r"] = float(np.corrcoef(err, samples)[0, 1])
+    return out
 
 
 def _follows(pairs: list[tuple[float, float]], name: str) -> dict:
@@ -579,6 +633,13 @@ def _call_time_note(row: dict) -> str:
             else ""
         )
         + "."
+        + (
+            f" The sample buffer read the same windows with SD {_pct(row['samples_err_sd'])} against"
+            f" the reference (nvmeter: {_pct(row['err_sd'])}; r {row['err_vs_samples_r']:+.2f}); the"
+            f" two readings differ by SD {_pct(row['counter_vs_samples_sd'])}."
+            if "err_vs_samples_r" in row
+            else ""
+        )
     )
 
 
