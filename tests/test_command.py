@@ -296,6 +296,23 @@ def send_three(proc, sig=signal.SIGTERM):
             proc.wait(timeout=0.5)
 
 
+def test_a_signal_before_the_command_exists_is_passed_on_once_it_does():
+    from nvmeter.command.process import Forwarding, spawn
+
+    with Forwarding() as forwarding:
+        os.kill(os.getpid(), signal.SIGTERM)  # as if sent while Popen was still returning
+        assert forwarding.received == ["SIGTERM"]
+        proc = spawn([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            forwarding.attach(proc)
+            assert proc.wait(timeout=30) == -signal.SIGTERM
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert signal.getsignal(signal.SIGTERM) != forwarding._handle  # restored
+
+
 def test_the_third_signal_kills_a_command_that_ignores_them(tmp_path):
     proc, out = start_metered(tmp_path, sleeper(60, before="signal.signal(signal.SIGTERM, signal.SIG_IGN)"))
     send_three(proc)

@@ -115,9 +115,11 @@ def run_command(
         w.__enter__()
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    proc = spawn(argv)
-    try:
-        with Forwarding(proc) as forwarding:
+    # open before the child exists: a signal once it runs (and may say it is ready) is its
+    with Forwarding() as forwarding:
+        proc = spawn(argv)
+        try:
+            forwarding.attach(proc)
             life.started(proc.pid)
             failure = _wait(proc, windows, life)
             wall_s = time.perf_counter() - t0
@@ -130,10 +132,10 @@ def run_command(
                 )
             for w in reversed(windows):
                 w.__exit__(None, None, None)
-    finally:
-        if proc.poll() is None:  # nvmeter failed: leave nothing of the command behind
-            signal_group(proc, signal.SIGKILL)
-            proc.wait()
+        finally:
+            if proc.poll() is None:  # nvmeter failed: leave nothing of the command behind
+                signal_group(proc, signal.SIGKILL)
+                proc.wait()
     return CommandRun(
         argv=tuple(argv),
         pid=proc.pid,

@@ -66,13 +66,14 @@ def spawn(argv: Sequence[str]) -> subprocess.Popen:
         raise errors.UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
 
 
-def signal_group(proc: subprocess.Popen, signum: int) -> None:
+def signal_group(proc: subprocess.Popen | None, signum: int) -> None:
     """Send ``signum`` to the command's process group (its id is the command's pid).
 
-    Not once the command is reaped: its id could then name another process's group. Until
-    then the unreaped leader holds the id, so no other group can have it.
+    Not before the command exists (``None``), nor once it is reaped: its id could then name
+    another process's group. Until then the unreaped leader holds the id, so no other group
+    can have it.
     """
-    if proc.returncode is None:
+    if proc is not None and proc.returncode is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signum)
 
@@ -97,12 +98,16 @@ class Forwarding:
     """While open: the signals that reach nvmeter go on to the command's process group.
 
     Those in :data:`FORWARDED` are remembered, in order, and the third kills the group;
-    SIGWINCH is passed on; SIGTSTP (Ctrl-Z) stops the group, then nvmeter.
+    SIGWINCH is passed on; SIGTSTP (Ctrl-Z) stops the group, then nvmeter. Opened before the
+    command is started and given it by :meth:`attach`: a signal in between (the command may
+    run, and say it is ready, before ``Popen`` returns) is remembered and passed on once
+    attached, never left to nvmeter's own handler, which would end nvmeter alone.
     """
 
-    def __init__(self, proc: subprocess.Popen) -> None:
-        self._proc = proc
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
         self.received: list[str] = []
+        self._pending: list[int] = []
         self._saved: dict[int, object] = {}
 
     def __enter__(self) -> Forwarding:
@@ -117,8 +122,21 @@ class Forwarding:
         for sig, handler in self._saved.items():
             signal.signal(sig, handler)
 
+    def attach(self, proc: subprocess.Popen) -> None:
+        """From now on, signals go to ``proc``'s group; those received before go there now."""
+        self._proc = proc
+        pending, self._pending = self._pending, []
+        for signum in pending:
+            self._send(signum)
+
     def _handle(self, signum: int, _frame) -> None:
         self.received.append(signal.Signals(signum).name)
+        if self._proc is None:
+            self._pending.append(signum)
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
         # the command has no terminal, so a Ctrl-C reached it only through us: always send
         kill = len(self.received) >= KILL_AFTER_SIGNALS
         signal_group(self._proc, signal.SIGKILL if kill else signum)
