@@ -26,7 +26,7 @@ Modules load on first use, so ``python -m nvmeter.worker.child`` starts fast.
 
 from __future__ import annotations
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _LAZY = {
     "open_board": "nvmeter.boards.factory",

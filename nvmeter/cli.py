@@ -467,9 +467,9 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run a command and meter the board for its whole life: one line per board, on stderr.
+    """Run a command and meter the board for its whole life: how it ended, then one line per board, on stderr.
 
-    Each line: gross energy (J), energy above idle ± bound (J) with the idle named, mean W and
+    Each board's line: gross energy (J), energy above idle ± bound (J) with the idle named, mean W and
     the window's time. nvmeter exits with the command's own status (128 + N when a signal N
     ended it); SIGINT and SIGTERM are forwarded to the command, and what was measured is
     still printed and recorded. Exit 127: no such command; 126: not executable.
@@ -841,7 +841,9 @@ def summarize(
 
 
 data_app = typer.Typer(
-    no_args_is_help=True, help="The MNIST workloads' datasets: fetch, verify, cache (nvmeter.workloads)."
+    no_args_is_help=True,
+    help="The MNIST workloads' datasets: fetch them into the cache, each file hash-checked, "
+    "or print where the cache is (nvmeter.workloads).",
 )
 app.add_typer(data_app, name="data")
 

@@ -28,6 +28,15 @@ class RecordError(UsageError):
     """A JSON record is unreadable, of an unknown schema, or of another board."""
 
 
+class MissingPackage(NvmeterError):
+    """An optional package this feature needs is not installed; the line names the pip command.
+
+    Not bad input (exit 2): the same arguments work once the package is there.
+    """
+
+    exit_code = 5
+
+
 class CommandNotFound(UsageError):
     """``nvmeter run`` was given a command that does not exist (exit 127, as a shell and env(1))."""
 

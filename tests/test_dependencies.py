@@ -141,7 +141,7 @@ def test_the_default_cache_folder_without_platformdirs_says_which_extra(monkeypa
 
     monkeypatch.delenv(cache.ENV_VAR, raising=False)
     monkeypatch.setitem(sys.modules, "platformdirs", None)
-    with pytest.raises(errors.UsageError, match=re.escape("pip install 'nvmeter[workloads]'")):
+    with pytest.raises(errors.MissingPackage, match=re.escape("pip install 'nvmeter[workloads]'")):
         cache.root_dir()
 
 
@@ -161,5 +161,5 @@ def test_the_cli_says_it_in_one_line(no_extra, tmp_path):
     )
     proc = _python(env_code)
     lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert proc.returncode == errors.MissingPackage.exit_code == 5 and len(lines) == 1, proc.stderr
     assert "pip install 'nvmeter[workloads]'" in lines[0]

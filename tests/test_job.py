@@ -307,3 +307,14 @@ def test_torch_all_sync_is_a_named_choice_and_harmless_without_cuda():
     fn()  # no CUDA here: nothing to synchronise, and no context opened
     with pytest.raises(errors.UsageError, match="torch_all"):
         resolve("torch-every")
+
+
+def test_the_jobs_line_carries_each_boards_warnings():
+    boards = host()
+    with JobWindow(boards, sync="none") as w:
+        work(boards, 2.0, w=w)  # from idle: each board's window starts cold, so transient
+    job = w.result
+    notes = [(b.label, n) for b in job.boards for n in b.measurement.notes]
+    assert notes and any(n.startswith("transient") for _, n in notes)
+    for label, note in notes:
+        assert f"{label}: {note}" in repr(job)

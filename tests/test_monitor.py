@@ -95,16 +95,28 @@ def test_overlapping_windows_are_independent(board, meter):
 
 def test_calls_are_declared_by_name(board, meter):
     meter.begin("counted")
-    meter.begin("fixed", calls=10)
+    meter.begin("fixed", calls=10)  # ZeusMonitor's shape: the calls known up front, none declared
     for _ in range(4):
         work(board, 0.1)
         meter.call("counted")
-        meter.call("fixed")  # a window begun with calls= keeps them
     fixed = meter.end("fixed")
     counted = meter.end("counted")
     assert counted.calls == 4 and fixed.calls == 10
+    assert fixed.reliable and counted.reliable, (fixed.problems, counted.problems)
     assert fixed.per_call_mj == pytest.approx(fixed.above_idle_j * 100)
     assert counted.per_call_mj == pytest.approx(counted.above_idle_j * 250)
+
+
+def test_a_window_whose_declared_calls_disagree_with_its_count_is_not_reliable(board, meter):
+    meter.begin("fixed", calls=10)
+    for _ in range(4):
+        work(board, 0.1)
+        meter.call("fixed")
+    m = meter.end("fixed")
+    assert not m.reliable and any("calls=10 was given, but w.call() counted 4" in p for p in m.problems)
+    meter.begin("fixed", calls=3)  # the name, reopened, starts without the old declaration
+    work(board, 0.1)
+    assert meter.end("fixed").reliable
 
 
 def test_long_windows_keep_reading_the_sample_buffer(board, meter):

@@ -30,7 +30,7 @@ def root_dir() -> Path:
     """The cache root: ``$NVMETER_DATA_DIR`` or the platform's user cache folder + ``data``.
 
     Raises:
-        UsageError: no ``$NVMETER_DATA_DIR`` and no platformdirs to name the user cache folder.
+        MissingPackage: no ``$NVMETER_DATA_DIR`` and no platformdirs to name the user cache folder.
 
     """
     env = os.environ.get(ENV_VAR)
@@ -39,7 +39,7 @@ def root_dir() -> Path:
     try:
         import platformdirs
     except ImportError as exc:
-        raise errors.UsageError(
+        raise errors.MissingPackage(
             f"the default data cache folder needs platformdirs ({INSTALL_EXTRA}), or set {ENV_VAR}"
         ) from exc
 

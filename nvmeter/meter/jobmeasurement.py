@@ -257,6 +257,9 @@ class JobMeasurement:
             f"{len(self.boards)} board(s), {len(self.ranks)} rank(s) "
             f"({self.calls} steps, {self.window_s:.2f} s)"
         )
+        notes = [f"{b.label}: {n}" for b in self.boards if b.measurement for n in b.measurement.notes]
+        if notes:
+            text += " [" + "; ".join(notes) + "]"
         return text if self.reliable else f"{text} NOT RELIABLE: {self.reason}"
 
     # -- tables --------------------------------------------------------------

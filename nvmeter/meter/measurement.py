@@ -629,13 +629,26 @@ class Measurement:
             limiting = next(s for s in self.states if s.limited)
             text += ", " + "+".join(limiting.reasons)
         text += ")"
-        notes = [*self.state_changes]
-        drift = self.drift
-        if drift is not None and drift.significant:
-            notes.append(repr(drift))
-        if notes:
-            text += " [" + "; ".join(notes) + "]"
+        changes = self._change_notes()
+        if changes:
+            text += " [" + "; ".join(changes) + "]"
         return text if self.reliable else f"{text} NOT RELIABLE: {self.reason}"
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What a reader of the figure should know that its bound already covers, in words.
+
+        Why the window is transient, how the board's state changed across it, and a
+        significant drift: the warnings the repr carries, for summaries that show several
+        Measurements on one line (a job's boards).
+        """
+        transient = ("transient: " + self._transient_note(),) if self.transient else ()
+        return transient + self._change_notes()
+
+    def _change_notes(self) -> tuple[str, ...]:
+        drift = self.drift
+        significant = (repr(drift),) if drift is not None and drift.significant else ()
+        return tuple(self.state_changes) + significant
 
     def _transient_note(self) -> str:
         """Why the window is transient, in a few words.

@@ -83,6 +83,7 @@ class EnergyMonitor:
         self._window_kwargs = {"sync": sync, "method": method, "tail_s": tail_s, "profile": profile}
         self._open: dict[str, EnergyWindow] = {}
         self._counted: dict[str, int] = {}
+        self._declared: set[str] = set()  # open windows begun with calls=
 
     def _idle(self, spec) -> IdleBaseline | str | Path | float:
         if isinstance(spec, str) and spec == "measure":
@@ -111,6 +112,8 @@ class EnergyMonitor:
         window.__enter__()
         self._open[name] = window
         self._counted[name] = 0
+        if calls is not None:
+            self._declared.add(name)
 
     def call(self, name: str, n: int = 1) -> None:
         """Declare ``n`` more calls in the open window ``name``.
@@ -130,8 +133,10 @@ class EnergyMonitor:
         """
         window = self._window(name)
         del self._open[name]
-        if not self._counted.pop(name):
-            window.call(1)  # ignored by a window begun with calls=
+        # a window begun with calls= holds them; one that counted none is one call
+        if not self._counted.pop(name) and name not in self._declared:
+            window.call(1)
+        self._declared.discard(name)
         self._refresh()
         window.__exit__(None, None, None)
         return window.result
@@ -145,6 +150,7 @@ class EnergyMonitor:
         self._window(name)
         del self._open[name]
         del self._counted[name]
+        self._declared.discard(name)
 
     def _window(self, name: str) -> EnergyWindow:
         try:

@@ -343,7 +343,7 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
     Written atomically; the format follows the suffix (.png, .svg, .pdf).
 
     Raises:
-        UsageError: matplotlib is missing, no method has an energy figure, or the path
+        MissingPackage: matplotlib is missing. UsageError: no method has an energy figure, or the path
             cannot be written.
 
     """
@@ -356,7 +356,7 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise errors.UsageError("--plot needs matplotlib: pip install 'nvmeter[plot]'") from exc
+        raise errors.MissingPackage("--plot needs matplotlib: pip install 'nvmeter[plot]'") from exc
     from nvmeter import files, records
 
     path = Path(path)
