@@ -912,3 +912,26 @@ def test_the_sample_diagnostic_separates_the_works_variation_from_the_meters():
     assert "err_vs_samples_r" not in apart and apart["counter_vs_samples_sd"] > 0.01
     assert analysis._against_samples(trials(work[:4], work[:4])) == {}  # too few windows
     assert analysis._against_samples(trials(work, [None] * 6)) == {}
+
+
+def test_the_start_steps_phase_is_read_from_the_trials_call_times(sim_run):
+    kd = analysis.kind_data(analysis.load(sim_run), "duty")
+    phases = [t.start_phase for t in kd.trials if t.mode == "warm" and t.m.in_work]
+    assert phases and all(0.0 <= p <= 1.0 for p in phases)
+    assert all(t.start_phase is None for t in kd.trials if t.mode not in analysis.WINDOW_MODES)
+    # by hand: calls of 30 ms from t0 = 10 s, the step at 10.075 s is half-way through the third
+    m = SimpleNamespace(in_work=True, work_t0_s=10.0, edge_steps_s=(10.075, 11.0))
+    t = SimpleNamespace(m=m, mode="warm", unit={"call_ms": [30.0] * 10})
+    assert analysis.Trial.start_phase.fget(t) == pytest.approx(0.5)
+    t.unit = {"call_ms": [30.0, 30.0]}  # the step after the calls' end
+    assert analysis.Trial.start_phase.fget(t) is None
+
+
+def test_errors_by_start_phase_need_three_windows_each_side():
+    def trials(pairs):
+        return [SimpleNamespace(err=e, start_phase=p) for e, p in pairs]
+
+    out = analysis._against_start_phase(trials([(-0.01, 0.1)] * 3 + [(0.02, 0.9)] * 4 + [(0.0, 0.5)]))
+    assert out["err_start_early"] == {"n": 3, "mean": pytest.approx(-0.01)}
+    assert out["err_start_late"] == {"n": 4, "mean": pytest.approx(0.02)}
+    assert analysis._against_start_phase(trials([(-0.01, 0.1)] * 2 + [(0.02, 0.9)] * 4)) == {}

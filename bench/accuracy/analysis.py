@@ -227,6 +227,26 @@ class Trial:
         return per_call_mj / self.expected_mj - 1
 
     @property
+    def start_phase(self) -> float | None:
+        """Where the start step fell within the call it cut: 0 at the call's start, 1 at its end.
+
+        A diagnostic for work whose power moves within a call (the duty-cycled kind): the
+        samples' cut from the work's start to the step then splits a call's on and off parts.
+        From the trial's call times, laid end to end from the work's start. None unless the
+        window's start step was inside its calls.
+        """
+        m = self.m
+        call_s = np.asarray(self.unit.get("call_ms") or (), dtype=float) / 1e3
+        if m is None or self.mode not in WINDOW_MODES or not m.in_work or not len(call_s):
+            return None
+        ends_s = m.work_t0_s + np.cumsum(call_s)
+        step_s = m.edge_steps_s[0]
+        i = int(np.searchsorted(ends_s, step_s))
+        if i >= len(call_s):
+            return None
+        return float(1 - (ends_s[i] - step_s) / call_s[i])
+
+    @property
     def contains(self) -> bool | None:
         """The stated bound holds the reference (None for Zeus)."""
         if self.per_call_mj_err is None:
@@ -361,6 +381,7 @@ def row_stats(trials: list[Trial]) -> dict:
     out.update(_against_sm_clock(ok))
     out.update(_lag1(ok))
     out.update(_against_samples(ok))
+    out.update(_against_start_phase(ok))
     everyone = [t for t in trials if t.ref is not None and math.isfinite(t.err)]
     if len(everyone) > len(ok):  # the same figures with the trials lacking a good reference
         out["all"] = {
@@ -418,6 +439,25 @@ def _against_samples(ok: list[Trial]) -> dict:
     if np.ptp(err) > 0 and np.ptp(samples) > 0:
         out["err_vs_samples_r"] = float(np.corrcoef(err, samples)[0, 1])
     return out
+
+
+def _against_start_phase(ok: list[Trial]) -> dict:
+    """Mean error of the windows whose start step fell early in a call, and late (a diagnostic).
+
+    ``err_start_early`` (phase under 0.2: the call's first fifth) and ``err_start_late``
+    (over 0.8), each ``{"n", "mean"}``, where both have at least 3 windows. Apart by more
+    than their scatter, the cut at the start splits the calls' power wrongly: the 20 ms
+    samples cannot place a step of power inside them.
+    """
+    pairs = [(t.err, t.start_phase) for t in ok if t.start_phase is not None]
+    early = [e for e, p in pairs if p < 0.2]
+    late = [e for e, p in pairs if p > 0.8]
+    if min(len(early), len(late)) < 3:
+        return {}
+    return {
+        "err_start_early": {"n": len(early), "mean": float(np.mean(early))},
+        "err_start_late": {"n": len(late), "mean": float(np.mean(late))},
+    }
 
 
 def _follows(pairs: list[tuple[float, float]], name: str) -> dict:
@@ -638,6 +678,14 @@ def _call_time_note(row: dict) -> str:
             f" the reference (nvmeter: {_pct(row['err_sd'])}; r {row['err_vs_samples_r']:+.2f}); the"
             f" two readings differ by SD {_pct(row['counter_vs_samples_sd'])}."
             if "err_vs_samples_r" in row
+            else ""
+        )
+        + (
+            f" Windows whose start step fell in a call's first fifth read"
+            f" {row['err_start_early']['mean'] * 100:+.2f}% on average ({row['err_start_early']['n']}),"
+            f" in its last fifth"
+            f" {row['err_start_late']['mean'] * 100:+.2f}% ({row['err_start_late']['n']})."
+            if "err_start_early" in row
             else ""
         )
     )

@@ -117,6 +117,16 @@ class Measurement:
         )
 
     @property
+    def edge_steps_s(self) -> tuple[float, float]:
+        """(start, end): the times of the counter readings the energy is taken between, s.
+
+        Inside the work for in-work edges (:attr:`in_work`, :attr:`end_found_in_work`), the
+        samples then cut from the work's start and end to them; else the edges themselves.
+        """
+        t_a, t_b, *_ = self._edges
+        return (t_a, t_b)
+
+    @property
     def _span(self) -> AlignedSpan:
         return AlignedSpan(self.start, self.end, self.samples)
 
