@@ -444,7 +444,7 @@ def _record_kind(path: Path) -> str | None:
 def run(
     command: Annotated[
         list[str] | None,
-        typer.Argument(help="The command and its arguments, after --.", metavar="-- COMMAND [ARGS]..."),
+        typer.Argument(help="The command and its arguments, after --.", metavar="-- COMMAND ARGS"),
     ] = None,
     device: DeviceOpt = None,
     json_path: Annotated[
