@@ -81,6 +81,21 @@ def measurement(raw: dict, idle, model_version: int | None = None):
     return m
 
 
+def _with_call_ends(u: dict) -> dict:
+    """The trial's raw Measurement, with its calls' ends where the Measurement predates them.
+
+    Measurements before schema 5 kept no call ends (error model 7 folds the calls' profile
+    from them); the bench timed every call (``call_ms``) and called ``w.call()`` once per call
+    straight after it, so the calls laid end to end from the work's start give their ends to
+    within the few microseconds between a call's return and its mark.
+    """
+    raw, call_ms = u["raw"], u.get("call_ms")
+    if raw.get("call_ends_s") or not call_ms or len(call_ms) != raw.get("calls"):
+        return raw
+    ends = raw["work_t0_s"] + np.cumsum(np.asarray(call_ms, dtype=float)) / 1e3
+    return {**raw, "call_ends_s": ends.tolist()}
+
+
 def _idle_dict(idle) -> dict:
     return {
         "power_w": idle.power_w,
@@ -308,7 +323,7 @@ def _trial(u: dict, refs: list[Ref], idle, model_version, mode: str | None = Non
         pcm = (u["gross_j"] - idle.power_w * u["time_s"]) * 1e3 / u["calls"]
         bound = None
     else:
-        m = measurement(u["raw"], idle, model_version)
+        m = measurement(_with_call_ends(u), idle, model_version)
         pcm, bound = m.per_call_mj, m.per_call_mj_err
     key = {"single": "single", "single_iso": "single", "measure": "measure"}.get(mode, u.get("window_s"))
     t = (u["t0_s"] + u["t1_s"]) / 2

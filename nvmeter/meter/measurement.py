@@ -22,10 +22,15 @@ JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes)
     4: adds ``idle.busy_pct``: the GPU utilisation read at the end of the idle's quiescent
        spans, percent (null: not read, as for every idle given or from a probe file). Earlier
        versions read as null.
+    5: adds ``call_ends_s``: when each call ended, where the caller marked every call with
+       ``w.call()`` (at most :data:`~nvmeter.meter.fold.MAX_MARKS`), else empty. Error model
+       7 folds the calls' power profile from them (:mod:`nvmeter.meter.fold`). Earlier
+       versions read as empty.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import statistics
@@ -34,12 +39,12 @@ from dataclasses import dataclass, field, replace
 from nvmeter import errors
 from nvmeter.boards.profile import H200_V1, BoardProfile
 from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample
-from nvmeter.meter import errormodel, sanity, spread
+from nvmeter.meter import errormodel, fold, sanity, spread
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_from_dict, samples_to_dict
 from nvmeter.meter.span import AlignedSpan
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # An SM clock that moved more than this between the window's edges is reported: a power-capped
 # H200 slid 1,545 -> 1,470 MHz (-5%) over 20 s (docs/facts.md); 2% is well inside that change.
 CLOCK_MOVE_REL = 0.02
@@ -70,6 +75,8 @@ class Measurement:
         states: The board's state (clocks, temperature, clock-event reasons) at the edges.
         end_in_work: True when the end step was polled while the caller went on working
             (``exit="return"``): the window then ends at the work's end, not at that step.
+        call_ends_s: When each call ended, s on the board's clock, where every call was
+            marked with ``w.call()``; empty otherwise.
     """
 
     device: BoardIdentity
@@ -91,6 +98,7 @@ class Measurement:
     inner: tuple[CounterSeries, ...] = ()
     states: tuple[BoardState, ...] = ()
     end_in_work: bool = False
+    call_ends_s: tuple[float, ...] = ()
 
     @property
     def model(self) -> errormodel.ErrorModel:
@@ -242,7 +250,51 @@ class Measurement:
         _, _, e_a, e_b, _, _ = self._edges
         if e_b < e_a:
             return math.nan
-        return (e_b - e_a) / 1e3 + self.head_j - self.tail_j - self.lag_j + self.trail_j
+        head_j, tail_j = self._cuts_j
+        return (e_b - e_a) / 1e3 + head_j - tail_j
+
+    @property
+    def _pro_rata_cuts_j(self) -> tuple[float, float]:
+        """(start's cut less the earlier calls' lag, end's cut less the window's own), J: models 1-6."""
+        return (self.head_j - self.lag_j, self.tail_j - self.trail_j)
+
+    @property
+    def _cuts_j(self) -> tuple[float, float]:
+        """The energy to add for the start's cut and to take off for the end's, J.
+
+        From the calls' folded profile where model 7 has one (:attr:`call_profile`), each
+        side inside the work the profile's energy from the work's edge to the step, less the
+        power's lag; else the samples' cuts (:attr:`head_j`, :attr:`tail_j`) with their lag.
+        """
+        pro_rata = self._pro_rata_cuts_j
+        profile = self.call_profile
+        if profile is None:
+            return pro_rata
+        t_a, t_b = self.edge_steps_s
+        lag_s = self.profile.power_lag_s
+        head = profile.energy_j(self.work_t0_s, t_a - lag_s) if self.in_work else pro_rata[0]
+        tail = profile.energy_j(self.work_t1_s, t_b - lag_s) if self.end_found_in_work else pro_rata[1]
+        return (head, tail)
+
+    @functools.cached_property
+    def call_profile(self) -> fold.CallProfile | None:
+        """The calls' power profile that model 7 cuts with (None: the samples' pro-rata cuts).
+
+        Only for aligned windows with a cut inside the work whose every call was marked
+        (:attr:`call_ends_s`), under a model with ``folded_cut``; :func:`nvmeter.meter.fold.fit`
+        says when the profile itself is refused.
+        """
+        if not (self.model.folded_cut and self.method == "aligned" and len(self.call_ends_s) == self.calls):
+            return None
+        if not (self.in_work or self.end_found_in_work):
+            return None
+        return fold.fit(
+            self.samples,
+            self.call_ends_s,
+            self.work_t0_s,
+            self.profile.power_lag_s,
+            self.profile.sample_spacing_s / 2,
+        )
 
     def _above_before_w(self, t_s: float) -> tuple[float, float]:
         """(lowest, highest) power above idle of the samples in the two spacings up to ``t_s``, W.
@@ -484,7 +536,23 @@ class Measurement:
             cuts_j += self._cut_err_j(self.work_t0_s, self.head_j) + self._split_err_j(before=True)
         if self.end_found_in_work:
             cuts_j += self._cut_err_j(self.work_t1_s, self.tail_j) + self._split_err_j(before=False)
-        return idle_term + edges_j + polling + cuts_j + 2e-3
+        return idle_term + edges_j + polling + cuts_j + self._fold_shift_j + 2e-3
+
+    @property
+    def _fold_shift_j(self) -> float:
+        """How far the folded cuts moved the energy from the pro-rata ones, J (model 7), widened.
+
+        Added to the bound, so that the bound around the folded figure holds the pro-rata
+        figure's whole bound, and so holds wherever model 6's held. Widened by the state
+        part's shares of the energy above idle, which move with the figure.
+        """
+        if self.call_profile is None:
+            return 0.0
+        (head, tail), (head_0, tail_0) = self._cuts_j, self._pro_rata_cuts_j
+        shift_j = (head - tail) - (head_0 - tail_0)
+        m = self.model
+        shares = m.state_rel + m.state_floor_rel + m.limited_rel + m.transient_rel
+        return abs(shift_j) * (1 + shares) if math.isfinite(shift_j) else 0.0
 
     def _outside_w(self, t_s: float, edge_w: float, before: bool) -> float:
         """The power an edge outside the work misplaces, W: ``edge_w`` or (model 4) what the samples read.
@@ -704,7 +772,7 @@ class Measurement:
         return figures
 
     def to_dict(self) -> dict:
-        """JSON form (``schema_version`` 4): raw readings and the derived figures."""
+        """JSON form (``schema_version`` 5): raw readings and the derived figures."""
         return {
             "schema_version": SCHEMA_VERSION,
             "device": self.device.to_dict(),
@@ -732,6 +800,7 @@ class Measurement:
             "inner": [c.to_dict() for c in self.inner],
             "states": [s.to_dict() for s in self.states],
             "end_in_work": self.end_in_work,
+            "call_ends_s": list(self.call_ends_s),
             "derived": self.derived(),
         }
 
@@ -769,6 +838,8 @@ class Measurement:
             d = {**d, "end_in_work": False}  # its end edge was polled after the work, the tail counted
         if version <= 3:
             d = {**d, "idle": {**d["idle"], "busy_pct": None}}  # not read before version 4
+        if version <= 4:
+            d = {"call_ends_s": [], **d}  # calls were not marked before version 5
         idle = IdleBaseline(
             d["idle"]["power_w"],
             d["idle"]["err_w"],
@@ -797,6 +868,7 @@ class Measurement:
             tuple(CounterSeries.from_dict(c) for c in d["inner"]),
             tuple(BoardState.from_dict(s) for s in d["states"]),
             _strict_bool(d["end_in_work"], "end_in_work"),
+            tuple(float(t) for t in d["call_ends_s"]),
         )
 
     def with_method(self, method: str) -> Measurement:

@@ -39,6 +39,7 @@ from nvmeter import errors
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, PowerSample
+from nvmeter.meter import fold
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import Measurement
@@ -193,6 +194,8 @@ class EnergyWindow:
         self.method = method
         self._calls = calls
         self._counted = 0
+        # when each call ended, while every call is marked on its own (w.call() with n=1)
+        self._call_ends: list[float] | None = []
         self._max_rel_err = max_rel_err
         self._reads: list[tuple[PowerSample, ...]] = []
         self._last_read_s = -math.inf
@@ -228,7 +231,17 @@ class EnergyWindow:
         """
         self._require_open("w.call()")
         self._counted += whole_calls(n)
+        self._mark_call(n)
         self.tick()
+
+    def _mark_call(self, n: int) -> None:
+        """Keep when this call ended, for the folded cuts (error model 7), while each is marked alone."""
+        if self._call_ends is None:
+            return
+        if n != 1 or len(self._call_ends) >= fold.MAX_MARKS:
+            self._call_ends = None  # calls not marked one by one: their ends are unknown
+            return
+        self._call_ends.append(self.clock.now())
 
     def tick(self) -> None:
         """Read the sample buffer if its interval has passed, declaring no call.
@@ -434,4 +447,5 @@ class EnergyWindow:
             inner=inner,
             states=tuple(self._states),
             end_in_work=self._exit == "return",
+            call_ends_s=tuple(self._call_ends) if self._call_ends and len(self._call_ends) == calls else (),
         )

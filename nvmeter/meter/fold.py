@@ -1,0 +1,158 @@
+"""Where in a call its power goes: the calls' power profile, folded over their period.
+
+The sample buffer averages ~20 ms (results/probe-h200.json). Work whose power swings inside
+a call (a call that runs on the GPU, then waits on the host) turns on and off within one
+sample, so a cut at a window's start or end read pro rata from that sample splits a call's
+energy by time, not by where the GPU worked: on the H200 records of results/enclose/, duty-
+cycled 0.5 s windows whose start step fell early in a call read low, late in a call high
+(docs/window.md). When the window knows when each call ended (``w.call()`` once per call) and
+the calls are alike, each sample's interval covers known shares of each phase of a call, so
+the mean power of each phase bin follows from all the window's samples by least squares, and
+a cut becomes the profile's integral over the calls' phases it covers.
+
+The profile is used only where it explains the samples better than steady power (an F-test,
+``scipy.stats.f``); for steady work the pro-rata cut stands. Error model 7 reads the cuts so
+(:mod:`nvmeter.meter.errormodel`); its bound adds the difference from the pro-rata cuts, so it
+holds wherever model 6's did.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nvmeter.boards.protocol import PowerSample
+
+# Phase bins of a call. Chosen before looking at any record: 5 ms each for the bench's 30 ms
+# duty-cycled call, fewer parameters than the ~25 samples of a 0.5 s window.
+BINS = 6
+# Ridge weight per sample and bin, pulling each bin toward the samples' mean power, so that
+# work without a profile reads flat. 0.1 was picked from 0.01, 0.1 and 1 on call 2's records
+# (results/enclose/call2-e9e826e-enclose.json; all three within 0.1 point of each other) and
+# checked on calls 3-7 (docs/window.md).
+RIDGE = 0.1
+# Calls whose durations vary more than this (standard deviation over mean) are not alike:
+# no profile. The bench's calls vary 1-3%.
+MAX_CALL_CV = 0.1
+# The profile must explain the samples better than steady power at this significance.
+SIGNIFICANCE = 0.01
+# Marks kept per window: beyond this many calls (over 10 s of calls of the shortest period
+# folded) a cut's share of the window is too small to matter.
+MAX_MARKS = 1024
+
+
+@dataclass(frozen=True)
+class CallProfile:
+    """The mean power of each phase of a call, and when the calls ran.
+
+    Attributes:
+        starts_s: Each marked call's start and, last, the last call's end, s on the board's
+            clock (the first start is the work's start; each later one a call's mark).
+        period_s: The median call, s; calls before and after the marked ones are taken to
+            follow at this period.
+        bin_w: Mean power of each of the ``BINS`` equal phase bins of a call, W.
+    """
+
+    starts_s: tuple[float, ...]
+    period_s: float
+    bin_w: tuple[float, ...]
+
+    def energy_j(self, a_s: float, b_s: float) -> float:
+        """The profile's energy over work time ``[a_s, b_s]``, J (negative when ``b_s < a_s``)."""
+        if b_s < a_s:
+            return -self.energy_j(b_s, a_s)
+        return float(_phase_time_s(a_s, b_s, self._calls(a_s, b_s)) @ np.asarray(self.bin_w))
+
+    def _calls(self, a_s: float, b_s: float) -> np.ndarray:
+        """Call boundaries covering ``[a_s, b_s]``: the marked ones, extended at the period."""
+        first, last, p = self.starts_s[0], self.starts_s[-1], self.period_s
+        before = first - p * np.arange(max(0, int(np.ceil((first - a_s) / p))), 0, -1)
+        after = last + p * np.arange(1, max(0, int(np.ceil((b_s - last) / p))) + 1)
+        return np.concatenate([before, self.starts_s, after])
+
+
+def _phase_time_s(a_s: float, b_s: float, bounds_s: np.ndarray) -> np.ndarray:
+    """Time spent in each phase bin over ``[a_s, b_s]``, s, for calls between ``bounds_s``."""
+    c0, c1 = bounds_s[:-1], bounds_s[1:]
+    keep = (c1 > a_s) & (c0 < b_s)
+    c0, c1 = c0[keep, None], c1[keep, None]
+    edges = c0 + (c1 - c0) * np.arange(BINS + 1) / BINS
+    overlap = np.minimum(edges[:, 1:], b_s) - np.maximum(edges[:, :-1], a_s)
+    return np.clip(overlap, 0.0, None).sum(axis=0)
+
+
+def fit(
+    samples: Sequence[PowerSample],
+    call_ends_s: Sequence[float],
+    work_t0_s: float,
+    lag_s: float,
+    min_period_s: float,
+) -> CallProfile | None:
+    """The calls' profile from the samples inside their run, or None where it cannot be trusted.
+
+    Each sample is the mean power since the sample before it (the driver's averages), the
+    board's power trailing the work by ``lag_s``.
+
+    Args:
+        samples: The window's power samples, oldest first.
+        call_ends_s: When each call of the window ended, s (one mark a call, in order).
+        work_t0_s: The first call's start, s.
+        lag_s: How long the sensed power trails the work, s (the profile's ``power_lag_s``).
+        min_period_s: Shorter calls are not folded: their power swings average out within
+            one sample anyway (half the board's sample spacing).
+
+    Returns:
+        None when the calls are too short, too few or unlike each other, when too few samples
+        lie inside them, or when the profile does not explain the samples better than steady
+        power (F-test at ``SIGNIFICANCE``).
+    """
+    starts = np.concatenate([[work_t0_s], np.asarray(call_ends_s, dtype=float)])
+    durations = np.diff(starts)
+    if len(durations) < 2 or len(durations) > MAX_MARKS or not np.all(durations > 0):
+        return None
+    period_s = float(np.median(durations))
+    if period_s < min_period_s or durations.std() > MAX_CALL_CV * durations.mean():
+        return None
+    rows, powers = _design(samples, starts, lag_s)
+    if len(powers) < BINS + 3:
+        return None
+    bin_w = _ridge(rows, powers)
+    if not _explains(rows, powers, bin_w):
+        return None
+    return CallProfile(tuple(starts), period_s, tuple(float(w) for w in bin_w))
+
+
+def _design(
+    samples: Sequence[PowerSample], starts: np.ndarray, lag_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(share of each sample's interval in each phase bin, the sample's power) inside the calls."""
+    rows, powers = [], []
+    for prev, s in itertools.pairwise(samples):
+        a_s, b_s = prev.t_s - lag_s, s.t_s - lag_s
+        if starts[0] <= a_s and b_s <= starts[-1] and b_s - a_s > 1e-4:
+            rows.append(_phase_time_s(a_s, b_s, starts) / (b_s - a_s))
+            powers.append(s.power_w)
+    return np.array(rows).reshape(-1, BINS), np.array(powers)
+
+
+def _ridge(rows: np.ndarray, powers: np.ndarray) -> np.ndarray:
+    """Each bin's mean power, shrunk toward the samples' mean by ``RIDGE``."""
+    lam = RIDGE * len(powers) / BINS
+    lhs = rows.T @ rows + lam * np.eye(BINS)
+    return np.linalg.solve(lhs, rows.T @ powers + lam * powers.mean())
+
+
+def _explains(rows: np.ndarray, powers: np.ndarray, bin_w: np.ndarray) -> bool:
+    """True when the profile's residuals are significantly below steady power's (an F-test)."""
+    from scipy import stats
+
+    flat = float(np.sum((powers - powers.mean()) ** 2))
+    folded = float(np.sum((powers - rows @ bin_w) ** 2))
+    n, extra = len(powers), BINS - 1
+    if folded <= 0.0:
+        return flat > 0.0
+    f_stat = ((flat - folded) / extra) / (folded / (n - BINS))
+    return f_stat > 0 and float(stats.f.sf(f_stat, extra, n - BINS)) < SIGNIFICANCE
