@@ -214,6 +214,54 @@ def test_windows_that_return_keep_the_board_busy_and_agree_with_a_long_one(board
         assert m.per_call_mj == pytest.approx(ref.per_call_mj, rel=0.03)
 
 
+def test_duty_cycled_windows_with_marked_calls_fold_their_cuts_and_agree_with_a_long_one(board):
+    """Error model 7 on the board: 15 ms of matmuls, then 15 ms on the host, each call marked."""
+    import torch
+
+    from nvmeter.meter.window import EnergyWindow
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(4096, 4096, device="cuda")
+    out = torch.empty_like(a)
+    start = time.perf_counter()
+    torch.matmul(a, a, out=out)
+    torch.cuda.synchronize()
+    per_matmul_s = max(time.perf_counter() - start, 1e-4)
+    n_matmuls = max(1, round(0.015 / per_matmul_s))
+
+    def calls(seconds, w=None):
+        n, end = 0, time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(n_matmuls):
+                torch.matmul(a, a, out=out)
+            torch.cuda.synchronize()
+            time.sleep(0.015)
+            n += 1
+            if w is not None:
+                w.call()
+        return n
+
+    calls(2.5)
+    with EnergyWindow(board, idle=121.0, exit="return") as long:
+        calls(10.0, long)
+    opened = []
+    for _ in range(6):
+        with EnergyWindow(board, idle=121.0, exit="return") as w:
+            calls(0.5, w)
+        while not w.end_found():
+            calls(0.001)
+        opened.append(w)
+    calls(0.3)
+    windows, ref = [w.result for w in opened], long.result
+    print(ref, *windows, sep="\n")
+    assert ref.reliable, ref.reason
+    folded = [m for m in windows if m.call_profile is not None]
+    assert len(folded) >= len(windows) // 2, "the samples showed no profile in most windows"
+    for m in windows:
+        assert m.model_version == 7 and len(m.call_ends_s) == m.calls and m.reliable, m.reason
+        assert abs(m.per_call_mj - ref.per_call_mj) <= m.per_call_mj_err + ref.per_call_mj_err
+
+
 def test_energy_window_lets_an_exception_through_on_the_gpu(board):
     from nvmeter.meter.window import EnergyWindow
 
