@@ -190,6 +190,13 @@ def _one_line_warnings(python_s):
     return show
 
 
+def _what_was_written() -> str:
+    from nvmeter import records
+
+    wrote = records.written()
+    return f"{', '.join(map(str, wrote))} written before it" if wrote else "nothing written"
+
+
 def _run(fn, *args, **kwargs):
     try:
         with warnings.catch_warnings():
@@ -200,8 +207,9 @@ def _run(fn, *args, **kwargs):
         _say(f"nvmeter: {exc}")
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt as exc:
-        # score keeps the records of the runs it finished; the other commands write at the end
-        kept = "records of finished runs kept" if fn.__name__ == "score" else "nothing written"
+        # score keeps the records of the runs it finished; the other commands write at the end,
+        # and a signal may still come between that write and the exit
+        kept = "records of finished runs kept" if fn.__name__ == "score" else _what_was_written()
         if isinstance(exc, _Terminated):
             _say(f"nvmeter: ended by {signal.Signals(exc.signum).name}; {kept}")
             raise typer.Exit(128 + exc.signum) from None
@@ -488,8 +496,22 @@ def run(
         )
     boards = [open_board(d, simulate=simulate) for d in _devices(device)]
     life = cmd.SimulatedLife(boards[0]) if simulate else None
-    result = cmd.run_command(argv, boards, idle=idle_given, life=life)
-    for line in result.lines():  # said before the record is written: a failed write loses no figure
+    late = cmd.LateSignals()
+    try:
+        result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late)
+        _finish_run(result, json_path)
+    finally:
+        late.release()
+    if late.received:
+        _say(f"nvmeter: {', '.join(late.received)} came after the command ended: its record is complete")
+    raise typer.Exit(result.exit_status)
+
+
+def _finish_run(result, json_path: Path | None) -> None:
+    """Say a finished run's lines, then write its record (a failed write loses no figure)."""
+    from nvmeter import records
+
+    for line in result.lines():
         _say(f"nvmeter: {line}")
     if json_path is not None:
         try:
@@ -499,7 +521,6 @@ def run(
                 f"{exc} (the command's status was {result.exit_status}; its figures are above)"
             ) from exc
         _say(f"nvmeter: wrote {json_path}")
-    raise typer.Exit(result.exit_status)
 
 
 def _devices(spec: str | None) -> list[int | str | None]:

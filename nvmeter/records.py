@@ -78,6 +78,15 @@ def check_writable(path: Path, inputs: tuple = ()) -> None:
         raise errors.UsageError(f"cannot write {path}: {exc.strerror}") from exc
 
 
+# Records this process has written, so that a command ended by a signal after writing says so.
+_WRITTEN: list[Path] = []
+
+
+def written() -> tuple[Path, ...]:
+    """The records this process has written with :func:`write_json`, in order."""
+    return tuple(_WRITTEN)
+
+
 def write_json(path: Path, record: dict, *, replace: bool = True) -> None:
     """Write ``record`` to ``path`` atomically (temp file in the same folder + rename).
 
@@ -108,8 +117,9 @@ def write_json(path: Path, record: dict, *, replace: bool = True) -> None:
             os.fsync(f.fileno())
         if replace:
             os.replace(tmp, path)
-            return
-        _link_if_free(Path(tmp), path)
+        else:
+            _link_if_free(Path(tmp), path)
+        _WRITTEN.append(path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise errors.UsageError(f"cannot write {path}: {exc.strerror}") from exc

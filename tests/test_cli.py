@@ -357,3 +357,21 @@ def test_show_names_a_record_whose_kind_is_not_text(tmp_path, kind, capsys):
         cli.app(["show", str(path)], standalone_mode=True)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "not an nvmeter probe record" in err
+
+
+def test_a_signal_after_a_record_was_written_says_it_was(tmp_path, capsys, monkeypatch):
+    import typer
+
+    from nvmeter import cli, records
+
+    monkeypatch.setattr(records, "_WRITTEN", [])  # one command a process, as from the shell
+    out = tmp_path / "r.json"
+
+    def probe():
+        records.write_json(out, {"kind": "x"})
+        raise KeyboardInterrupt  # Ctrl-C between the write and the exit
+
+    with pytest.raises(typer.Exit) as caught:
+        cli._run(probe)
+    assert caught.value.exit_code == 130 and out.is_file()
+    assert f"interrupted; {out} written before it" in capsys.readouterr().err

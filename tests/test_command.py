@@ -414,3 +414,19 @@ def test_processes_the_command_left_running_are_named_and_recorded(tmp_path, mon
         Path("pid").unlink(missing_ok=True)
     clean = run_command(["sh", "-c", "sleep 0.1"], [board], life=SimulatedLife(board))
     assert clean.left_running == () and not any("left" in line for line in clean.lines())
+
+
+def test_a_signal_once_the_command_ended_is_noted_and_the_handlers_come_back():
+    from nvmeter.command.process import Forwarding, LateSignals
+
+    before = signal.getsignal(signal.SIGTERM)
+    late = LateSignals()
+    with Forwarding(late):
+        pass  # the command ended: the forwarded signals now wait for the record
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert late.received == ["SIGTERM"]
+    late.release()
+    assert signal.getsignal(signal.SIGTERM) == before
+    with pytest.raises(RuntimeError), Forwarding(LateSignals()):
+        raise RuntimeError  # nvmeter failed: its own handlers come back at once
+    assert signal.getsignal(signal.SIGTERM) == before

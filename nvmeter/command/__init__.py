@@ -13,7 +13,9 @@ with it, and a terminal's signals reach only nvmeter. SIGINT, SIGTERM, SIGHUP an
 that reach nvmeter are forwarded to the child's process group and remembered; the window
 closes when the child exits, and the record says it was interrupted. A third such signal
 kills the whole group. SIGWINCH is passed on, and SIGTSTP (Ctrl-Z) stops the group, then
-nvmeter; continuing nvmeter continues it.
+nvmeter; continuing nvmeter continues it. Once the command and its windows have ended, a
+signal is noted, not acted on, until the record is written (:class:`LateSignals`): the
+figures, the record and the command's exit status are kept.
 
 On the simulated board (``--simulate``) the child cannot drive the board's virtual clock,
 so :class:`SimulatedLife` does: while the child lives, the virtual clock follows the host's
@@ -23,12 +25,13 @@ this does and does not test).
 
 from nvmeter.command.life import Life, RealLife, SimulatedLife
 from nvmeter.command.meter import run_command
-from nvmeter.command.process import resolve_command
+from nvmeter.command.process import LateSignals, resolve_command
 from nvmeter.command.record import BoardRun, CommandRun, load_run
 
 __all__ = [
     "BoardRun",
     "CommandRun",
+    "LateSignals",
     "Life",
     "RealLife",
     "SimulatedLife",

@@ -13,7 +13,14 @@ from nvmeter import errors
 from nvmeter.boards.profile import resolve_profile
 from nvmeter.boards.protocol import Board
 from nvmeter.command.life import Life, RealLife, SimulatedLife
-from nvmeter.command.process import Forwarding, resolve_command, session_survivors, signal_group, spawn
+from nvmeter.command.process import (
+    Forwarding,
+    LateSignals,
+    resolve_command,
+    session_survivors,
+    signal_group,
+    spawn,
+)
 from nvmeter.command.record import BoardRun, CommandRun
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.window import EnergyWindow
@@ -75,6 +82,7 @@ def run_command(
     idle: str | Path | float = "measure",
     method: str = "auto",
     life: Life | None = None,
+    late: LateSignals | None = None,
 ) -> CommandRun:
     """Run ``argv`` as a child and meter ``boards`` for its whole life.
 
@@ -85,6 +93,8 @@ def run_command(
             of nvmeter's own), a probe file (its ``no_context`` idle; same board), or W.
         method: The windows' reading (:class:`~nvmeter.meter.window.EnergyWindow`).
         life: Hooks around the child's life (:class:`SimulatedLife` for a simulated board).
+        late: Where signals that come once the command and its windows have ended are noted
+            instead of acted on, until the caller releases them (the CLI: after the record).
 
     Returns:
         The :class:`CommandRun`; the command's exit status is ``result.exit_status``.
@@ -116,7 +126,7 @@ def run_command(
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     # open before the child exists: a signal once it runs (and may say it is ready) is its
-    with Forwarding() as forwarding:
+    with Forwarding(late) as forwarding:
         proc = spawn(argv)
         try:
             forwarding.attach(proc)

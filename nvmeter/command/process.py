@@ -94,6 +94,34 @@ def session_survivors(proc: subprocess.Popen) -> tuple[int, ...]:
     return tuple(sorted(found))
 
 
+class LateSignals:
+    """Signals after the command ended, while its figures are said and its record written: noted only.
+
+    The command's status and record are complete by then; a SIGTERM that ended nvmeter there
+    would lose both (an adversarial review: 1 in 6 signals sent in that half second).
+    :meth:`release` puts back the handlers :class:`Forwarding` found.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[str] = []
+        self._saved: dict[int, object] = {}
+
+    def take_over(self, saved: dict[int, object]) -> None:
+        """Note the forwarded signals from now on; ``saved`` are the handlers to put back."""
+        self._saved = dict(saved)
+        for sig, handler in self._saved.items():
+            signal.signal(sig, self._note if sig in FORWARDED else handler)
+
+    def _note(self, signum: int, _frame) -> None:
+        self.received.append(signal.Signals(signum).name)
+
+    def release(self) -> None:
+        """Put back the handlers found before the command (no-op if nothing was taken over)."""
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+        self._saved = {}
+
+
 class Forwarding:
     """While open: the signals that reach nvmeter go on to the command's process group.
 
@@ -104,7 +132,8 @@ class Forwarding:
     attached, never left to nvmeter's own handler, which would end nvmeter alone.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, late: LateSignals | None = None) -> None:
+        self._late = late
         self._proc: subprocess.Popen | None = None
         self.received: list[str] = []
         self._pending: list[int] = []
@@ -118,7 +147,10 @@ class Forwarding:
                 self._saved[sig] = signal.signal(sig, handler)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
+        if self._late is not None and exc_type is None:
+            self._late.take_over(self._saved)  # the command has ended: what comes now waits
+            return
         for sig, handler in self._saved.items():
             signal.signal(sig, handler)
 
