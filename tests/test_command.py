@@ -430,3 +430,17 @@ def test_a_signal_once_the_command_ended_is_noted_and_the_handlers_come_back():
     with pytest.raises(RuntimeError), Forwarding(LateSignals()):
         raise RuntimeError  # nvmeter failed: its own handlers come back at once
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_an_executable_file_of_no_known_format_is_exit_126(tmp_path):
+    garbage = tmp_path / "f"
+    garbage.write_bytes(b"\x00\x01\x02 not a program")
+    garbage.chmod(0o755)
+    proc = subprocess.run(
+        [PY, "-m", "nvmeter", "run", "--simulate", "--", str(garbage)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 126 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "is not executable" in proc.stderr

@@ -417,3 +417,11 @@ def test_a_negative_power_field_reading_is_damage(tmp_path):
     path = damaged(tmp_path, full, lambda d: d["probes"]["step"]["raw"]["instant_w"].__setitem__(0, -3.0))
     line = one_line_error(nvmeter("show", path), 2)
     assert "damaged probe record: a negative power reading (at step)" in line, line
+
+
+def test_the_window_s_idle_from_a_probe_with_a_count_past_int64_is_refused(tmp_path, probe_data):
+    data = json.loads(json.dumps(probe_data))
+    data["board"]["uuid"] = SimulatedBoard().identity().uuid
+    data["probes"]["idle"]["raw"]["spans"]["no_context"]["end"]["energy_mj"][0] = 10**30
+    with pytest.raises(errors.RecordError, match="not an energy counter read"):
+        IdleBaseline.from_probe(write(tmp_path, data), SimulatedBoard(), "no_context")

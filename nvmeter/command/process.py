@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -63,6 +64,8 @@ def spawn(argv: Sequence[str]) -> subprocess.Popen:
     except PermissionError as exc:
         raise errors.CommandNotExecutable(f"{argv[0]} is not executable") from exc
     except OSError as exc:
+        if exc.errno == errno.ENOEXEC:  # no format the kernel runs: a shell says 126 too
+            raise errors.CommandNotExecutable(f"{argv[0]} is not executable: {exc.strerror}") from exc
         raise errors.UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
 
 

@@ -111,11 +111,15 @@ class IdleBaseline:
             raise errors.RecordError(f"{path} has no idle probe at level {level!r}") from exc
         if uuid != board.identity().uuid:
             raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.identity().uuid}")
+        try:
+            records.counters(raw, f"idle.{level}")  # a count past int64 is no read (OverflowError later)
+        except records.BadField as exc:
+            raise errors.RecordError(f"{path}: damaged probe record: {exc}") from exc
         for where, why in sanity.faults(raw, f"idle.{level}"):
             raise errors.RecordError(f"{path}: damaged probe record: {why} (at {where})")
         try:
             span = AlignedSpan.from_dict(raw)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise errors.RecordError(f"{path}: the idle probe's {level} span is malformed ({exc})") from exc
         # the counter and the sample buffer read the same idle to 0.1% (results/probe-h200.json):
         # a span on which they disagree by more than IDLE_AGREEMENT is damaged, not a board
