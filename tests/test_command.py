@@ -444,3 +444,23 @@ def test_an_executable_file_of_no_known_format_is_exit_126(tmp_path):
     )
     assert proc.returncode == 126 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "is not executable" in proc.stderr
+
+
+def test_a_zombie_of_the_session_is_not_left_running():
+    from nvmeter.command.process import session_survivors, spawn
+
+    # the shell's child ends at once; the shell becomes `sleep 5`, which never reaps it: a zombie
+    proc = spawn(["sh", "-c", "sleep 0 & exec sleep 5"])
+    try:
+        deadline = time.monotonic() + 10
+        zombies = []
+        while not zombies and time.monotonic() < deadline:
+            import psutil
+
+            zombies = [c for c in psutil.Process(proc.pid).children() if c.status() == psutil.STATUS_ZOMBIE]
+            time.sleep(0.02)
+        assert zombies, "no zombie to test with"
+        assert session_survivors(proc) == ()
+    finally:
+        proc.kill()
+        proc.wait()

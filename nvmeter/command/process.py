@@ -91,10 +91,17 @@ def session_survivors(proc: subprocess.Popen) -> tuple[int, ...]:
 
     found = []
     for pid in psutil.pids():
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if pid != proc.pid and os.getsid(pid) == proc.pid:
+        with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
+            # a zombie has ended (killed with its group, say): it waits only for its parent to reap it
+            if pid != proc.pid and os.getsid(pid) == proc.pid and not _ended(psutil.Process(pid)):
                 found.append(pid)
     return tuple(sorted(found))
+
+
+def _ended(process) -> bool:
+    import psutil
+
+    return process.status() == psutil.STATUS_ZOMBIE
 
 
 class LateSignals:
