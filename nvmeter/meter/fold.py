@@ -31,11 +31,13 @@ from nvmeter.boards.protocol import PowerSample
 BINS = 6
 # Ridge weight per sample and bin, pulling each bin toward the samples' mean power, so that
 # work without a profile reads flat. 0.1 was picked from 0.01, 0.1 and 1 on call 2's records
-# (results/enclose/call2-e9e826e-enclose.json; all three within 0.1 point of each other) and
-# checked on calls 3-7 (docs/window.md).
+# (results/enclose/call2-e9e826e-enclose.json; a first version of this fit, without the F-test,
+# read 12 of 20 duty-cycled windows within ±1% with each, largest error 1.77-2.19%) and checked
+# on calls 3-7 (docs/window.md).
 RIDGE = 0.1
 # Calls whose durations vary more than this (standard deviation over mean) are not alike:
-# no profile. The bench's calls vary 1-3%.
+# no profile. The bench's calls in a 0.5 s window vary 0.1-1.5% (median per kind and board,
+# results/enclose/call2-7), the most 7.3%; the launch-bound kind's 3.9%, up to 16%.
 MAX_CALL_CV = 0.1
 # The profile must explain the samples better than steady power at this significance.
 SIGNIFICANCE = 0.01
