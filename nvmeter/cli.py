@@ -50,9 +50,14 @@ class _Stream:
         self._name, self._lost = name, lost
 
     def _call(self, what: str, *args):
+        stream = getattr(sys, self._name)
+        if stream is None:  # started with the descriptor closed (`>&-`): there is no reader
+            return None
         try:
-            return getattr(getattr(sys, self._name), what)(*args)
+            return getattr(stream, what)(*args)
         except BrokenPipeError:
+            if self._lost is None:  # stderr's reader went (`2>&1 | head -1`): the work goes on
+                return None
             raise
         except OSError as exc:
             if self._lost is None:  # stderr: nowhere left to say it; the exit status still says what ran

@@ -375,3 +375,36 @@ def test_a_signal_after_a_record_was_written_says_it_was(tmp_path, capsys, monke
         cli._run(probe)
     assert caught.value.exit_code == 130 and out.is_file()
     assert f"interrupted; {out} written before it" in capsys.readouterr().err
+
+
+def test_a_probe_with_stdout_closed_writes_its_file(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "p.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvmeter", "probe", "--simulate", "--quick", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: __import__("os").close(1),
+    )
+    assert proc.returncode == 0 and out.is_file(), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_gone_stderr_reader_does_not_end_the_work(monkeypatch):
+    import io
+
+    from nvmeter import cli
+
+    class Gone(io.StringIO):
+        def write(self, text):
+            raise BrokenPipeError
+
+    monkeypatch.setattr("sys.stderr", Gone())
+    assert cli._Stream("stderr", lost=None).write("progress") is None
+    monkeypatch.setattr("sys.stdout", Gone())
+    with pytest.raises(BrokenPipeError):  # stdout's reader gone: SIGPIPE's status, as before
+        cli._Stream("stdout").write("table")
