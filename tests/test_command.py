@@ -464,3 +464,15 @@ def test_a_zombie_of_the_session_is_not_left_running():
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("wall_s", [1e300, 100.0])
+def test_a_run_record_whose_wall_time_outlasts_its_window_is_refused(tmp_path, wall_s):
+    board = SimulatedBoard(SimConfig(seed=5))
+    result = run_command(["true"], [board], life=SimulatedLife(board))
+    path = tmp_path / "run.json"
+    data = result.to_dict()
+    data["wall_s"] = wall_s
+    path.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match=r"wall_s is .* longer than boards\[0\]'s window"):
+        load_run(path)

@@ -263,3 +263,20 @@ def check_run(d: dict) -> None:
         records.counters(window, f"{where}.window")
         for at, why in sanity.faults(window, f"{where}.window"):
             raise records.BadField(f"{why} (at {at})")
+        _wall_inside(d["wall_s"], window, where)
+
+
+# The command's wall time is taken from before its start to after its end, both inside each
+# board's window (opened before the start, closed after the end); a little slack for the clocks.
+_WALL_SLACK_S = 0.5
+
+
+def _wall_inside(wall_s: float, window: dict, where: str) -> None:
+    """The command's ``wall_s`` fits in the board's window (its work span), or BadField."""
+    span_s = records.number(window["work_t1_s"], f"{where}.window.work_t1_s") - records.number(
+        window["work_t0_s"], f"{where}.window.work_t0_s"
+    )
+    if wall_s > span_s + _WALL_SLACK_S:
+        raise records.BadField(
+            f"wall_s is {wall_s:.6g} s, longer than {where}'s window ({span_s:.3f} s) that held the command"
+        )
