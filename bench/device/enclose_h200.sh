@@ -14,7 +14,7 @@ source bench/device/common.sh
 install
 [ "${GPU_TESTS:-1}" = 0 ] || {
   header 0
-  timeout 110 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_gpu.py
+  timeout 150 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_gpu.py
   timeout 50 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_command_gpu.py
   timeout 50 python3 -m pytest -m gpu -o addopts="" -p no:cacheprovider -v -rs tests/test_pytest_plugin_gpu.py tests/test_monitor_gpu.py
 } 2>&1 | tee "$OUT/gpu-tests.log" | grep -E "^# commit|passed|failed|FAILED|ERROR"
