@@ -935,3 +935,14 @@ def test_errors_by_start_phase_need_three_windows_each_side():
     assert out["err_start_early"] == {"n": 3, "mean": pytest.approx(-0.01)}
     assert out["err_start_late"] == {"n": 4, "mean": pytest.approx(0.02)}
     assert analysis._against_start_phase(trials([(-0.01, 0.1)] * 2 + [(0.02, 0.9)] * 4)) == {}
+
+
+def test_old_records_get_their_calls_ends_with_an_isolated_references_pauses_between_them():
+    raw = {"calls": 3, "work_t0_s": 10.0}
+    back_to_back = analysis._with_call_ends({"raw": raw, "call_ms": [20.0, 30.0, 10.0]})
+    assert back_to_back["call_ends_s"] == pytest.approx([10.02, 10.05, 10.06])
+    isolated = analysis._with_call_ends({"raw": raw, "call_ms": [20.0, 30.0, 10.0], "pauses_s": [0.5, 0.7]})
+    assert isolated["call_ends_s"] == pytest.approx([10.02, 10.55, 11.26])
+    kept = {**raw, "call_ends_s": [1.0, 2.0, 3.0]}
+    recorded = analysis._with_call_ends({"raw": kept, "call_ms": [1.0, 1.0, 1.0]})
+    assert recorded["call_ends_s"] == [1.0, 2.0, 3.0]

@@ -87,12 +87,17 @@ def _with_call_ends(u: dict) -> dict:
     Measurements before schema 5 kept no call ends (error model 7 folds the calls' profile
     from them); the bench timed every call (``call_ms``) and called ``w.call()`` once per call
     straight after it, so the calls laid end to end from the work's start give their ends to
-    within the few microseconds between a call's return and its mark.
+    within the few microseconds between a call's return and its mark. An isolated reference
+    slept ``pauses_s[i]`` after call ``i``: those pauses lie between its calls (each sleep's
+    overshoot, ~0.1 ms, is not recorded).
     """
     raw, call_ms = u["raw"], u.get("call_ms")
     if raw.get("call_ends_s") or not call_ms or len(call_ms) != raw.get("calls"):
         return raw
-    ends = raw["work_t0_s"] + np.cumsum(np.asarray(call_ms, dtype=float)) / 1e3
+    spans_s = np.asarray(call_ms, dtype=float) / 1e3
+    pauses_s = np.asarray(u.get("pauses_s") or [], dtype=float)[: len(spans_s) - 1]
+    spans_s[1 : 1 + len(pauses_s)] += pauses_s
+    ends = raw["work_t0_s"] + np.cumsum(spans_s)
     return {**raw, "call_ends_s": ends.tolist()}
 
 
