@@ -98,7 +98,8 @@ def test_all_follows_cuda_visible_devices(monkeypatch):
     from nvmeter import open_boards
 
     uuids = [b.identity().uuid for b in open_boards("all")]
-    assert len(uuids) >= 2
+    if len(uuids) < 2:
+        pytest.skip("needs two GPUs")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
     assert [b.identity().uuid for b in open_boards("all")][:2] == [uuids[1], uuids[0]]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
