@@ -312,10 +312,10 @@ class EnergyWindow:
             return
         start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
         inner = tuple(p.result() for p in self._inner)
-        self.clock.sleep(t1 + self._tail_s - self.clock.now())
+        self.clock.sleep_until(t1 + self._tail_s)
         end = self._edge()
         # the sample covering the tail's end lands up to one spacing (~20 ms) later
-        self.clock.sleep(t1 + self._tail_s + 1.5 * self.profile.sample_spacing_s - self.clock.now())
+        self.clock.sleep_until(t1 + self._tail_s + 1.5 * self.profile.sample_spacing_s)
         self._read_samples()
         self._result = self._build(t1, start, end, inner)
 
