@@ -391,6 +391,17 @@ def test_a_probe_files_profile_block_is_checked_against_its_raw_series(tmp_path,
         (set_at("config", "window_s", 0), "window-s must be"),  # its setting's own check
         (set_at("energy", "method", "block", "ms", 0, -5.0), r"energy\.method\.block\.ms\[0\] is -5\.0"),
         (set_at("energy", "method", "window", "schema_version", True), "schema_version True"),
+        # times that cannot be the record's own, and a board no NVML names
+        (
+            set_at("energy", "warmup", "t1_s", 1e300),
+            r"energy\.warmup ran .*1e\+300 s, not inside the gap between the windows",
+        ),
+        (set_at("energy", "warmup", "ms", 0, -1.0), r"energy\.warmup\.ms\[0\] is -1\.0"),
+        (
+            set_at("energy", "control", "block", "t0_s", 0.0),
+            r"energy\.control\.block ran 0-.* not inside its window",
+        ),
+        (set_at("board", "uuid", "GPU-1"), "board.uuid is 'GPU-1', not an NVML UUID"),
     ],
 )
 def test_a_damaged_score_record_is_one_line_and_exit_2(tmp_path, score_data, change, why):
