@@ -69,8 +69,11 @@ def _finite(value, name: str, *, minimum: float = -math.inf, maximum: float = ma
     """``value`` as a float, or UsageError naming it."""
     number = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if not (number and math.isfinite(value) and minimum <= value <= maximum):
-        most = f" and <= {maximum:g}" if maximum < math.inf else ""
-        raise errors.UsageError(f"{name} must be a finite number >= {minimum:g}{most}, not {value!r}")
+        # only the bounds there are: the message read "a finite number >= -inf"
+        limits = [f">= {minimum:g}"] if minimum > -math.inf else []
+        limits += [f"<= {maximum:g}"] if maximum < math.inf else []
+        need = " ".join(["a finite number", " and ".join(limits)]).rstrip()
+        raise errors.UsageError(f"{name} must be {need}, not {value!r}")
     return float(value)
 
 
