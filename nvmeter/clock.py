@@ -6,6 +6,8 @@ simulated board costs milliseconds in a test.
 
 from __future__ import annotations
 
+import math
+import numbers
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,8 +25,36 @@ class Clock(Protocol):
         ...
 
     def sleep(self, duration_s: float) -> None:
-        """Wait ``duration_s`` seconds (no-op for a negative or zero duration)."""
+        """Wait ``duration_s`` seconds (ValueError for a negative or non-finite one: :func:`duration`)."""
         ...
+
+    def sleep_until(self, t_s: float) -> None:
+        """Wait until ``now()`` reaches ``t_s`` (no-op for a time already past)."""
+        ...
+
+
+def duration(duration_s: float) -> float:
+    """``duration_s`` if it is a wait a clock can make: a finite number of seconds, at least 0.
+
+    A negative or nan wait is a caller's slip (a deadline passed as a duration, a unit lost),
+    and an infinite one never ends: each used to be skipped in silence, or to move a virtual
+    clock to infinity. Waits until a deadline go through ``sleep_until``.
+
+    Raises:
+        ValueError: naming the argument and its unit.
+    """
+    if isinstance(duration_s, bool) or not isinstance(duration_s, numbers.Real):
+        raise ValueError(f"duration_s must be a number of seconds, not {duration_s!r}")
+    if not (math.isfinite(duration_s) and duration_s >= 0):
+        raise ValueError(f"duration_s must be a finite number of seconds >= 0, not {duration_s!r}")
+    return float(duration_s)
+
+
+def _moment(t_s: float) -> float:
+    """``t_s`` if it is a finite time in seconds; ValueError naming it otherwise."""
+    if isinstance(t_s, bool) or not isinstance(t_s, numbers.Real) or not math.isfinite(t_s):
+        raise ValueError(f"t_s must be a finite time in seconds, not {t_s!r}")
+    return float(t_s)
 
 
 class RealClock:
@@ -39,9 +69,17 @@ class RealClock:
         return time.perf_counter()
 
     def sleep(self, duration_s: float) -> None:
-        """Sleep on the host."""
-        if duration_s > 0:
+        """Sleep on the host.
+
+        Raises:
+            ValueError: a negative or non-finite ``duration_s`` (:func:`duration`).
+        """
+        if duration(duration_s) > 0:
             time.sleep(duration_s)
+
+    def sleep_until(self, t_s: float) -> None:
+        """Sleep until ``t_s`` (no-op for a time already past; ValueError for one not finite)."""
+        self.sleep(max(0.0, _moment(t_s) - self.now()))
 
 
 class VirtualClock:
@@ -70,15 +108,26 @@ class VirtualClock:
         return self._now_s if lane is None else self._lanes.t_s[lane]
 
     def sleep(self, duration_s: float) -> None:
-        """Advance virtual time by ``duration_s`` (ignored if not positive)."""
-        if duration_s > 0:
+        """Advance virtual time by ``duration_s``.
+
+        Raises:
+            ValueError: a negative or non-finite ``duration_s`` (:func:`duration`).
+        """
+        if duration(duration_s) > 0:
             self._move(lambda t: t + duration_s)
 
     advance = sleep
 
     def advance_to(self, t_s: float) -> None:
-        """Move to ``t_s`` if it lies ahead; time never runs backwards."""
+        """Move to ``t_s`` if it lies ahead; time never runs backwards.
+
+        Raises:
+            ValueError: ``t_s`` is not a finite time (nan, inf).
+        """
+        t_s = _moment(t_s)
         self._move(lambda t: max(t, t_s))
+
+    sleep_until = advance_to
 
     def _move(self, to: Callable[[float], float]) -> None:
         lane = self._lane()

@@ -15,6 +15,7 @@ import importlib
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -358,16 +359,28 @@ def mapping(value, where: str, *, none: bool = False):
     return value
 
 
+# NVML's UUIDs (nvmlDeviceGetUUID): GPU- and 8-4-4-4-12 hexadecimal digits; a MIG instance's is MIG- and
+# the same, or MIG-GPU-<uuid>/<instance>/<compute instance> from drivers before R470. The simulated
+# board's have the first form.
+_HEX_UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_BOARD_UUID = re.compile(f"(?:GPU|MIG)-{_HEX_UUID}|MIG-GPU-{_HEX_UUID}/[0-9]+/[0-9]+")
+
+
 def board(value, where: str) -> dict:
     """``value`` if it is a board identity's dict (nvmeter.boards.protocol.BoardIdentity).
 
     Raises:
-        BadField: not a mapping, a missing field, or one of the wrong type.
+        BadField: not a mapping, a missing field, one of the wrong type, or a UUID not of NVML's form.
 
     """
     mapping(value, where)
     for key in ("name", "uuid", "pci_bus_id", "driver", "vbios"):
         text(value[key], f"{where}.{key}")
+    if not _BOARD_UUID.fullmatch(value["uuid"]):
+        raise BadField(
+            f"{where}.uuid is {_shown(value['uuid'])}, "
+            "not an NVML UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"
+        )
     for key in ("power_limit_w", "memory_total_mib"):  # null where NVML could not say
         number(value[key], f"{where}.{key}", none=True)
     if not isinstance(value.get("simulated", False), bool):

@@ -225,7 +225,7 @@ class Session:
 
     def after_load(self) -> None:
         """Wait out ``after_load_s`` since the last load job ended."""
-        self.clock.sleep(self._load_end_s + self.plan.after_load_s - self.clock.now())
+        self.clock.sleep_until(self._load_end_s + self.plan.after_load_s)
 
     def load(self, operands: str, *, check: bool = False, poll_s: float = 0.0) -> Load:
         """A load span (after ``poll_s`` of counter polling) inside one job, stopped after the span."""
@@ -317,7 +317,7 @@ def _frozen(s: Session) -> AlignedSpan:
 
 def _idle_context(s: Session) -> AlignedSpan:
     s.context()
-    s.clock.sleep(s._opened_s + s.plan.context_settle_s - s.clock.now())  # when the frozen span did not
+    s.clock.sleep_until(s._opened_s + s.plan.context_settle_s)  # when the frozen span did not
     s.rig.on_phase("idle, context open")
     return s.idle_span(s.plan.idle_s)
 

@@ -103,6 +103,7 @@ def test_the_record_round_trips_and_verifies(tmp_path):
         (["{plain_file}"], errors.CommandNotExecutable, 126),
         (["/tmp"], errors.CommandNotExecutable, 126),
         ([], errors.UsageError, 2),
+        ([""], errors.CommandNotFound, 127),
     ],
 )
 def test_bad_commands_are_refused_before_measuring(argv, error, code, plain_file):
@@ -171,6 +172,7 @@ def test_cli_says_when_the_command_exits_at_once():
         (["no-such-command-xyz", "--flag"], 127, "command not found: no-such-command-xyz"),
         (["{plain_file}"], 126, "not executable"),
         ([], 2, "nothing to run"),
+        ([""], 127, "the command is empty ('' after --): name the program to run"),
     ],
 )
 def test_cli_refuses_bad_commands_in_one_line(argv, code, words, tmp_path, plain_file):

@@ -307,6 +307,24 @@ def test_a_schema_version_that_is_not_an_int_is_refused(
         (set_at("boards", 0, "window", "samples", "power_w", 0, -5.0), "a negative power sample"),
         (set_at("boards", 0, "window", "samples", "power_w", 0, "5"), "power samples with .*non-finite"),
         (set_at("boards", 0, "window", "calls", "1"), "malformed Measurement"),
+        # records that cannot be true (an adversarial review: each showed as measured)
+        (set_at("simulated", "load_w", 1e9), r"simulated\.load_w is 1e\+09 W, above the board's power limit"),
+        (set_at("simulated", "t1_s", 1e300), r"simulated\.t0_s-t1_s .* is not inside boards\[0\]'s window"),
+        (
+            set_at("boards", 0, "window", "device", "simulated", False),
+            r"boards\[0\] is not a simulated board",
+        ),
+        (set_at("left_running", [0]), r"left_running\[0\] is 0, not an integer >= 1"),
+        (
+            set_at("left_running", [10**9]),
+            r"left_running\[0\] is 1000000000, above Linux's largest process id",
+        ),
+        (set_at("left_running", [4242, 4242]), "left_running names a process twice"),
+        (lambda d: d.__setitem__("left_running", [d["pid"]]), "left_running names the command itself"),
+        (
+            set_at("boards", 0, "window", "device", "uuid", "GPU-forged"),
+            r"boards\[0\]\.window\.device\.uuid is 'GPU-forged', not an NVML UUID",
+        ),
     ],
 )
 def test_a_damaged_run_record_is_one_line_and_exit_2(tmp_path, run_data, change, why):
@@ -341,6 +359,7 @@ def _jump_reference(d: dict) -> None:
             r"probes\.reference\..*energy_mj\[\d+\] is 1e\+308, not an energy counter read",
         ),
         (set_at("board", "name", None), "board.name is None, not a string"),
+        (set_at("board", "uuid", "GPU-5157a7ed"), "board.uuid is 'GPU-5157a7ed', not an NVML UUID"),
         (set_at("started_utc", 5), "started_utc is 5, not a string"),
         (_jump_reference, "the energy counter jumps"),
     ],
@@ -372,6 +391,17 @@ def test_a_probe_files_profile_block_is_checked_against_its_raw_series(tmp_path,
         (set_at("config", "window_s", 0), "window-s must be"),  # its setting's own check
         (set_at("energy", "method", "block", "ms", 0, -5.0), r"energy\.method\.block\.ms\[0\] is -5\.0"),
         (set_at("energy", "method", "window", "schema_version", True), "schema_version True"),
+        # times that cannot be the record's own, and a board no NVML names
+        (
+            set_at("energy", "warmup", "t1_s", 1e300),
+            r"energy\.warmup ran .*1e\+300 s, not inside the gap between the windows",
+        ),
+        (set_at("energy", "warmup", "ms", 0, -1.0), r"energy\.warmup\.ms\[0\] is -1\.0"),
+        (
+            set_at("energy", "control", "block", "t0_s", 0.0),
+            r"energy\.control\.block ran 0-.* not inside its window",
+        ),
+        (set_at("board", "uuid", "GPU-1"), "board.uuid is 'GPU-1', not an NVML UUID"),
     ],
 )
 def test_a_damaged_score_record_is_one_line_and_exit_2(tmp_path, score_data, change, why):

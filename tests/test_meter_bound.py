@@ -172,6 +172,21 @@ def test_bad_window_arguments_are_one_line_errors(kwargs):
         EnergyWindow(make_board(), sync="none", **kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "says"),
+    [
+        ({"control_mj": float("nan")}, "control_mj must be a finite number, not nan"),
+        ({"control_err_mj": -1.0}, "control_err_mj must be a finite number >= 0, not -1.0"),
+        ({"tail_s": 60.0}, "tail_s must be a finite number >= 0 and <= 10, not 60.0"),
+    ],
+)
+def test_a_bad_window_argument_names_only_the_bounds_there_are(kwargs, says):
+    # an unbounded side read "a finite number >= -inf"
+    with pytest.raises(errors.UsageError) as refused:
+        EnergyWindow(make_board(), sync="none", **kwargs)
+    assert str(refused.value) == says
+
+
 # -- measure(): sub-windows of one run -------------------------------------------------
 def call_on(board, load_w=LOAD_W):
     def call():

@@ -479,8 +479,9 @@ def test_each_check_voids_the_energy_from_the_raw_readings(scored):
         d["energy"]["reference"]["run"]["max_abs_err"] = 1e-3
 
     def slow_window(d):
-        block = d["energy"]["method"]["block"]
-        block["t1_s"] += 10 * (block["t1_s"] - block["t0_s"])
+        # the window's calls a tenth as fast as the timed ones (its block cannot outlast its window)
+        for call in d["calls"]:
+            call["ms"] /= 10
 
     def wrong_answers(d):
         d["energy"]["method"]["block"]["correct"][0] = 100

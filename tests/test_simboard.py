@@ -199,3 +199,40 @@ def test_changes_made_at_one_instant_apply_in_the_order_made():
     assert board.true_energy_j(t + 0.2, t + 0.5) / 0.3 == pytest.approx(
         board.config.idle_no_context_w, abs=0.5
     )
+
+
+@pytest.mark.parametrize("load_w", [float("nan"), float("inf"), -1.0, "295"])
+def test_a_load_that_no_board_draws_is_refused(sim_board, load_w):
+    with pytest.raises(ValueError, match=r"above_idle_w must be a finite number of watts >= 0"):
+        sim_board.set_load(load_w)
+    with pytest.raises(ValueError, match="at_s must be a finite virtual time in seconds"):
+        sim_board.set_load(100.0, at_s=float("nan"))
+    sim_board.set_load(0)  # none, and an int, are loads
+
+
+@pytest.mark.parametrize("duration_s", [float("nan"), float("inf"), -0.5])
+def test_a_sleep_that_no_clock_makes_is_refused(sim_board, duration_s):
+    from nvmeter.clock import RealClock
+
+    clock = sim_board.clock
+    before_s = clock.now()
+    for wait in (clock.sleep, RealClock().sleep):
+        with pytest.raises(ValueError, match=r"duration_s must be a finite number of seconds >= 0"):
+            wait(duration_s)
+    with pytest.raises(ValueError, match="t_s must be a finite time in seconds"):
+        clock.advance_to(float("nan") if duration_s != float("inf") else duration_s)
+    assert clock.now() == before_s  # nothing moved the clock
+    clock.sleep(0)
+    clock.sleep_until(before_s - 1.0)  # a deadline already past waits for nothing
+    assert clock.now() == before_s
+
+
+def test_simulated_life_refuses_a_load_the_board_cannot_draw(sim_board):
+    from nvmeter.command import SimulatedLife
+
+    for load_w in (float("nan"), -5.0):
+        with pytest.raises(ValueError, match="load_w must be a finite number of watts >= 0"):
+            SimulatedLife(sim_board, load_w=load_w)
+    with pytest.raises(ValueError, match="at most the board's power limit, 700 W, not 1e\\+09 W"):
+        SimulatedLife(sim_board, load_w=1e9)
+    assert SimulatedLife(sim_board).load_w == 295.0

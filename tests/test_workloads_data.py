@@ -3,9 +3,12 @@ import dataclasses
 import functools
 import gzip
 import http.server
+import os
 import pickle
 import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -325,6 +328,23 @@ def test_cli_fetch_from_folder(tmp_path, mnist_raw, monkeypatch):
     result = runner.invoke(app, ["data", "fetch", "nope"])
     assert result.exit_code == 2
     assert "unknown dataset" in result.output
+
+
+def test_cli_data_path_refuses_a_data_dir_that_is_a_file(tmp_path):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    result = subprocess.run(
+        [sys.executable, "-m", "nvmeter", "data", "path"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, cache.ENV_VAR: str(not_a_folder)},
+    )
+    assert result.returncode == 2 and result.stdout == "", result
+    assert result.stderr == (
+        f"nvmeter: the data cache {not_a_folder} is not a folder ({cache.ENV_VAR}={not_a_folder} is a file); "
+        f"set {cache.ENV_VAR} to a folder\n"
+    )
 
 
 # --- a damaged cache, and a cache that cannot be made (issue 12) ---

@@ -31,11 +31,20 @@ def root_dir() -> Path:
 
     Raises:
         MissingPackage: no ``$NVMETER_DATA_DIR`` and no platformdirs to name the user cache folder.
+        UsageError: ``$NVMETER_DATA_DIR`` names something that is not a folder (a file, say).
 
     """
     env = os.environ.get(ENV_VAR)
     if env:
-        return Path(env).expanduser()
+        root = Path(env).expanduser()
+        # one not made yet is fine (fetch makes it); a file would fail only later, once printed as the cache
+        if root.exists() and not root.is_dir():
+            what = "a file" if root.is_file() else "not a folder"
+            raise errors.UsageError(
+                f"the data cache {root} is not a folder ({ENV_VAR}={env} is {what}); "
+                f"set {ENV_VAR} to a folder"
+            )
+        return root
     try:
         import platformdirs
     except ImportError as exc:

@@ -597,7 +597,7 @@ class KindRun:
         if last + pause_s - self.clock.now() > 1.5 * self.store.save_s:
             self.store.save()
         self._state_now(force=True)
-        self.clock.sleep(last + pause_s - self.clock.now())
+        self.clock.sleep_until(last + pause_s)
 
     def _state_now(self, force: bool = False) -> dict | None:
         """The board state now, kept as the latest; None between windows of a stream once reads prove slow.

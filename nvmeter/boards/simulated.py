@@ -22,6 +22,7 @@ import bisect
 import enum
 import functools
 import math
+import numbers
 import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -192,6 +193,21 @@ class _Trace:
         return (self.energy_j(b_s) - self.energy_j(a_s)) / max(b_s - a_s, _GRID_S)
 
 
+def finite_load_w(value: float, name: str = "load_w") -> float:
+    """``value`` as a load a board can draw: a finite number of watts, at least 0.
+
+    A nan load made every figure of the window nan, an infinite one a board drawing without
+    limit, a negative one a board giving energy back.
+
+    Raises:
+        ValueError: naming ``name`` and its unit.
+    """
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and value >= 0):
+        raise ValueError(f"{name} must be a finite number of watts >= 0, not {value!r}")
+    return float(value)
+
+
 def _locked(method):
     """One caller at a time: a window's poller thread, or windows in several threads, share the model."""
 
@@ -275,7 +291,15 @@ class SimulatedBoard:
 
     @_locked
     def set_load(self, above_idle_w: float, at_s: float | None = None) -> None:
-        """Load power above context idle, W (0 for none), from ``at_s`` (default: now)."""
+        """Load power above context idle, W (0 for none), from ``at_s`` (default: now).
+
+        Raises:
+            ValueError: ``above_idle_w`` not a finite number of watts >= 0 (:func:`finite_load_w`), or
+                ``at_s`` not a finite time.
+        """
+        above_idle_w = finite_load_w(above_idle_w, "above_idle_w")
+        if at_s is not None and not (isinstance(at_s, numbers.Real) and math.isfinite(at_s)):
+            raise ValueError(f"at_s must be a finite virtual time in seconds, not {at_s!r}")
         if at_s is None or at_s <= self.clock.now():
             self._load_w = above_idle_w
             self._retarget()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
+from nvmeter.boards.simulated import finite_load_w
+
 
 class Life(Protocol):
     """Hooks around the child's life (the simulated board's driver; nothing for a real board)."""
@@ -47,11 +49,20 @@ class SimulatedLife:
         board: A :class:`~nvmeter.boards.simulated.SimulatedBoard`.
         load_w: Load above context idle, W (default: the board's constant-operand matmul,
             295 W in the default model, from results/probe-h200.json).
+
+    Raises:
+        ValueError: ``load_w`` not a finite number of watts from 0 to the board's power limit
+            (the record says the board drew it; over the limit, the board would not).
     """
 
     def __init__(self, board, load_w: float | None = None) -> None:
         self.board = board
-        self.load_w = board.config.load_above_idle_w["constant"] if load_w is None else float(load_w)
+        limit_w = board.config.power_limit_w
+        self.load_w = finite_load_w(board.config.load_above_idle_w["constant"] if load_w is None else load_w)
+        if self.load_w > limit_w:
+            raise ValueError(
+                f"load_w must be at most the board's power limit, {limit_w:g} W, not {self.load_w:g} W"
+            )
         self.t0_s = self.t1_s = float("nan")
         self._real_t0_s = 0.0
 

@@ -31,6 +31,10 @@ def resolve_command(argv: Sequence[str]) -> str:
     if not argv:
         raise errors.UsageError("nothing to run: give the command after --, e.g. nvmeter run -- python x.py")
     name = argv[0]
+    if not name:  # a shell finds no such command either (exit 127); "command not found: " named nothing
+        raise errors.CommandNotFound(
+            "the command is empty ('' after --): name the program to run, e.g. nvmeter run -- python x.py"
+        )
     if "/" in name:
         path = Path(name)
         if not path.exists():

@@ -242,7 +242,7 @@ def check_run(d: dict) -> None:
             missing one (both become a RecordError under :func:`nvmeter.records.building`).
     """
     records.items(d["command"], "command", records.text, empty=False)
-    records.integer(d["pid"], "pid", at_least=0)
+    _pid(d["pid"], "pid")
     records.integer(d["returncode"], "returncode")
     records.number(d["wall_s"], "wall_s", at_least=0)
     records.items(d["signals"], "signals", records.text)
@@ -251,8 +251,7 @@ def check_run(d: dict) -> None:
         raise records.BadField(f"idle.kind is {idle.get('kind')!r}, not one of {', '.join(_IDLE_KINDS)}")
     records.text(idle.get("path"), "idle.path", none=True)
     records.text(d["started_utc"], "started_utc")
-    records.mapping(d.get("simulated"), "simulated", none=True)
-    records.items(d["left_running"], "left_running", records.integer)
+    _left_running(d["left_running"], d["pid"])
     records.items(d["boards"], "boards", records.mapping, empty=False)
     for i, b in enumerate(d["boards"]):
         where = f"boards[{i}]"
@@ -264,6 +263,58 @@ def check_run(d: dict) -> None:
         for at, why in sanity.faults(window, f"{where}.window"):
             raise records.BadField(f"{why} (at {at})")
         _wall_inside(d["wall_s"], window, where)
+    if records.mapping(d.get("simulated"), "simulated", none=True) is not None:
+        _simulated_life(d["simulated"], d["boards"])
+
+
+# Linux's PID_MAX_LIMIT: the kernel gives no process a larger id (pid_max is at most this)
+_PID_MAX = 2**22
+
+
+def _pid(value, where: str) -> int:
+    """``value`` if it can be a process id: an integer from 1 to :data:`_PID_MAX`, or BadField."""
+    records.integer(value, where, at_least=1)
+    if value > _PID_MAX:
+        raise records.BadField(f"{where} is {value}, above Linux's largest process id ({_PID_MAX:,})")
+    return value
+
+
+def _left_running(pids, command_pid: int) -> None:
+    """Processes the command left: each a process id, named once, and not the command's own.
+
+    nvmeter lists them once the command has exited and been reaped (``session_survivors``,
+    the command's pid excluded), each once.
+    """
+    records.items(pids, "left_running", _pid)
+    if len(set(pids)) != len(pids):
+        raise records.BadField(f"left_running names a process twice: {pids}")
+    if command_pid in pids:
+        raise records.BadField(f"left_running names the command itself (pid {command_pid}), which had exited")
+
+
+def _simulated_life(sim: dict, boards: list) -> None:
+    """What ``--simulate`` imposed (:class:`~nvmeter.command.life.SimulatedLife`) could have been.
+
+    A simulated board, a load and a context step it can draw (0 to its power limit, as
+    SimulatedLife allows), and the load's times inside the window it drove (the first board's).
+    """
+    device = boards[0]["window"]["device"]
+    if device.get("simulated") is not True:
+        raise records.BadField("simulated is set, but boards[0] is not a simulated board")
+    limit_w = device["power_limit_w"]
+    for key in ("load_w", "context_w"):
+        watts = records.number(sim[key], f"simulated.{key}", at_least=0)
+        if limit_w is not None and watts > limit_w:
+            raise records.BadField(
+                f"simulated.{key} is {watts:.6g} W, above the board's power limit ({limit_w:g} W)"
+            )
+    window = boards[0]["window"]
+    t0_s, t1_s = (records.number(sim[key], f"simulated.{key}") for key in ("t0_s", "t1_s"))
+    if not window["work_t0_s"] <= t0_s <= t1_s <= window["work_t1_s"]:
+        raise records.BadField(
+            f"simulated.t0_s-t1_s ({t0_s:.6g}-{t1_s:.6g} s) is not inside boards[0]'s window "
+            f"({window['work_t0_s']:.6g}-{window['work_t1_s']:.6g} s)"
+        )
 
 
 # The command's wall time is taken from before its start to after its end, both inside each

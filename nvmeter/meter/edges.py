@@ -70,7 +70,7 @@ class _ThreadPoll:
         try:
             reads = sharp_edge(board, board.clock, self._timeout_s)
             if self._after_s is not None:
-                board.clock.sleep(reads.t1_s[-1] + self._after_s - board.clock.now())
+                board.clock.sleep_until(reads.t1_s[-1] + self._after_s)
                 self._samples = board.power_samples()
             self._reads = reads
         except BaseException as exc:  # handed to the caller by result()
@@ -131,7 +131,7 @@ class _ReplayPoll:
         """
         clock = self._board.clock
         if at_s > clock.now():
-            clock.sleep(at_s - clock.now())
+            clock.sleep_until(at_s)
             return self._board.power_samples()
         return self._board.replay_power_samples(at_s)
 

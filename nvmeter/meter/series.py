@@ -166,7 +166,7 @@ def poll_counter(
     next_s = clock.now()
     while clock.now() < end and not (until and until()):
         if every_s:
-            clock.sleep(next_s - clock.now())
+            clock.sleep_until(next_s)
             next_s += every_s
         t0 = clock.now()
         values.append(board.energy_mj())

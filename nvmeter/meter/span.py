@@ -211,7 +211,7 @@ def measure_span(board: Board, clock: Clock, duration_s: float) -> AlignedSpan:
     start = sharp_edge(board, clock, EDGE_TIMEOUT_S)
     end_s = start.t1_s[-1] + duration_s
     while clock.now() < end_s:
-        clock.sleep(min(SAMPLE_EVERY_S, end_s - clock.now()))
+        clock.sleep_until(min(clock.now() + SAMPLE_EVERY_S, end_s))
         reads.append(board.power_samples())
     end = sharp_edge(board, clock, EDGE_TIMEOUT_S)
     # the sample covering the end edge lands up to one spacing later

@@ -69,8 +69,11 @@ def _finite(value, name: str, *, minimum: float = -math.inf, maximum: float = ma
     """``value`` as a float, or UsageError naming it."""
     number = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if not (number and math.isfinite(value) and minimum <= value <= maximum):
-        most = f" and <= {maximum:g}" if maximum < math.inf else ""
-        raise errors.UsageError(f"{name} must be a finite number >= {minimum:g}{most}, not {value!r}")
+        # only the bounds there are: the message read "a finite number >= -inf"
+        limits = [f">= {minimum:g}"] if minimum > -math.inf else []
+        limits += [f"<= {maximum:g}"] if maximum < math.inf else []
+        need = " ".join(["a finite number", " and ".join(limits)]).rstrip()
+        raise errors.UsageError(f"{name} must be {need}, not {value!r}")
     return float(value)
 
 
@@ -312,10 +315,10 @@ class EnergyWindow:
             return
         start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
         inner = tuple(p.result() for p in self._inner)
-        self.clock.sleep(t1 + self._tail_s - self.clock.now())
+        self.clock.sleep_until(t1 + self._tail_s)
         end = self._edge()
         # the sample covering the tail's end lands up to one spacing (~20 ms) later
-        self.clock.sleep(t1 + self._tail_s + 1.5 * self.profile.sample_spacing_s - self.clock.now())
+        self.clock.sleep_until(t1 + self._tail_s + 1.5 * self.profile.sample_spacing_s)
         self._read_samples()
         self._result = self._build(t1, start, end, inner)
 

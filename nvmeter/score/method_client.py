@@ -173,7 +173,7 @@ class _VirtualReply:
         return self._clock.now() >= self._reply["t1_s"]
 
     def wait(self, timeout_s: float) -> bool:
-        self._clock.sleep(min(timeout_s, self._reply["t1_s"] - self._clock.now()))
+        self._clock.sleep_until(min(self._clock.now() + timeout_s, self._reply["t1_s"]))
         return self.done()
 
     def result(self) -> dict:

@@ -313,7 +313,40 @@ def check_record(d: dict) -> None:
     if d["energy"] is not None:
         energy = records.mapping(d["energy"], "energy")
         records.counters(energy, "energy")
-        for part in ("control", "method", "warmup"):  # each block's call times are times
-            block = (energy.get(part) or {}).get("block") if isinstance(energy.get(part), dict) else None
-            if isinstance(block, dict) and "ms" in block:
-                records.items(block["ms"], f"energy.{part}.block.ms", _duration_ms)
+        for where, block, span in _blocks(energy):  # each block's call times are times, in its span
+            records.mapping(block, where)
+            records.items(block["ms"], f"{where}.ms", _duration_ms)
+            _ran_in(block, where, span)
+
+
+def _blocks(energy: dict) -> list[tuple[str, dict, tuple[float, float, str]]]:
+    """Each block of calls, where it is, and the span it ran in (nvmeter.score.procedure's order).
+
+    The control's and the method's calls ran inside their windows' work; the warm-up's, between
+    the two windows. The worker's times and the windows' share one clock (CLOCK_MONOTONIC, or
+    the simulated board's), and each block's command is sent once its span began and answered
+    before the span ends: a genuine record always has them in order.
+    """
+
+    def work(part: str, key: str) -> float:
+        window = records.mapping(energy[part]["window"], f"energy.{part}.window")
+        return records.number(window[key], f"energy.{part}.window.{key}")
+
+    control = (work("control", "work_t0_s"), work("control", "work_t1_s"), "its window")
+    method = (work("method", "work_t0_s"), work("method", "work_t1_s"), "its window")
+    found = [("energy.control.block", energy["control"]["block"], control)]
+    found.append(("energy.method.block", energy["method"]["block"], method))
+    if energy["warmup"] is not None:
+        between = (control[1], method[0], "the gap between the windows")
+        found.append(("energy.warmup", energy["warmup"], between))
+    return found
+
+
+def _ran_in(block: dict, where: str, span: tuple[float, float, str]) -> None:
+    """The block's ``t0_s`` and ``t1_s`` lie in order inside ``span`` (after, before, name), or BadField."""
+    after_s, before_s, name = span
+    t0_s, t1_s = (records.number(block[key], f"{where}.{key}") for key in ("t0_s", "t1_s"))
+    if not after_s <= t0_s <= t1_s <= before_s:
+        raise records.BadField(
+            f"{where} ran {t0_s:.6g}-{t1_s:.6g} s, not inside {name} ({after_s:.6g}-{before_s:.6g} s)"
+        )
