@@ -176,7 +176,7 @@ class _State:
         key = device if device is not None else 0
         if key not in self._boards:
             try:
-                self._boards[key] = open_board(device, simulate=self.simulate)
+                self._boards[key] = open_board(device, simulate=self.simulate, config=self._sim_config())
             except errors.TelemetryError as exc:
                 self._boards[key] = exc
         found = self._boards[key]
@@ -185,6 +185,18 @@ class _State:
             reason = str(found).replace("--simulate", "--energy-simulate")
             pytest.skip(f"no GPU to meter: {reason}")
         return found
+
+    def _sim_config(self):
+        """The simulated board's config: the UUID `nvmeter probe --simulate` records.
+
+        So --energy-idle takes that probe file however many boards the tests made themselves
+        before (each of those takes the next simulated UUID).
+        """
+        if not self.simulate:
+            return None
+        from nvmeter.boards.simulated import FIRST_UUID, SimConfig
+
+        return SimConfig(uuid=FIRST_UUID)
 
     def quiet_simulated(self) -> None:
         """Switch off the load a test left on a simulated board, as a real GPU's work ends with its test.

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+from nvmeter.boards.simulated import FIRST_UUID, SimConfig, SimulatedBoard
 from nvmeter.clock import VirtualClock
 from nvmeter.meter import errormodel
 
@@ -23,8 +23,9 @@ from accuracy import analysis, cli, fitcheck, kinds, plan, runner, store, stream
 
 
 def _board(start_s: float = 1000.0, seed: int = 3) -> SimulatedBoard:
-    # thermally steady (no warming), so every trial has a reference within ±1 °C
-    return SimulatedBoard(SimConfig(seed=seed, c_per_w=0.0), VirtualClock(start_s))
+    # thermally steady (no warming), so every trial has a reference within ±1 °C; one board (its
+    # UUID), so that a resumed run finds it
+    return SimulatedBoard(SimConfig(seed=seed, c_per_w=0.0, uuid=FIRST_UUID), VirtualClock(start_s))
 
 
 def _types(part: dict) -> Counter:

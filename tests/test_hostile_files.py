@@ -168,11 +168,12 @@ def test_each_kind_of_impossible_series_is_caught(tmp_path, probe_data, probe, d
 
 def test_the_window_s_idle_from_a_damaged_probe_file_is_refused(tmp_path, probe_data):
     data = json.loads(json.dumps(probe_data))
-    data["board"]["uuid"] = SimulatedBoard().identity().uuid
+    board = SimulatedBoard()
+    data["board"]["uuid"] = board.identity().uuid
     end = data["probes"]["idle"]["raw"]["spans"]["context"]["end"]
     end["energy_mj"] = [0 for _ in end["energy_mj"]]
     with pytest.raises(errors.RecordError, match="goes backwards"):
-        IdleBaseline.from_probe(write(tmp_path, data), SimulatedBoard())
+        IdleBaseline.from_probe(write(tmp_path, data), board)
 
 
 def test_an_undamaged_record_has_no_faults(probe_data):
@@ -451,7 +452,8 @@ def test_a_negative_power_field_reading_is_damage(tmp_path):
 
 def test_the_window_s_idle_from_a_probe_with_a_count_past_int64_is_refused(tmp_path, probe_data):
     data = json.loads(json.dumps(probe_data))
-    data["board"]["uuid"] = SimulatedBoard().identity().uuid
+    board = SimulatedBoard()
+    data["board"]["uuid"] = board.identity().uuid
     data["probes"]["idle"]["raw"]["spans"]["no_context"]["end"]["energy_mj"][0] = 10**30
     with pytest.raises(errors.RecordError, match="not an energy counter read"):
-        IdleBaseline.from_probe(write(tmp_path, data), SimulatedBoard(), "no_context")
+        IdleBaseline.from_probe(write(tmp_path, data), board, "no_context")

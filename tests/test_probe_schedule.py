@@ -254,7 +254,9 @@ def two_records(tmp_path_factory):
         )
         assert done.returncode == 0, done.stderr
     hotter = folder / "hotter.json"
-    board = SimulatedBoard(SimConfig(seed=0, idle_no_context_w=83.7))
+    # the same board as the CLI's (each process's first simulated board), idling hotter
+    uuid = json.loads(paths[0].read_text())["board"]["uuid"]
+    board = SimulatedBoard(SimConfig(seed=0, idle_no_context_w=83.7, uuid=uuid))
     report = run_probes(Rig(board, lambda: SimWorker(board)), quick=False)
     records.write_json(hotter, report.to_dict())
     return (*paths, hotter)

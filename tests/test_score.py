@@ -159,10 +159,10 @@ def test_a_killed_scorer_keeps_earlier_runs_and_leaves_no_worker(scored, data):
 
 
 # -- runs that fail, in the library -------------------------------------------------------------
-def score_lib(tmp_path, data, function, *, runs=1, make_worker=None, **config):
-    board, make = scoring.open_board(None, True, config.pop("call_timeout_s", 60.0))
+def score_lib(tmp_path, data, function, *, runs=1, make_worker=None, board=None, **config):
+    opened, make = scoring.open_board(None, True, config.pop("call_timeout_s", 60.0))
     return scoring.score(
-        board,
+        board or opened,  # a make_worker given comes with its own board
         make_worker or make,
         Target.parse(f"{METHODS}:{function}"),
         1,
@@ -178,7 +178,7 @@ def the_record(tmp_path, run=1) -> RunRecord:
 
 
 def test_a_run_failing_the_judge_is_recorded_and_a_crash_before_the_next_keeps_it(tmp_path, data):
-    _, make = scoring.open_board(None, True, 60.0)
+    board, make = scoring.open_board(None, True, 60.0)
     started = []
 
     def make_worker():
@@ -194,6 +194,7 @@ def test_a_run_failing_the_judge_is_recorded_and_a_crash_before_the_next_keeps_i
             "chance",
             runs=2,
             make_worker=make_worker,
+            board=board,
             mnist_draws=1,
             holdout_draws=0,
             warmup_calls=0,

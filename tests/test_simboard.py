@@ -236,3 +236,14 @@ def test_simulated_life_refuses_a_load_the_board_cannot_draw(sim_board):
     with pytest.raises(ValueError, match="at most the board's power limit, 700 W, not 1e\\+09 W"):
         SimulatedLife(sim_board, load_w=1e9)
     assert SimulatedLife(sim_board).load_w == 295.0
+
+
+def test_each_board_has_its_own_uuid_unless_given_one():
+    from nvmeter.boards.factory import open_boards
+
+    a, b = SimulatedBoard(), SimulatedBoard(SimConfig(seed=3))
+    assert a.identity().uuid != b.identity().uuid  # both were GPU-5157a7ed-0000-4000-8000-000000000000
+    assert open_boards([a, b]) == [a, b]  # told apart by UUID: one was dropped as named twice
+    given = "GPU-11000000-0000-4000-8000-000000000000"
+    assert SimulatedBoard(SimConfig(uuid=given)).identity().uuid == given
+    assert SimulatedBoard(SimConfig(uuid=given)).config.uuid == given

@@ -146,25 +146,24 @@ def test_idle_sources_are_named(board, tmp_path):
     assert quiet.idle.source == "quiescent" and len(quiet.idle.spans) == 2
 
 
+def same_board(board) -> Rig:
+    """A rig on another instance of ``board``'s model (its UUID): the board as probed before."""
+    return Rig.open(simulate=True, config=SimConfig(uuid=board.identity().uuid))
+
+
 def test_idle_from_a_probe_of_another_board_is_refused(board, tmp_path):
-    report = run_probes(Rig.open(simulate=True), only=("idle",))
-    data = report.to_dict()
-    data["board"]["uuid"] = "GPU-someone-else"
     path = tmp_path / "other.json"
-    records.write_json(path, data)
+    records.write_json(path, run_probes(Rig.open(simulate=True), only=("idle",)).to_dict())
     with pytest.raises(errors.RecordError, match="not on this board"):
         run_block(board, 0.3, idle=path)
-    data["board"]["uuid"] = board.identity().uuid
-    records.write_json(path, data)
+    records.write_json(path, run_probes(same_board(board), only=("idle",)).to_dict())
     result, truth = run_block(board, 0.5, idle=path)
     assert result.idle.source == "probe"
     assert abs(result.per_call_mj / truth - 1) < 0.02
 
 
 def test_a_probe_file_given_as_idle_is_the_boards_profile_too(board, tmp_path):
-    report = run_probes(Rig.open(simulate=True), only=("idle", "cadence"))
-    data = report.to_dict()
-    data["board"]["uuid"] = board.identity().uuid
+    data = run_probes(same_board(board), only=("idle", "cadence")).to_dict()
     path = tmp_path / "probe.json"
     records.write_json(path, data)
     result, _ = run_block(board, 0.5, idle=path)

@@ -170,11 +170,11 @@ def run(out: Path, config: Config, *, simulate: bool = False, board=None) -> Sto
     """
     if board is None:
         if simulate:
-            from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+            from nvmeter.boards.simulated import FIRST_UUID, SimConfig, SimulatedBoard
 
             # the simulated run checks the plumbing: a thermally steady board keeps every
-            # trial's reference within ±1 °C
-            board = SimulatedBoard(SimConfig(seed=config.seed % 2**32, c_per_w=0.0))
+            # trial's reference within ±1 °C; one UUID, so that a resumed run finds its board
+            board = SimulatedBoard(SimConfig(seed=config.seed % 2**32, c_per_w=0.0, uuid=FIRST_UUID))
         else:
             import torch
 

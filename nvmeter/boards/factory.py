@@ -42,9 +42,9 @@ def open_board(device: int | str | Board | None = None, *, simulate: bool = Fals
 def simulated_host(boards: int = 1, *, clock=None, config=None) -> list[Board]:
     """The simulated boards of one host, on one shared virtual clock.
 
-    Board ``i`` has seed ``config.seed + i`` and the UUID of board 0 with ``i`` added to
-    its last field (hexadecimal), so the boards of a simulated host differ in identity and
-    noise.
+    Board ``i`` has seed ``config.seed + i`` and, where ``config`` gives a UUID, that UUID
+    with ``i`` added to its last field (hexadecimal); else each takes the next simulated UUID.
+    The boards of a simulated host differ in identity and noise.
 
     Args:
         boards: How many boards the host has (>= 1).
@@ -63,15 +63,20 @@ def simulated_host(boards: int = 1, *, clock=None, config=None) -> list[Board]:
         raise errors.UsageError(f"a simulated host has at least one board, not {boards!r}")
     clock = clock or VirtualClock()
     base = config or SimConfig()
-    stem, last = base.uuid.rsplit("-", 1)
+    uuids = [None] * boards if base.uuid is None else _uuids_from(base.uuid, boards)
+    return [SimulatedBoard(base.with_(seed=base.seed + i, uuid=u), clock) for i, u in enumerate(uuids)]
+
+
+def _uuids_from(first: str, boards: int) -> list[str]:
+    """``first`` and the UUIDs after it, counting in its last (hexadecimal) field."""
+    from nvmeter import errors
+
+    stem, last = first.rsplit("-", 1)
     try:
         int(last, 16)
     except ValueError as exc:
-        raise errors.UsageError(f"a simulated UUID ends in a hexadecimal field, not {base.uuid!r}") from exc
-    return [
-        SimulatedBoard(base.with_(seed=base.seed + i, uuid=f"{stem}-{int(last, 16) + i:012x}"), clock)
-        for i in range(boards)
-    ]
+        raise errors.UsageError(f"a simulated UUID ends in a hexadecimal field, not {first!r}") from exc
+    return [f"{stem}-{int(last, 16) + i:012x}" for i in range(boards)]
 
 
 def open_boards(devices, *, simulate: bool = False, sim_boards: int = 1, available=None) -> list[Board]:

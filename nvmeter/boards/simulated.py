@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import enum
 import functools
+import itertools
 import math
 import numbers
 import threading
@@ -91,7 +92,10 @@ class SimConfig:
             over 20 s at ~690 W; these give 2.6 °C). A model to test the drift detector, not a fit.
         seed: RNG seed.
         name, uuid: The identity it reports (another name models another family, e.g. a
-            GH200 whose counter covers the module; another UUID a second board).
+            GH200 whose counter covers the module; another UUID a second board). With no
+            UUID, each board takes the next of this process's (:func:`next_uuid`), so two
+            boards never share one: a process's first is always the same, as every record of
+            a simulated board has shown it.
     """
 
     counter_period_s: float = 0.100
@@ -129,11 +133,26 @@ class SimConfig:
     thermal_tau_s: float = 60.0
     seed: int = 0
     name: str = "Simulated H200"
-    uuid: str = "GPU-5157a7ed-0000-4000-8000-000000000000"
+    uuid: str | None = None
 
     def with_(self, **changes) -> SimConfig:
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+
+# The simulated boards' UUIDs: the first is the one every simulated board had before each took its own
+_UUID_STEM = "GPU-5157a7ed-0000-4000-8000-"
+FIRST_UUID = (
+    f"{_UUID_STEM}{0:012x}"  # a process's first simulated board: as `nvmeter … --simulate` records it
+)
+_UUIDS = itertools.count()
+_UUIDS_LOCK = threading.Lock()
+
+
+def next_uuid() -> str:
+    """This process's next simulated UUID: ``GPU-5157a7ed-0000-4000-8000-`` and 0, 1, … in hexadecimal."""
+    with _UUIDS_LOCK:
+        return f"{_UUID_STEM}{next(_UUIDS):012x}"
 
 
 class Fault(enum.Enum):
@@ -234,6 +253,8 @@ class SimulatedBoard:
     def __init__(self, config: SimConfig | None = None, clock: VirtualClock | None = None) -> None:
         self._lock = threading.RLock()
         self.config = config or SimConfig()
+        if self.config.uuid is None:  # boards are told apart by UUID (open_boards, records, profiles)
+            self.config = self.config.with_(uuid=next_uuid())
         self.clock = clock or VirtualClock()
         self._rng = np.random.default_rng(self.config.seed)
         now = self.clock.now()
