@@ -6,13 +6,13 @@ simulated board costs milliseconds in a test.
 
 from __future__ import annotations
 
-import math
-import numbers
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
+
+from nvmeter.arguments import finite
 
 T = TypeVar("T")
 
@@ -43,18 +43,12 @@ def duration(duration_s: float) -> float:
     Raises:
         ValueError: naming the argument and its unit.
     """
-    if isinstance(duration_s, bool) or not isinstance(duration_s, numbers.Real):
-        raise ValueError(f"duration_s must be a number of seconds, not {duration_s!r}")
-    if not (math.isfinite(duration_s) and duration_s >= 0):
-        raise ValueError(f"duration_s must be a finite number of seconds >= 0, not {duration_s!r}")
-    return float(duration_s)
+    return finite(duration_s, "duration_s", kind="number of seconds", minimum=0)
 
 
 def _moment(t_s: float) -> float:
     """``t_s`` if it is a finite time in seconds; ValueError naming it otherwise."""
-    if isinstance(t_s, bool) or not isinstance(t_s, numbers.Real) or not math.isfinite(t_s):
-        raise ValueError(f"t_s must be a finite time in seconds, not {t_s!r}")
-    return float(t_s)
+    return finite(t_s, "t_s", kind="time in seconds")
 
 
 class RealClock:

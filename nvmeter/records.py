@@ -359,6 +359,19 @@ def mapping(value, where: str, *, none: bool = False):
     return value
 
 
+def span_inside(where: str, t0_s: float, t1_s: float, span: tuple[float, float], name: str) -> None:
+    """``t0_s`` to ``t1_s`` lies in order inside ``span`` (from, to; s), the span called ``name``.
+
+    Raises:
+        BadField: the times out of order or outside the span.
+    """
+    after_s, before_s = span
+    if not after_s <= t0_s <= t1_s <= before_s:
+        raise BadField(
+            f"{where} ran {t0_s:.6g}-{t1_s:.6g} s, not inside {name} ({after_s:.6g}-{before_s:.6g} s)"
+        )
+
+
 # NVML's UUIDs (nvmlDeviceGetUUID): GPU- and 8-4-4-4-12 hexadecimal digits; a MIG instance's is MIG- and
 # the same, or MIG-GPU-<uuid>/<instance>/<compute instance> from drivers before R470. The simulated
 # board's have the first form.

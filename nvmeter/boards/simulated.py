@@ -23,7 +23,6 @@ import enum
 import functools
 import itertools
 import math
-import numbers
 import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -31,6 +30,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from nvmeter import errors
+from nvmeter.arguments import finite
 from nvmeter.boards.protocol import BoardIdentity, BoardState, ClockSample, PowerSample, Utilization
 from nvmeter.clock import VirtualClock
 
@@ -221,10 +221,7 @@ def finite_load_w(value: float, name: str = "load_w") -> float:
     Raises:
         ValueError: naming ``name`` and its unit.
     """
-    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not (number and math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number of watts >= 0, not {value!r}")
-    return float(value)
+    return finite(value, name, kind="number of watts", minimum=0)
 
 
 def _locked(method):
@@ -319,8 +316,8 @@ class SimulatedBoard:
                 ``at_s`` not a finite time.
         """
         above_idle_w = finite_load_w(above_idle_w, "above_idle_w")
-        if at_s is not None and not (isinstance(at_s, numbers.Real) and math.isfinite(at_s)):
-            raise ValueError(f"at_s must be a finite virtual time in seconds, not {at_s!r}")
+        if at_s is not None:
+            finite(at_s, "at_s", kind="virtual time in seconds")
         if at_s is None or at_s <= self.clock.now():
             self._load_w = above_idle_w
             self._retarget()

@@ -310,11 +310,9 @@ def _simulated_life(sim: dict, boards: list) -> None:
             )
     window = boards[0]["window"]
     t0_s, t1_s = (records.number(sim[key], f"simulated.{key}") for key in ("t0_s", "t1_s"))
-    if not window["work_t0_s"] <= t0_s <= t1_s <= window["work_t1_s"]:
-        raise records.BadField(
-            f"simulated.t0_s-t1_s ({t0_s:.6g}-{t1_s:.6g} s) is not inside boards[0]'s window "
-            f"({window['work_t0_s']:.6g}-{window['work_t1_s']:.6g} s)"
-        )
+    records.span_inside(
+        "simulated", t0_s, t1_s, (window["work_t0_s"], window["work_t1_s"]), "boards[0]'s window"
+    )
 
 
 # The command's wall time is taken from before its start to after its end, both inside each

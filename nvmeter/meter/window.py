@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 from pathlib import Path
 
 from nvmeter import errors
+from nvmeter.arguments import finite
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, PowerSample
@@ -66,15 +66,8 @@ QUIET_MARGIN_REL = 0.05
 
 
 def _finite(value, name: str, *, minimum: float = -math.inf, maximum: float = math.inf) -> float:
-    """``value`` as a float, or UsageError naming it."""
-    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not (number and math.isfinite(value) and minimum <= value <= maximum):
-        # only the bounds there are: the message read "a finite number >= -inf"
-        limits = [f">= {minimum:g}"] if minimum > -math.inf else []
-        limits += [f"<= {maximum:g}"] if maximum < math.inf else []
-        need = " ".join(["a finite number", " and ".join(limits)]).rstrip()
-        raise errors.UsageError(f"{name} must be {need}, not {value!r}")
-    return float(value)
+    """``value`` as a float, or UsageError naming it (:func:`nvmeter.arguments.finite`)."""
+    return finite(value, name, minimum=minimum, maximum=maximum, error=errors.UsageError)
 
 
 # The longest wait after the work for its power to come down, s: the H200's falls within ~60 ms

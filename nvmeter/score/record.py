@@ -344,9 +344,5 @@ def _blocks(energy: dict) -> list[tuple[str, dict, tuple[float, float, str]]]:
 
 def _ran_in(block: dict, where: str, span: tuple[float, float, str]) -> None:
     """The block's ``t0_s`` and ``t1_s`` lie in order inside ``span`` (after, before, name), or BadField."""
-    after_s, before_s, name = span
     t0_s, t1_s = (records.number(block[key], f"{where}.{key}") for key in ("t0_s", "t1_s"))
-    if not after_s <= t0_s <= t1_s <= before_s:
-        raise records.BadField(
-            f"{where} ran {t0_s:.6g}-{t1_s:.6g} s, not inside {name} ({after_s:.6g}-{before_s:.6g} s)"
-        )
+    records.span_inside(where, t0_s, t1_s, span[:2], span[2])
