@@ -147,6 +147,8 @@ def _guarded(fn):
 
 # True in the console script (and python -m nvmeter.cli), False when a test invokes the app in-process
 _CONSOLE = False
+# What the console ignores once a command is done: its outcome is final, the process only exits
+_SETTLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
@@ -154,7 +156,8 @@ def _python_sigint():
     """Python's own SIGINT handler while a command runs; afterwards, what was there before.
 
     In the console script the process is about to exit once the command is done (its
-    output complete), so a late Ctrl-C is ignored rather than reported as an interruption.
+    output complete), so a late Ctrl-C, SIGTERM or SIGHUP is ignored rather than reported as
+    an interruption, or left to end the process silently with 128 + N.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -166,9 +169,10 @@ def _python_sigint():
     try:
         yield
     finally:
+        # not the entry's handlers: their "nothing written" would no longer be true
         signal.signal(signal.SIGINT, signal.SIG_IGN if _CONSOLE else previous)
-        for sig, handler in others.items():  # the entry's "nothing written" would no longer be true
-            signal.signal(sig, signal.SIG_DFL if _CONSOLE else handler)
+        for sig, handler in others.items():
+            signal.signal(sig, signal.SIG_IGN if _CONSOLE else handler)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -505,11 +509,26 @@ def run(
     try:
         result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late)
         _finish_run(result, json_path)
-    finally:
-        late.release()
+    except BaseException:
+        late.release()  # no record yet: the usual handlers say what was lost
+        raise
+    _settle(late)
+    raise typer.Exit(result.exit_status)
+
+
+def _settle(late) -> None:
+    """The run's record is complete: from here to the process's exit no signal changes its status.
+
+    In the console SIGINT, SIGTERM and SIGHUP go from noted straight to ignored, for good: what
+    follows (this line, typer's exit, atexit handlers, thread joins, the interpreter's
+    finalisation) only ends the process, and a SIGTERM there ended it with 143, the record on
+    disk (10 of 10 sent as the record appeared, 9 of them without a word). No Python handler
+    could answer it: the interpreter puts SIG_DFL back in their place as it finalises, and
+    leaves SIG_IGN. SIGQUIT keeps its default, the way to end a shutdown that hangs.
+    """
+    late.release(ignoring=_SETTLED if _CONSOLE else ())
     if late.received:
         _say(f"nvmeter: {', '.join(late.received)} came after the command ended: its record is complete")
-    raise typer.Exit(result.exit_status)
 
 
 def _finish_run(result, json_path: Path | None) -> None:

@@ -434,6 +434,84 @@ def test_a_signal_once_the_command_ended_is_noted_and_the_handlers_come_back():
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_signals_the_console_settles_are_ignored_from_noted_with_the_rest_put_back():
+    from nvmeter.command.process import Forwarding, LateSignals
+
+    before = signal.getsignal(signal.SIGQUIT), signal.getsignal(signal.SIGTERM)
+    late = LateSignals()
+    with Forwarding(late):
+        pass
+    late.release(ignoring={signal.SIGTERM})
+    try:
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+        assert signal.getsignal(signal.SIGQUIT) == before[0]
+    finally:
+        signal.signal(signal.SIGTERM, before[1])
+
+
+def held_at_the_end(held: Path, go: Path) -> str:
+    """``python -c`` code: the console script, held once the interpreter tears its modules down.
+
+    That is the last moment Python code runs, after atexit handlers and thread joins, and
+    after Python has put SIG_DFL back for every signal given a Python handler: a signal
+    there ends the process unless it is ignored.
+    """
+    return (
+        "import pathlib, time\n"
+        "class Hold:\n"
+        "    # bound now: by the time this runs the module's globals may already be gone\n"
+        f"    def __del__(self, held=pathlib.Path({str(held)!r}), go=pathlib.Path({str(go)!r}), "
+        "sleep=time.sleep):\n"
+        "        held.touch()\n"
+        "        while not go.exists():\n"
+        "            sleep(0.01)\n"
+        "hold = Hold()\n"
+        "from nvmeter import _entry\n"
+        "_entry.main()\n"
+    )
+
+
+def until(done, timeout_s=60.0) -> bool:
+    """True once ``done()`` is, within ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def test_signals_once_the_record_is_written_leave_the_commands_status(tmp_path):
+    """SIGTERM as the record appears, then SIGTERM, SIGHUP and SIGINT in the interpreter's last moments.
+
+    Before the fix nvmeter ended with 143 or 129 there, silently (10 of 10 SIGTERMs sent as the
+    record appeared; every time once held at the end).
+    """
+    out, held, go = tmp_path / "run.json", tmp_path / "held", tmp_path / "go"
+    run = ["run", "--simulate", "--json", str(out), "--", "sh", "-c", "exit 7"]
+    proc = subprocess.Popen(
+        [PY, "-c", held_at_the_end(held, go), *run],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert until(lambda: out.exists() or proc.poll() is not None)
+        proc.send_signal(signal.SIGTERM)  # as the record appears: while its lines are said, or after
+        assert until(lambda: held.exists() or proc.poll() is not None)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            proc.send_signal(sig)  # (none once it has ended and been reaped)
+    finally:
+        go.touch()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 7, stderr
+    assert held.exists()  # it did reach its last moments
+    assert "ended by" not in stderr and "interrupted" not in stderr, stderr
+    assert f"wrote {out}" in stderr
+    assert load_run(out).exit_status == 7
+
+
 def test_an_executable_file_of_no_known_format_is_exit_126(tmp_path):
     garbage = tmp_path / "f"
     garbage.write_bytes(b"\x00\x01\x02 not a program")

@@ -15,7 +15,8 @@ closes when the child exits, and the record says it was interrupted. A third suc
 kills the whole group. SIGWINCH is passed on, and SIGTSTP (Ctrl-Z) stops the group, then
 nvmeter; continuing nvmeter continues it. Once the command and its windows have ended, a
 signal is noted, not acted on, until the record is written (:class:`LateSignals`): the
-figures, the record and the command's exit status are kept.
+figures, the record and the command's exit status are kept. The console then ignores
+SIGINT, SIGTERM and SIGHUP until it exits (:func:`nvmeter.cli._settle`).
 
 On the simulated board (``--simulate``) the child cannot drive the board's virtual clock,
 so :class:`SimulatedLife` does: while the child lives, the virtual clock follows the host's

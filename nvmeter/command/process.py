@@ -9,7 +9,7 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from nvmeter import errors
@@ -113,7 +113,8 @@ class LateSignals:
 
     The command's status and record are complete by then; a SIGTERM that ended nvmeter there
     would lose both (an adversarial review: 1 in 6 signals sent in that half second).
-    :meth:`release` puts back the handlers :class:`Forwarding` found.
+    :meth:`release` puts back the handlers :class:`Forwarding` found, or has some of them
+    ignored from then on (the console's: once the record is written, its process only exits).
     """
 
     def __init__(self) -> None:
@@ -129,10 +130,14 @@ class LateSignals:
     def _note(self, signum: int, _frame) -> None:
         self.received.append(signal.Signals(signum).name)
 
-    def release(self) -> None:
-        """Put back the handlers found before the command (no-op if nothing was taken over)."""
+    def release(self, ignoring: Collection[int] = ()) -> None:
+        """Put back the handlers found before the command (no-op if nothing was taken over).
+
+        Those in ``ignoring`` are ignored instead: each goes from noted to ignored in one
+        ``signal.signal``, so no signal finds the handler found before in between.
+        """
         for sig, handler in self._saved.items():
-            signal.signal(sig, handler)
+            signal.signal(sig, signal.SIG_IGN if sig in ignoring else handler)
         self._saved = {}
 
 
