@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import statistics
 import sys
 from collections import Counter
 from pathlib import Path
@@ -499,6 +500,31 @@ def test_pooling_sums_every_board_but_the_fit_ones(sim_run):
     assert both["n"] == 2 * one["n"] and len(both["boards"]) == 1  # one board, counted once in the list
     table = analysis.pooled_markdown(pool).splitlines()
     assert table[2].startswith("| fp32 | windows 0.25-4 s | ") and "| 1 |" in table[2]
+    # each trial kept, so the pool has a median and a figure
+    assert [tr[:2] for tr in cell["trials"]] == one["trials"] and len(one["trials"]) == one["n"]
+    assert all(abs(e) <= b for e, b, _ in cell["trials"]) == (cell["bound"] == cell["n"])
+    median = statistics.median(e for e, _ in one["trials"])
+    assert f"| {median * 100:+.2f}% |" in next(line for line in table if "| warm 0.5 s |" in line)
+
+
+def test_the_pooled_figure_draws_every_trial_and_refuses_an_empty_pool(sim_run, tmp_path):
+    from accuracy.plot import pooled_plot
+
+    summary = analysis.analyze([sim_run])
+    pooled_plot(analysis.pooled(summary), tmp_path / "pool.png")
+    assert (tmp_path / "pool.png").stat().st_size > 10_000
+    with pytest.raises(ValueError, match="no pooled trials"):
+        pooled_plot({"fp32": {"warm 0.5 s": {"trials": []}}}, tmp_path / "none.png")
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_pool_plot_needs_a_pool(sim_run, tmp_path, capsys):
+    rc = cli.main(["analyze", str(sim_run), "--pool-plot", str(tmp_path / "p.png")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "give --pool-except too" in err
+    assert not (tmp_path / "p.png").exists()
+    assert cli.main(["analyze", str(sim_run), "--pool-except", "--pool-plot", str(tmp_path / "p.png")]) == 0
+    assert (tmp_path / "p.png").stat().st_size > 10_000
 
 
 def test_pooling_refuses_unknown_names_nothing_left_and_copies(sim_run, tmp_path, capsys):

@@ -391,6 +391,8 @@ def row_stats(trials: list[Trial]) -> dict:
         "median_ref_bound_rel": (
             float(np.median([t.ref.per_call_mj_err / abs(t.ref.per_call_mj) for t in ok])) if ok else None
         ),
+        # each trial's (error, stated bound), both relative to its reference: pooling and its figure
+        "trials": [[round(t.err, 6), _bound_rel(t)] for t in ok],
     }
     if ok and ok[0].per_call_mj_err is not None:
         out["median_bound_rel"] = float(np.median([t.per_call_mj_err / abs(t.per_call_mj) for t in ok]))
@@ -411,6 +413,16 @@ def row_stats(trials: list[Trial]) -> dict:
             "bound_contains": _share([t.contains for t in everyone]),
         }
     return out
+
+
+def _bound_rel(t: Trial) -> float | None:
+    """A trial's stated bound relative to its reference, as its error is (None for Zeus: no bound).
+
+    So ``abs(error) <= bound`` is :attr:`Trial.contains`.
+    """
+    if t.per_call_mj_err is None or not t.expected_mj:
+        return None
+    return round(t.per_call_mj_err / abs(t.expected_mj), 6)
 
 
 def _against_call_time(ok: list[Trial]) -> dict:
@@ -770,8 +782,9 @@ _POOLED_CELLS = (
 def pooled(summary: dict, fit_files: tuple[str, ...] = ()) -> dict:
     """Per kind and cell, trials summed over every file but ``fit_files`` (the out-of-sample boards).
 
-    Returns {kind: {cell: {"n", "bound", "within_1pct", "within_2pct", "max_abs_err", "boards"}}}: counts of
-    trials with a reference (within 60 s and ±1 °C), the largest |error| among them, and the boards.
+    Returns {kind: {cell: {"n", "bound", "within_1pct", "within_2pct", "max_abs_err", "boards", "trials"}}}:
+    counts of trials with a reference (within 60 s and ±1 °C), the largest |error| among them, the
+    boards, and each trial's [error, bound, board] (relative; summaries before these lists pool none).
     """
     out: dict[str, dict] = {}
     for path, f in summary["files"].items():
@@ -792,9 +805,11 @@ def pooled(summary: dict, fit_files: tuple[str, ...] = ()) -> dict:
                         "within_2pct": 0,
                         "max_abs_err": 0.0,
                         "boards": [],
+                        "trials": [],
                     },
                 )
                 c["n"] += n
+                c["trials"] += [[*tr, f["board"]] for tr in row.get("trials", [])]
                 # the row stores shares of n; its counts are whole numbers
                 c["bound"] += round(row["bound_contains"] * n)
                 c["within_1pct"] += round((row["within_1pct"] or 0.0) * n)
@@ -808,14 +823,17 @@ def pooled(summary: dict, fit_files: tuple[str, ...] = ()) -> dict:
 def pooled_markdown(pool: dict) -> str:
     """The pooled table: per kind and cell, trials, boards, bounds held, within ±1% and ±2%, max |error|."""
     lines = [
-        "| kind | cell | trials | boards | bound holds | within ±1% | within ±2% | max \\|error\\| |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| kind | cell | trials | boards | bound holds | within ±1% | within ±2% | median error "
+        "| max \\|error\\| |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for kind, cells in pool.items():
         for label, c in cells.items():
             n = c["n"]
+            errs = [tr[0] for tr in c.get("trials", [])]
+            median = f"{float(np.median(errs)) * 100:+.2f}%" if errs and len(errs) == n else "-"
             lines.append(
                 f"| {kind} | {label} | {n} | {len(c['boards'])} | {c['bound']}/{n} ({c['bound'] / n:.0%}) "
-                f"| {c['within_1pct']}/{n} | {c['within_2pct']}/{n} | {_pct(c['max_abs_err'])} |"
+                f"| {c['within_1pct']}/{n} | {c['within_2pct']}/{n} | {median} | {_pct(c['max_abs_err'])} |"
             )
     return "\n".join(lines)

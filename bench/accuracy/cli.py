@@ -172,6 +172,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also pool each kind's trials over every file but these (the fit's), one table",
     )
+    a.add_argument(
+        "--pool-plot",
+        type=Path,
+        default=None,
+        help="with --pool-except: every pooled trial's error and bound, per kind and cell, as a figure",
+    )
     f = sub.add_parser("fit", help="the error model's state constants, from one board's fit kinds")
     f.add_argument("file", type=Path)
     f.add_argument("--kinds", type=_kinds, default=kinds_mod.FIT_KINDS)
@@ -315,6 +321,10 @@ def _analyze(args) -> int:
         return 0
     from accuracy import analysis
 
+    if args.pool_plot is not None and args.pool_except is None:
+        raise errors.UsageError(
+            "--pool-plot draws the pool: give --pool-except too (with no FILE to pool all)"
+        )
     if args.pool_except is not None:
         _check_pool(args.files, args.pool_except)
     summary = analysis.analyze(args.files, args.model)
@@ -337,5 +347,9 @@ def _analyze(args) -> int:
         from accuracy.plot import plot
 
         plot(summary, args.plot)
+    if args.pool_plot:
+        from accuracy.plot import pooled_plot
+
+        pooled_plot(summary["pooled"]["kinds"], args.pool_plot)
     print(text)
     return 0

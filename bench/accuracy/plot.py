@@ -76,3 +76,85 @@ def _panel(ax, k: dict) -> None:
     ax.set_ylabel("|error| of mJ/call above idle, %")
     ax.set_xticks((0.02, *WARM_S), ["0.02", *(f"{w:g}" for w in WARM_S)])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+# The pooled figure's cells, each with the tolerance its target states (issue 10).
+_POOLED_PANELS = (
+    ("warm 0.5 s", 0.01, "±1% (target: 95% of trials)"),
+    ("single call, isolated reference", 0.08, "±8% (target: every trial)"),
+    ("measure()", None, None),
+)
+
+
+def pooled_plot(pool: dict, path: Path) -> None:
+    """Every pooled trial's signed error, per kind, one panel per cell, its stated bound beside it.
+
+    ``pool`` is :func:`accuracy.analysis.pooled`'s; a trial is a dot (one colour per board) with
+    a faint bar of its bound; the kind's tolerance is shaded. Raises ValueError with no trials.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(label, tol, note) for label, tol, note in _POOLED_PANELS if _cell_trials(pool, label)]
+    if not panels:
+        raise ValueError("no pooled trials to plot (summaries before per-trial lists pool none)")
+    boards = sorted({tr[2] for cells in pool.values() for c in cells.values() for tr in c.get("trials", [])})
+    colours = {b: plt.cm.tab10(i % 10) for i, b in enumerate(boards)}
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    for ax, (label, tol, note) in zip(axes[0], panels, strict=True):
+        _pooled_panel(ax, _cell_trials(pool, label), colours, tol, note)
+        ax.set_title(label, fontsize=9)
+    fig.suptitle(
+        f"Per-call energy above idle against >= 10 s references: {len(boards)} boards (one colour each)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _cell_trials(pool: dict, label: str) -> dict[str, list]:
+    """{kind: its [error, bound, board] trials} in one pooled cell, kinds without trials left out."""
+    cells = {kind: c.get(label, {}) for kind, c in pool.items()}
+    return {kind: c["trials"] for kind, c in cells.items() if c.get("trials")}
+
+
+def _pooled_panel(ax, by_kind: dict[str, list], colours: dict, tol: float | None, note: str | None) -> None:
+    import numpy as np
+
+    top = _pooled_scale_pct(by_kind, tol)
+    rng = np.random.default_rng(0)  # the dots' spread across a kind's column only
+    for x, trials in enumerate(by_kind.values()):
+        errs = np.array([tr[0] for tr in trials]) * 100
+        bounds = np.array([tr[1] if tr[1] is not None else np.nan for tr in trials]) * 100
+        xs = x + rng.uniform(-0.3, 0.3, len(trials))
+        ax.errorbar(xs, errs, yerr=bounds, fmt="none", ecolor="grey", alpha=0.15, lw=0.8)
+        inside = np.abs(errs) <= top
+        c = np.array([colours[tr[2]] for tr in trials])
+        ax.scatter(xs[inside], errs[inside], s=9, c=c[inside], zorder=3)
+        # off the scale: drawn at its edge, pointing the way it went
+        for sign, marker in ((1, "^"), (-1, "v")):
+            off = ~inside & (np.sign(errs) == sign)
+            edge = np.full(off.sum(), sign * top * 0.96)
+            ax.scatter(xs[off], edge, s=14, marker=marker, c=c[off], zorder=3)
+    if tol is not None:
+        ax.axhspan(-tol * 100, tol * 100, color="tab:green", alpha=0.12, label=note)
+        ax.legend(fontsize=7, loc="upper right")
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(by_kind)), [f"{k}\n({len(t)})" for k, t in by_kind.items()], fontsize=8)
+    ax.set_ylabel("error of mJ/call above idle, %")
+    ax.set_ylim(-top, top)
+
+
+def _pooled_scale_pct(by_kind: dict[str, list], tol: float | None) -> float:
+    """The panel's half-height, %: past the largest error of the trials whose bound is under 50%.
+
+    Work drawing ~0 W above idle (the launch-bound kind) has relative errors that would flatten
+    the rest; its trials beyond the scale are drawn at the edge.
+    """
+    trials = [tr for t in by_kind.values() for tr in t]
+    scaled = [abs(tr[0]) for tr in trials if tr[1] is not None and tr[1] < 0.5]
+    top = 115 * max(scaled or [abs(tr[0]) for tr in trials])
+    return max(top, 150 * (tol or 0.01))
