@@ -11,11 +11,13 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from nvmeter.boards.simulated import FIRST_UUID, SimConfig, SimulatedBoard
 from nvmeter.clock import VirtualClock
 from nvmeter.meter import errormodel
+from nvmeter.meter.series import CounterSeries
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -973,3 +975,43 @@ def test_old_records_get_their_calls_ends_with_an_isolated_references_pauses_bet
     kept = {**raw, "call_ends_s": [1.0, 2.0, 3.0]}
     recorded = analysis._with_call_ends({"raw": kept, "call_ms": [1.0, 1.0, 1.0]})
     assert recorded["call_ends_s"] == [1.0, 2.0, 3.0]
+
+
+def test_step_log_keeps_every_other_warm_trials_steps_inside_its_window(tmp_path):
+    out = tmp_path / "log.json"
+    config = runner.Config(
+        kinds=("duty",), budget_s=60.0, verbose=False, only=("warm",), warm_s=(0.5,),
+        exit="return", enclose=True, zeus=False, step_log=True,
+    )  # fmt: skip
+    runner.run(out, config, board=_board())
+    warm = [u for u in json.loads(out.read_text())["kinds"]["duty"]["units"] if u["type"] == "warm"]
+    logged = [u for u in warm if "step_log" in u]
+    assert len(warm) >= 6 and len(logged) == (len(warm) + 1) // 2
+    assert all("step_log" in u for u in warm[::2]) and not any("step_log" in u for u in warm[1::2])
+    period_s = SimConfig().counter_period_s
+    for u in logged:
+        steps = [CounterSeries.from_dict(d).edge_step()[0] for d in u["step_log"]]
+        assert u["t0_s"] < steps[0] and steps[-1] <= u["t1_s"]
+        assert len(steps) >= 3 and np.all(np.diff(steps) < 1.5 * period_s)  # none missed
+    row = analysis.analyze([out])["files"][str(out)]["kinds"]["duty"]["rows"]["warm@0.5"]
+    assert row["logged_n"] + row["unlogged_n"] == row["n"] and row["span_n"] >= row["logged_n"] - 1
+    assert row["span_max_abs_err"] < 0.1  # the counter over 0.3-0.4 s of the same calls
+
+
+def test_step_log_thread_polls_a_fraction_of_the_time_and_misses_no_step():
+    from accuracy import steplog
+
+    from nvmeter.clock import RealClock
+    from nvmeter.meter.span import aligned_edge
+
+    board = SimulatedBoard(SimConfig(seed=5), RealClock())  # real time: the log's own thread
+    window = SimpleNamespace(_start=aligned_edge(board, board.clock))
+    t0_s = board.clock.now()
+    log = steplog.start(board, window, 0.12)  # a profile's period wider than the board's 0.1 s
+    board.clock.sleep(0.8)
+    polls = [CounterSeries.from_dict(d) for d in log.stop(board.clock.now())]
+    steps = [p.edge_step()[0] for p in polls]
+    # a wake-up later than the guard (a loaded 2-core host) loses that one step, no more
+    assert len(steps) >= 6 and np.sum(np.diff(steps) > 1.5 * SimConfig().counter_period_s) <= 1
+    polled_s = sum(p.t1_s[-1] - p.t0_s[0] for p in polls)
+    assert polled_s < 0.4 * (board.clock.now() - t0_s)

@@ -247,6 +247,31 @@ class Trial:
         return per_call_mj / self.expected_mj - 1
 
     @property
+    def span_err(self) -> float | None:
+        """The counter alone over the steps inside the window, against the reference (a diagnostic).
+
+        From the window's start step to the last step the trial's step log found before the
+        work's end (``run --step-log``): the counter's energy between them less idle, per call
+        at the calls' median period (the calls laid by time, no sample read). Whole counter
+        periods of the window's own calls: no cut at either end. None without a logged step.
+        """
+        m = self.m
+        if m is None or self.mode not in WINDOW_MODES or not self.unit.get("step_log") or not m.in_work:
+            return None
+        from nvmeter.meter.series import CounterSeries
+
+        t_a, _, e_a, *_ = m._edges
+        found = [CounterSeries.from_dict(d).edge_step() for d in self.unit["step_log"]]
+        later = [(t, e) for t, e, _ in filter(None, found) if t_a < t <= m.work_t1_s]
+        starts = np.concatenate([[m.work_t0_s], np.asarray(m.call_ends_s, dtype=float)])
+        if not later or len(starts) < 3:
+            return None
+        t_b, e_b = later[-1]
+        calls = (t_b - t_a) / float(np.median(np.diff(starts)))
+        per_call_mj = ((e_b - e_a) / 1e3 - m.idle.power_w * (t_b - t_a)) * 1e3 / calls - m.control_mj
+        return per_call_mj / self.expected_mj - 1
+
+    @property
     def start_phase(self) -> float | None:
         """Where the start step fell within the call it cut: 0 at the call's start, 1 at its end.
 
@@ -404,6 +429,7 @@ def row_stats(trials: list[Trial]) -> dict:
     out.update(_lag1(ok))
     out.update(_against_samples(ok))
     out.update(_against_start_phase(ok))
+    out.update(_step_log(ok))
     everyone = [t for t in trials if t.ref is not None and math.isfinite(t.err)]
     if len(everyone) > len(ok):  # the same figures with the trials lacking a good reference
         out["all"] = {
@@ -447,6 +473,38 @@ def _against_sm_clock(ok: list[Trial]) -> dict:
         return {}
     typical = float(np.median([c for _, c in clocks]))
     return _follows([(t.err, c / typical - 1) for t, c in clocks], "sm_clock")
+
+
+def _step_log(ok: list[Trial]) -> dict:
+    """What the trials' step logs say (``run --step-log``; a diagnostic, nothing is corrected).
+
+    ``span_*``: the counter alone over the steps inside each logged window (:attr:`Trial.span_err`)
+    against the reference, beside nvmeter's own figure for the same windows (``logged_*``); and
+    nvmeter's figure on the windows that did not log (``unlogged_*``): the log polls ~15% of the
+    time, so the two sets tell its cost (its polling artefact) from the windows' scatter.
+    """
+    logged = [t for t in ok if t.unit.get("step_log") is not None]
+    if not logged:
+        return {}
+    spans = [(t.err, t.span_err) for t in logged if t.span_err is not None]
+    unlogged = [t.err for t in ok if t.unit.get("step_log") is None]
+
+    def figures(errs, name) -> dict:
+        errs = np.asarray(errs, dtype=float)
+        if not len(errs):
+            return {}
+        return {
+            f"{name}_n": len(errs),
+            f"{name}_median_err": float(np.median(errs)),
+            f"{name}_within_1pct": float(np.mean(np.abs(errs) <= 0.01)),
+            f"{name}_max_abs_err": float(np.max(np.abs(errs))),
+        }
+
+    return {
+        **figures([e for e, _ in spans], "logged"),
+        **figures([s for _, s in spans], "span"),
+        **figures(unlogged, "unlogged"),
+    }
 
 
 def _against_samples(ok: list[Trial]) -> dict:
@@ -720,6 +778,30 @@ def _call_time_note(row: dict) -> str:
             if "err_start_early" in row
             else ""
         )
+        + _step_log_note(row)
+    )
+
+
+def _step_log_note(row: dict) -> str:
+    if "logged_n" not in row:
+        return ""
+    span = (
+        f" the counter alone over the steps inside them {_frac(row['span_within_1pct'], row['span_n'])}"
+        f" (max {_pct(row['span_max_abs_err'])})"
+        if "span_n" in row
+        else ""
+    )
+    n_off = row.get("unlogged_n")
+    unlogged = (
+        f"; the {n_off} that did not log: {_frac(row['unlogged_within_1pct'], n_off)},"
+        f" median {row['unlogged_median_err'] * 100:+.2f}%"
+        if n_off
+        else ""
+    )
+    n = row["logged_n"]
+    return (
+        f" Step log: within ±1%, of {n} logged windows nvmeter {_frac(row['logged_within_1pct'], n)}"
+        f" (median {row['logged_median_err'] * 100:+.2f}%),{span}{unlogged}."
     )
 
 

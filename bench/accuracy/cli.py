@@ -151,6 +151,12 @@ def _parser() -> argparse.ArgumentParser:
                 help="each block's warm windows inside its reference (one unbroken run of calls), and "
                 "a reference of isolated single calls beside the single-call trials",
             )
+            r.add_argument(
+                "--step-log",
+                action="store_true",
+                help="every other warm trial logs the counter's steps inside its window (sparse polls; "
+                "a diagnostic for the next error model)",
+            )
         else:
             r.add_argument("--call-ms", type=float, default=40.0, help="one call, ms, for the estimate")
             r.add_argument("--meter-ms", type=float, default=5.0, help="nvmeter's own time per window, ms")
@@ -219,6 +225,7 @@ def _config(args):
         warm_s=args.warm_s,
         exit=getattr(args, "exit", "wait"),
         enclose=getattr(args, "enclose", False),
+        step_log=getattr(args, "step_log", False),
     )
 
 

@@ -66,6 +66,8 @@ class Config:
         enclose: Each block's warm stream runs inside its reference (one unbroken run of calls:
             the reference's edges around the trials), and each block's single calls get a
             reference of their own: isolated single calls with the same pauses, in one window.
+        step_log: Every other warm trial logs the counter's steps inside its window, polled
+            sparsely (:mod:`accuracy.steplog`; a diagnostic for the next error model).
     """
 
     kinds: tuple[str, ...] = kinds_mod.FIT_KINDS
@@ -84,6 +86,7 @@ class Config:
     warm_s: tuple[float, ...] | None = None
     exit: str = "wait"
     enclose: bool = False
+    step_log: bool = False
 
 
 # Calls inside an enclosing reference before its first trial and after its last, s: its start
@@ -271,6 +274,8 @@ class KindRun:
         self._slow_state = False
         self._clock_off: str | None = self.part.get("clock_samples_off")
         self._clock_empty = 0
+        self._warm_trials = sum(1 for u in self.part["units"] if u["type"] == "warm")
+        self._step_log: list[dict] | None = None  # the running trial's, when it logs one
 
     # -- the kind ----------------------------------------------------------
     def run(self, deadline: float) -> None:
@@ -517,7 +522,9 @@ class KindRun:
             self.meter_s.append((t1 - t0) + (t3 - t2))
             self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
         timings = self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before)
-        return w, {**timings, "exit": exit, **clocks}
+        logged = {"step_log": self._step_log} if self._step_log is not None else {}
+        self._step_log = None
+        return w, {**timings, "exit": exit, **clocks, **logged}
 
     def _clock_trace(self, t0_s: float, t1_s: float) -> dict:
         """``sm_clock_samples``: the board's SM-clock samples around ``t0_s``-``t1_s``, as [t_s, MHz].
@@ -735,11 +742,28 @@ class KindRun:
     # -- trials --------------------------------------------------------------
     def _warm(self, unit) -> dict:
         lead_calls, unbroken = self._lead()
+        self._warm_trials += 1
+        body = self._calls_for(unit.window_s)
+        if self.config.step_log and self._warm_trials % 2:  # the others tell the log's own cost
+            body = self._logging_steps(body)
         return {
             "lead_calls": lead_calls,
             "unbroken_s": unbroken,
-            **self._window(self._calls_for(unit.window_s), self.config.exit),
+            **self._window(body, self.config.exit),
         }
+
+    def _logging_steps(self, body):
+        """``body`` with the counter's steps logged while it runs (``step_log`` in its record)."""
+        from accuracy import steplog
+
+        def logged(w, t_entry):
+            log = steplog.start(self.board, w, w.profile.counter_period_s)
+            try:
+                body(w, t_entry)
+            finally:
+                self._step_log = log.stop(self.clock.now())
+
+        return logged
 
     def _stall(self, unit) -> dict:
         """A warm board, one call that waits ``unit.stall_s`` inside, ``unit.pause_s`` of calls, a window."""
