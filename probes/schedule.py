@@ -224,8 +224,9 @@ class Session:
         return span
 
     def after_load(self) -> None:
-        """Wait out ``after_load_s`` since the last load job ended."""
-        self.clock.sleep_until(self._load_end_s + self.plan.after_load_s)
+        """Wait out ``after_load_s`` since the last load job ended (no wait before the first load)."""
+        if np.isfinite(self._load_end_s):
+            self.clock.sleep_until(self._load_end_s + self.plan.after_load_s)
 
     def load(self, operands: str, *, check: bool = False, poll_s: float = 0.0) -> Load:
         """A load span (after ``poll_s`` of counter polling) inside one job, stopped after the span."""

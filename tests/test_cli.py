@@ -408,3 +408,12 @@ def test_a_gone_stderr_reader_does_not_end_the_work(monkeypatch):
     monkeypatch.setattr("sys.stdout", Gone())
     with pytest.raises(BrokenPipeError):  # stdout's reader gone: SIGPIPE's status, as before
         cli._Stream("stdout").write("table")
+
+
+@pytest.mark.parametrize("name", ["read_cost", "idle", "bursts", "reference", "cadence"])
+def test_each_quick_probe_runs_alone(tmp_path, name):
+    # bursts alone once waited "since the last load" before any load had run, and crashed
+    out = tmp_path / "p.json"
+    result = nvmeter("probe", "--simulate", "--quick", "--only", name, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads(out.read_text())["probes"]) == {name}
