@@ -92,8 +92,7 @@ class Format:
         if isinstance(data, dict) and "kind" not in data and self.unlabelled and self.unlabelled(data):
             data = {**data, "kind": self.kind, "schema_version": 1}
         if not isinstance(data, dict) or data.get("kind") != self.kind:
-            found = data.get("kind") if isinstance(data, dict) else type(data).__name__
-            raise errors.RecordError(f"{where}: not an nvmeter {self.kind} record (kind {found!r})")
+            raise errors.RecordError(f"{where}: not an nvmeter {self.kind} record ({_found_kind(data)})")
         version = data.get("schema_version")
         known = [v.number for v in self.versions]
         # an int, not a bool or a float (5.0 == 5, but it is not a version nvmeter writes)
@@ -113,6 +112,15 @@ class Format:
                 ) from exc
             data["schema_version"] = step.number
         return data
+
+
+def _found_kind(data) -> str:
+    """What a record that is not of the kind asked for holds instead, for its one-line error."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    if "kind" not in data:
+        return "it has no `kind` field"
+    return f"kind {data['kind']!r}"
 
 
 # -- shared pieces ---------------------------------------------------------------------------

@@ -20,9 +20,9 @@ def test_ci_runs_the_readme_test_command():
 def test_the_test_command_lints_before_it_tests():
     steps = readme_test_command().split(" && ")
     assert steps[-3:] == [
-        ".venv/bin/ruff check .",
-        ".venv/bin/ruff format --check .",
-        ".venv/bin/python -m pytest",
+        ".venv-test/bin/ruff check .",
+        ".venv-test/bin/ruff format --check .",
+        ".venv-test/bin/python -m pytest",
     ]
 
 

@@ -199,8 +199,12 @@ def test_a_newer_version_another_kind_or_an_unlabelled_stranger_is_refused(tmp_p
         records.read_json(_written(tmp_path, {**score, "schema_version": True}), "score")
     with pytest.raises(errors.RecordError, match="not an nvmeter probe record"):
         records.read_json(_written(tmp_path, score), "probe")
-    with pytest.raises(errors.RecordError, match="not an nvmeter ladder-h200 record"):
+    with pytest.raises(errors.RecordError, match=r"not an nvmeter probe record \(kind 'score'\)"):
+        records.read_json(_written(tmp_path, score), "probe")
+    with pytest.raises(errors.RecordError, match=r"ladder-h200 record \(it has no `kind` field\)"):
         records.read_json(_written(tmp_path, {"parts": {}}), "ladder-h200")
+    with pytest.raises(errors.RecordError, match=r"summary record \(a JSON list, not an object\)"):
+        records.read_json(_written(tmp_path, [1, 2]), "window-accuracy-summary")
     with pytest.raises(errors.RecordError, match="not an nvmeter window-accuracy-summary record"):
         records.read_json(_written(tmp_path, [1, 2]), "window-accuracy-summary")
 
