@@ -339,7 +339,10 @@ def probe(
     simulate: SimulateOpt = False,
     only: Annotated[
         list[str] | None,
-        typer.Option("--only", help=f"Run only this probe (repeatable): {', '.join(PROBE_NAMES)}."),
+        typer.Option(
+            "--only",
+            help=f"Run only these probes (repeatable, or comma-separated): {', '.join(PROBE_NAMES)}.",
+        ),
     ] = None,
     cache: Annotated[
         bool,
@@ -355,6 +358,8 @@ def probe(
     from nvmeter import records
     from nvmeter.probes.report import selection
 
+    # `--only idle,bursts` as well as `--only idle --only bursts`
+    only = [name.strip() for given in only or () for name in given.split(",") if name.strip()] or None
     selection(quick, tuple(only or ()))  # bad names fail before a board is opened
     if device is None or device.strip() != "all":
         records.check_writable(out_path)

@@ -417,3 +417,12 @@ def test_each_quick_probe_runs_alone(tmp_path, name):
     result = nvmeter("probe", "--simulate", "--quick", "--only", name, "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert set(json.loads(out.read_text())["probes"]) == {name}
+
+
+def test_only_takes_a_comma_separated_list_too(tmp_path):
+    out = tmp_path / "p.json"
+    result = nvmeter("probe", "--simulate", "--quick", "--only", "idle,bursts", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads(out.read_text())["probes"]) == {"idle", "bursts"}
+    bad = nvmeter("probe", "--simulate", "--only", "idle,nosuch", "--out", str(tmp_path / "q.json"))
+    assert bad.returncode == 2 and "nosuch" in bad.stderr and not (tmp_path / "q.json").exists()
