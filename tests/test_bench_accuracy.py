@@ -992,7 +992,8 @@ def test_step_log_keeps_every_other_warm_trials_steps_inside_its_window(tmp_path
     for u in logged:
         steps = [CounterSeries.from_dict(d).edge_step()[0] for d in u["step_log"]]
         assert u["t0_s"] < steps[0] and steps[-1] <= u["t1_s"]
-        assert len(steps) >= 3 and np.all(np.diff(steps) < 1.5 * period_s)  # none missed
+        # none missed (the window's start poll may take most of the 0.5 s: it polls on past blurred steps)
+        assert len(steps) >= 2 and np.all(np.diff(steps) < 1.5 * period_s)
     row = analysis.analyze([out])["files"][str(out)]["kinds"]["duty"]["rows"]["warm@0.5"]
     assert row["logged_n"] + row["unlogged_n"] == row["n"] and row["span_n"] >= row["logged_n"] - 1
     assert row["span_max_abs_err"] < 0.1  # the counter over 0.3-0.4 s of the same calls
@@ -1015,3 +1016,169 @@ def test_step_log_thread_polls_a_fraction_of_the_time_and_misses_no_step():
     assert len(steps) >= 6 and np.sum(np.diff(steps) > 1.5 * SimConfig().counter_period_s) <= 1
     polled_s = sum(p.t1_s[-1] - p.t0_s[0] for p in polls)
     assert polled_s < 0.4 * (board.clock.now() - t0_s)
+
+
+def _step_log_config(**kw) -> runner.Config:
+    return runner.Config(
+        kinds=("duty",), budget_s=60.0, verbose=False, only=("warm",), warm_s=(0.5,),
+        exit="return", enclose=True, zeus=False, step_log=True, **kw,
+    )  # fmt: skip
+
+
+def test_a_failed_logged_trial_leaves_its_log_to_no_other_window(tmp_path, monkeypatch):
+    """The failed trial's log went to the next window the kind closed (an unlogged trial's)."""
+    real = runner.KindRun._calls_for
+    failed = []
+
+    def calls_for(self, seconds):
+        if seconds != 0.5 or failed:
+            return real(self, seconds)
+
+        def failing(w, t_entry):  # the first warm trial's work fails inside its logged window
+            real(self, 0.2)(w, t_entry)
+            failed.append(t_entry)
+            raise RuntimeError("the work failed")
+
+        return failing
+
+    monkeypatch.setattr(runner.KindRun, "_calls_for", calls_for)
+    out = tmp_path / "log.json"
+    runner.run(out, _step_log_config(), board=_board())
+    part = json.loads(out.read_text())["kinds"]["duty"]
+    assert failed and [e["type"] for e in part["errors"]] == ["warm"]
+    warm = [u for u in part["units"] if u["type"] == "warm"]
+    # the failed trial's turn went to the next: the recorded ones alternate, logged first
+    assert all("step_log" in u for u in warm[::2]) and not any("step_log" in u for u in warm[1::2])
+    for u in warm[::2]:
+        steps = [CounterSeries.from_dict(d).edge_step()[0] for d in u["step_log"]]
+        assert u["t0_s"] < steps[0] and steps[-1] <= u["t1_s"]  # its own window's
+    assert not any("step_log" in u for u in part["units"] if u["type"] == "ref")
+
+
+def test_a_replayed_step_log_never_moves_the_clock():
+    """A slow last read (4% of the simulated board's) moved the clock up to ~10 ms past the block."""
+    from accuracy import steplog
+
+    from nvmeter.meter.span import sharp_edge
+
+    for seed in range(40):
+        board = SimulatedBoard(SimConfig(seed=seed, read_spike_p=0.5), VirtualClock(100.0))
+        window = SimpleNamespace(_start=sharp_edge(board, board.clock))
+        log = steplog.start(board, window, 0.12)
+        board.clock.sleep(0.3 + seed * 0.0137)
+        t_end_s = board.clock.now()
+        assert log.stop(t_end_s) and board.clock.now() == t_end_s
+
+
+def test_the_step_log_counts_no_period_from_a_blurred_step():
+    """Woken from a slow read's step (~8 ms off) the log missed the next step: ~5% of them."""
+    from accuracy import steplog
+
+    from nvmeter.meter.span import sharp_edge
+
+    missed = found = 0
+    for seed in range(30):
+        board = SimulatedBoard(SimConfig(seed=seed), VirtualClock(100.0))
+        window = SimpleNamespace(_start=sharp_edge(board, board.clock))
+        log = steplog.start(board, window, 0.12)  # a profile's period wider than the board's 0.1 s
+        board.clock.sleep(2.0)
+        steps = [window._start.edge_step()[0]]
+        steps += [CounterSeries.from_dict(d).edge_step()[0] for d in log.stop(board.clock.now())]
+        missed += int(np.sum(np.diff(steps) > 1.5 * SimConfig().counter_period_s))
+        found += len(steps) - 1
+    assert found > 500 and missed / found < 0.01  # the counter's own jitter, now and then
+
+
+def test_a_read_that_fails_in_the_log_s_thread_fails_its_trial():
+    """The thread's GpuLost was printed by threading's hook, and stop() gave the log cut short."""
+    from accuracy import steplog
+
+    from nvmeter import errors
+    from nvmeter.boards.simulated import Fault
+    from nvmeter.clock import RealClock
+    from nvmeter.meter.span import aligned_edge
+
+    board = SimulatedBoard(SimConfig(seed=5), RealClock())
+    window = SimpleNamespace(_start=aligned_edge(board, board.clock))
+    board.inject(Fault.GPU_LOST)
+    log = steplog.start(board, window, 0.12)
+    log._thread.join(30.0)  # its first poll fails, ~0.1 s on
+    with pytest.raises(errors.GpuLost):
+        log.stop(board.clock.now())
+
+
+class _FlatCounter:
+    """A board whose counter never steps: the log's thread polls back to back, poll after poll."""
+
+    def __init__(self) -> None:
+        from nvmeter.clock import RealClock
+
+        self.clock = RealClock()
+        self.log = None
+        self.reads = self.reads_after_stop = 0
+
+    def energy_mj(self) -> int:
+        self.reads += 1
+        self.reads_after_stop += self.log is not None and self.log._stop.is_set()
+        self.clock.sleep(0.001)
+        return 0
+
+
+def test_the_step_log_s_stop_waits_for_one_read_at_most():
+    """stop() waited for the thread's poll to end (up to 60 ms): the calls after the block waited too."""
+    import time
+
+    from accuracy import steplog
+
+    board = _FlatCounter()
+    board.log = log = steplog.start(board, SimpleNamespace(_start=CounterSeries((), (), ())), 0.1)
+    end = time.monotonic() + 30
+    while board.reads < 20 and time.monotonic() < end:  # well inside its polls
+        time.sleep(0.005)
+    assert log.stop(board.clock.now()) == []
+    assert board.reads >= 20 and board.reads_after_stop <= 1  # the one under way, at most
+
+
+def test_the_counter_s_span_counts_no_step_a_slow_read_blurred(tmp_path):
+    """A slow read places its step up to ~8 ms off: 2-4% of a 0.2-0.4 s span."""
+    import dataclasses
+
+    out = tmp_path / "log.json"
+    runner.run(out, _step_log_config(), board=_board())
+    trials = analysis.kind_data(json.loads(out.read_text()), "duty").trials
+
+    def span(t, polls):
+        return dataclasses.replace(t, unit={**t.unit, "step_log": [p.to_dict() for p in polls]}).span_err
+
+    checked = 0
+    for t in trials:
+        polls = [CounterSeries.from_dict(d) for d in t.unit.get("step_log") or ()]
+        if len(polls) < 3 or len(polls[-1]) < 4 or span(t, polls[:-1]) == t.span_err:
+            continue  # the last step unused, or too few reads for a slow one to stand out
+        last = polls[-1]
+        t1_s = (*last.t1_s[:-1], last.t1_s[-1] + 0.015)  # the read that saw the new value was slow
+        blurred = CounterSeries(last.t0_s, t1_s, last.energy_mj)
+        assert span(t, [*polls[:-1], blurred]) == span(t, polls[:-1])
+        checked += 1
+    assert checked >= 3
+
+
+def test_a_pool_plot_that_cannot_be_drawn_writes_nothing(sim_run, tmp_path, capsys, monkeypatch):
+    """It was refused (or written as NAME.png) only once the summary and the tables were written."""
+    from accuracy import plot
+
+    pooling = ["analyze", str(sim_run), "--pool-except", "--json", str(tmp_path / "s.json")]
+    pooling += ["--markdown", str(tmp_path / "t.md"), "--pool-plot"]
+    for bad in ("missing/p.png", "p", "p.xyz"):
+        rc = cli.main([*pooling, str(tmp_path / bad)])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and str(tmp_path / bad) in err, err
+        assert not list(tmp_path.iterdir())
+    monkeypatch.setattr(plot, "_POOLED_PANELS", (("no such cell", None, None),))
+    rc = cli.main([*pooling, str(tmp_path / "p.png")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "no pooled trials" in err
+    assert not list(tmp_path.iterdir())
+    legacy = ROOT / "results" / "window-accuracy-h200.json"  # schema 1: it pooled nothing, silently
+    rc = cli.main(["analyze", str(legacy), "--pool-except", "--pool-plot", str(tmp_path / "p.png")])
+    assert rc == 2 and "schema 1" in capsys.readouterr().err and not list(tmp_path.iterdir())

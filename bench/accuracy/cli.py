@@ -318,8 +318,38 @@ def _check_pool(files: list[Path], excepted: list[str]) -> None:
         seen[digest] = Path(p)
 
 
+def _check_figure(path: Path | None, option: str) -> None:
+    """Raise UsageError unless a figure can be written at ``path``: checked before anything is written.
+
+    Its suffix names the format: matplotlib writes a name without one to NAME.png, and refuses
+    an unknown one only once the summary and tables are written.
+    """
+    if path is None:
+        return
+    from matplotlib.figure import Figure
+
+    from nvmeter import records
+
+    formats = Figure().canvas.get_supported_filetypes()
+    if path.suffix.lower().lstrip(".") not in formats:
+        raise errors.UsageError(
+            f"{option} {path}: the name's suffix gives the figure's format ({', '.join(sorted(formats))})"
+        )
+    records.check_writable(path)
+
+
 def _analyze(args) -> int:
+    if args.pool_plot is not None and args.pool_except is None:
+        raise errors.UsageError(
+            "--pool-plot draws the pool: give --pool-except too (with no FILE to pool all)"
+        )
+    _check_figure(args.plot, "--plot")
+    _check_figure(args.pool_plot, "--pool-plot")
     if all(_schema(p) == 1 for p in args.files):
+        if args.pool_except is not None:  # was silently ignored, the figure not drawn
+            raise errors.UsageError(
+                "--pool-except and --pool-plot pool schema-2 records; FILES are all schema 1"
+            )
         for p in args.files:
             summary = analyze(p, args.plot)
             print(json.dumps(summary, indent=1))
@@ -328,10 +358,6 @@ def _analyze(args) -> int:
         return 0
     from accuracy import analysis
 
-    if args.pool_plot is not None and args.pool_except is None:
-        raise errors.UsageError(
-            "--pool-plot draws the pool: give --pool-except too (with no FILE to pool all)"
-        )
     if args.pool_except is not None:
         _check_pool(args.files, args.pool_except)
     summary = analysis.analyze(args.files, args.model)
@@ -346,17 +372,18 @@ def _analyze(args) -> int:
             + "\n\n"
             + text
         )
-    if args.json:
-        args.json.write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    if args.markdown:
-        args.markdown.write_text(text + "\n")
-    if args.plot:
-        from accuracy.plot import plot
-
-        plot(summary, args.plot)
+    # the figures first: one that has nothing to draw is refused before any file is written
     if args.pool_plot:
         from accuracy.plot import pooled_plot
 
         pooled_plot(summary["pooled"]["kinds"], args.pool_plot)
+    if args.plot:
+        from accuracy.plot import plot
+
+        plot(summary, args.plot)
+    if args.json:
+        args.json.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    if args.markdown:
+        args.markdown.write_text(text + "\n")
     print(text)
     return 0

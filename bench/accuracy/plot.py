@@ -99,7 +99,8 @@ def pooled_plot(pool: dict, path: Path) -> None:
 
     panels = [(label, tol, note) for label, tol, note in _POOLED_PANELS if _cell_trials(pool, label)]
     if not panels:
-        raise ValueError("no pooled trials to plot (summaries before per-trial lists pool none)")
+        cells = ", ".join(label for label, _, _ in _POOLED_PANELS)
+        raise ValueError(f"no pooled trials to plot in its cells ({cells})")
     boards = sorted({tr[2] for cells in pool.values() for c in cells.values() for tr in c.get("trials", [])})
     colours = {b: plt.cm.tab10(i % 10) for i, b in enumerate(boards)}
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)

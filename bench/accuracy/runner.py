@@ -274,8 +274,8 @@ class KindRun:
         self._slow_state = False
         self._clock_off: str | None = self.part.get("clock_samples_off")
         self._clock_empty = 0
+        # warm trials that gave a record: a resumed run goes on alternating where it was cut
         self._warm_trials = sum(1 for u in self.part["units"] if u["type"] == "warm")
-        self._step_log: list[dict] | None = None  # the running trial's, when it logs one
 
     # -- the kind ----------------------------------------------------------
     def run(self, deadline: float) -> None:
@@ -522,9 +522,7 @@ class KindRun:
             self.meter_s.append((t1 - t0) + (t3 - t2))
             self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
         timings = self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before)
-        logged = {"step_log": self._step_log} if self._step_log is not None else {}
-        self._step_log = None
-        return w, {**timings, "exit": exit, **clocks, **logged}
+        return w, {**timings, "exit": exit, **clocks}
 
     def _clock_trace(self, t0_s: float, t1_s: float) -> dict:
         """``sm_clock_samples``: the board's SM-clock samples around ``t0_s``-``t1_s``, as [t_s, MHz].
@@ -742,28 +740,33 @@ class KindRun:
     # -- trials --------------------------------------------------------------
     def _warm(self, unit) -> dict:
         lead_calls, unbroken = self._lead()
+        body, logged = self._calls_for(unit.window_s), {}
+        if self.config.step_log and self._warm_trials % 2 == 0:  # the others tell the log's own cost
+            body = self._logging_steps(body, logged)
+        rec = self._window(body, self.config.exit)
+        # counted once it has a record: a failed trial's turn goes to the next, so the recorded
+        # ones alternate, in this run and in one resumed from its record
         self._warm_trials += 1
-        body = self._calls_for(unit.window_s)
-        if self.config.step_log and self._warm_trials % 2:  # the others tell the log's own cost
-            body = self._logging_steps(body)
-        return {
-            "lead_calls": lead_calls,
-            "unbroken_s": unbroken,
-            **self._window(body, self.config.exit),
-        }
+        return {"lead_calls": lead_calls, "unbroken_s": unbroken, **rec, **logged}
 
-    def _logging_steps(self, body):
-        """``body`` with the counter's steps logged while it runs (``step_log`` in its record)."""
+    def _logging_steps(self, body, logged: dict):
+        """``body`` with the counter's steps logged while it runs (``logged["step_log"]``).
+
+        Only a block that ran to its end keeps its log: one that raised leaves ``logged`` empty
+        (its error is the trial's), where a log kept on the kind would go to its next window.
+        """
         from accuracy import steplog
 
-        def logged(w, t_entry):
+        def logging(w, t_entry):
             log = steplog.start(self.board, w, w.profile.counter_period_s)
             try:
                 body(w, t_entry)
-            finally:
-                self._step_log = log.stop(self.clock.now())
+            except BaseException:
+                log.cancel()
+                raise
+            logged["step_log"] = log.stop(self.clock.now())
 
-        return logged
+        return logging
 
     def _stall(self, unit) -> dict:
         """A warm board, one call that waits ``unit.stall_s`` inside, ``unit.pause_s`` of calls, a window."""

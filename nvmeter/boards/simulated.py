@@ -346,13 +346,17 @@ class SimulatedBoard:
         return self._trace.energy_j(b_s) - self._trace.energy_j(a_s)
 
     @_locked
-    def replay_counter_reads(self, t0_s: float, timeout_s: float) -> tuple[tuple, tuple, tuple]:
+    def replay_counter_reads(
+        self, t0_s: float, timeout_s: float, wait: bool = True
+    ) -> tuple[tuple, tuple, tuple]:
         """The counter reads a second thread polling back to back from ``t0_s`` would have made.
 
         A virtual clock moves only with its caller, so a simulated board cannot be polled
         from a thread while the caller works; the meter asks for the reads afterwards
         instead. Reads stop at the first changed value or after ``timeout_s``; the clock is
-        moved past the last read, as if the caller had waited for the poller.
+        moved past the last read, as if the caller had waited for the poller. With ``wait``
+        False no one waits for it (a diagnostic's poller, ``t0_s`` in the past): the clock stays,
+        and the reads also stop before one that would start after it (the last may end after it).
 
         Returns:
             (read starts, read ends, values mJ), each a tuple.
@@ -370,9 +374,10 @@ class SimulatedBoard:
             t0s.append(t_s)
             t1s.append(t_s + cost)
             t_s += cost
-            if values[-1] != values[0] or t_s >= t0_s + timeout_s:
+            if values[-1] != values[0] or t_s >= t0_s + timeout_s or (not wait and t_s > self.clock.now()):
                 break
-        self.clock.advance_to(t_s)
+        if wait:
+            self.clock.advance_to(t_s)
         return tuple(t0s), tuple(t1s), tuple(values)
 
     def _replayed_mj(self, t_s: float) -> int:
