@@ -41,8 +41,9 @@ STOP_WAIT_S = 1.0
 # Until two steps in a row give the board's own period, wake this share of the profile's
 # period after a step: the profile's figure may be a family default wider than the board's.
 FIRST_WAKE_SHARE = 0.75
-# The start poll normally finds its step within a counter period; wait at most this long, s.
-START_WAIT_S = 0.4
+# The start poll normally finds its step within a counter period; wait for it at most its own
+# time-out (the window's profile's edge_timeout_s, 0.35-0.5 s) and this much more, s.
+START_MARGIN_S = 0.05
 
 
 def start(board, window, period_s: float) -> StepLog:
@@ -164,7 +165,8 @@ class _ThreadLog(StepLog):
 
     def _log(self) -> None:
         clock = self._board.clock
-        waited = clock.now() + START_WAIT_S
+        profile = getattr(self._window, "profile", None)
+        waited = clock.now() + getattr(profile, "edge_timeout_s", 0.35) + START_MARGIN_S
         while not _start_done(self._window) and clock.now() < waited and not self._stop.is_set():
             self._stop.wait(0.001)
         steps = [_start_step(self._window, clock.now())]
