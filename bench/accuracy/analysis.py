@@ -484,7 +484,7 @@ def _step_log(ok: list[Trial]) -> dict:
 
     ``span_*``: the counter alone over the steps inside each logged window (:attr:`Trial.span_err`)
     against the reference, beside nvmeter's own figure for the same windows (``logged_*``); and
-    nvmeter's figure on the windows that did not log (``unlogged_*``): the log polls ~15% of the
+    nvmeter's figure on the windows that did not log (``unlogged_*``): the log polls ~15-20% of the
     time, so the two sets tell its cost (its polling artefact) from the windows' scatter.
     """
     logged = [t for t in ok if t.unit.get("step_log") is not None]

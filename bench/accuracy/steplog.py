@@ -7,8 +7,9 @@ over a span of whole counter periods *inside* the window would need the steps be
 edges, which the meter does not poll for. This log does, sparsely: after the window's own
 start poll is done it sleeps until ``GUARD_S`` before the next step is due (the steps come
 every ``period_s``, results/probe-h200.json) and polls back to back only until the step, so
-it polls ~15% of the time and draws that share of the polling artefact (2.8 W on the H200
-when polled back to back, results/probe-h200.json). The bench logs every other warm trial,
+it polls 14-20% of the time on the simulated board (2 s logs, five seeds) and draws that
+share of the polling artefact (2.8 W on the H200 when polled back to back,
+results/probe-h200.json). The bench logs every other warm trial,
 so the analysis can tell the log's own cost from the windows' scatter.
 
 A simulated board's virtual clock moves only with its caller, so its log is replayed
