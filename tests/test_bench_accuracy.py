@@ -503,9 +503,9 @@ def test_pooling_sums_every_board_but_the_fit_ones(sim_run):
     table = analysis.pooled_markdown(pool).splitlines()
     assert table[2].startswith("| fp32 | windows 0.25-4 s | ") and "| 1 |" in table[2]
     # each trial kept, so the pool has a median and a figure
-    assert [tr[:2] for tr in cell["trials"]] == one["trials"] and len(one["trials"]) == one["n"]
-    assert all(abs(e) <= b for e, b, _ in cell["trials"]) == (cell["bound"] == cell["n"])
-    median = statistics.median(e for e, _ in one["trials"])
+    assert [tr[:3] for tr in cell["trials"]] == one["trials"] and len(one["trials"]) == one["n"]
+    assert all(abs(e) <= b for e, b, _, _ in cell["trials"]) == (cell["bound"] == cell["n"])
+    median = statistics.median(e for e, _, _ in one["trials"])
     assert f"| {median * 100:+.2f}% |" in next(line for line in table if "| warm 0.5 s |" in line)
 
 
@@ -1182,3 +1182,13 @@ def test_a_pool_plot_that_cannot_be_drawn_writes_nothing(sim_run, tmp_path, caps
     legacy = ROOT / "results" / "window-accuracy-h200.json"  # schema 1: it pooled nothing, silently
     rc = cli.main(["analyze", str(legacy), "--pool-except", "--pool-plot", str(tmp_path / "p.png")])
     assert rc == 2 and "schema 1" in capsys.readouterr().err and not list(tmp_path.iterdir())
+
+
+def test_counter_span_reads_the_enclosed_windows_beside_nvmeter(enclosed_run, capsys):
+    import counter_span
+
+    assert counter_span.main([str(enclosed_run)]) == 0
+    totals = capsys.readouterr().out.split("totals:\n", 1)[1]
+    line = next(t for t in totals.splitlines() if t.startswith("  copy warm:"))
+    n = int(line.split("nvmeter ", 1)[1].split("/", 1)[1].split(",")[0])
+    assert n >= 5 and line.count(f"/{n},") == 3  # nvmeter and both spans read every window

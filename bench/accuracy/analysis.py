@@ -263,7 +263,7 @@ class Trial:
         from nvmeter.meter.series import CounterSeries
         from nvmeter.meter.span import sharp
 
-        t_a, _, e_a, *_ = m._edges
+        t_a, e_a, _ = m.start.edge_step(m.work_t1_s)  # the window's start step (Measurement._edges)
         polls = [CounterSeries.from_dict(d) for d in self.unit["step_log"]]
         found = [p.edge_step() for p in polls if sharp(p)]
         later = [(t, e) for t, e, _ in found if t_a < t <= m.work_t1_s]
@@ -420,8 +420,9 @@ def row_stats(trials: list[Trial]) -> dict:
         "median_ref_bound_rel": (
             float(np.median([t.ref.per_call_mj_err / abs(t.ref.per_call_mj) for t in ok])) if ok else None
         ),
-        # each trial's (error, stated bound), both relative to its reference: pooling and its figure
-        "trials": [[round(t.err, 6), _bound_rel(t)] for t in ok],
+        # each trial's error and stated bound, both relative to its reference, and whether the bound
+        # held (None for Zeus): what the pool counts and draws
+        "trials": [[t.err, _bound_rel(t), t.contains] for t in ok],
     }
     if ok and ok[0].per_call_mj_err is not None:
         out["median_bound_rel"] = float(np.median([t.per_call_mj_err / abs(t.per_call_mj) for t in ok]))
@@ -452,7 +453,7 @@ def _bound_rel(t: Trial) -> float | None:
     """
     if t.per_call_mj_err is None or not t.expected_mj:
         return None
-    return round(t.per_call_mj_err / abs(t.expected_mj), 6)
+    return t.per_call_mj_err / abs(t.expected_mj)
 
 
 def _against_call_time(ok: list[Trial]) -> dict:
@@ -484,7 +485,7 @@ def _step_log(ok: list[Trial]) -> dict:
 
     ``span_*``: the counter alone over the steps inside each logged window (:attr:`Trial.span_err`)
     against the reference, beside nvmeter's own figure for the same windows (``logged_*``); and
-    nvmeter's figure on the windows that did not log (``unlogged_*``): the log polls ~15-20% of the
+    nvmeter's figure on the windows that did not log (``unlogged_*``): the log polls 15-17% of the
     time, so the two sets tell its cost (its polling artefact) from the windows' scatter.
     """
     logged = [t for t in ok if t.unit.get("step_log") is not None]
@@ -870,40 +871,33 @@ def pooled(summary: dict, fit_files: tuple[str, ...] = ()) -> dict:
 
     Returns {kind: {cell: {"n", "bound", "within_1pct", "within_2pct", "max_abs_err", "boards", "trials"}}}:
     counts of trials with a reference (within 60 s and ±1 °C), the largest |error| among them, the
-    boards, and each trial's [error, bound, board] (relative; summaries before these lists pool none).
+    boards, and each trial's [error, bound, bound held, board] (error and bound relative).
     """
-    out: dict[str, dict] = {}
+    trials: dict[str, dict[str, list]] = {}
     for path, f in summary["files"].items():
         if Path(path).name in fit_files or path in fit_files:
             continue
         for kind, k in f["kinds"].items():
             for label, key in _POOLED_CELLS:
                 row = k["pooled_windows"] if key == "pooled_windows" else k["rows"].get(key)
-                if not row or not row.get("n"):
-                    continue
-                n = row["n"]
-                c = out.setdefault(kind, {}).setdefault(
-                    label,
-                    {
-                        "n": 0,
-                        "bound": 0,
-                        "within_1pct": 0,
-                        "within_2pct": 0,
-                        "max_abs_err": 0.0,
-                        "boards": [],
-                        "trials": [],
-                    },
-                )
-                c["n"] += n
-                c["trials"] += [[*tr, f["board"]] for tr in row.get("trials", [])]
-                # the row stores shares of n; its counts are whole numbers
-                c["bound"] += round(row["bound_contains"] * n)
-                c["within_1pct"] += round((row["within_1pct"] or 0.0) * n)
-                c["within_2pct"] += round((row.get("within_2pct") or 0.0) * n)
-                c["max_abs_err"] = max(c["max_abs_err"], row["max_abs_err"])
-                if f["board"] not in c["boards"]:
-                    c["boards"].append(f["board"])
-    return out
+                if row and row.get("n"):
+                    cell = trials.setdefault(kind, {}).setdefault(label, [])
+                    cell += [[*tr, f["board"]] for tr in row["trials"]]
+    return {kind: {label: _pooled_cell(c) for label, c in cells.items()} for kind, cells in trials.items()}
+
+
+def _pooled_cell(trials: list) -> dict:
+    """One pooled cell's counts from its trials ([error, bound, bound held, board] each)."""
+    errs = np.abs([tr[0] for tr in trials])
+    return {
+        "n": len(trials),
+        "bound": sum(1 for tr in trials if tr[2]),
+        "within_1pct": int(np.sum(errs <= 0.01)),
+        "within_2pct": int(np.sum(errs <= 0.02)),
+        "max_abs_err": float(errs.max()),
+        "boards": list(dict.fromkeys(tr[3] for tr in trials)),
+        "trials": trials,
+    }
 
 
 def pooled_markdown(pool: dict) -> str:
@@ -916,8 +910,7 @@ def pooled_markdown(pool: dict) -> str:
     for kind, cells in pool.items():
         for label, c in cells.items():
             n = c["n"]
-            errs = [tr[0] for tr in c.get("trials", [])]
-            median = f"{float(np.median(errs)) * 100:+.2f}%" if errs and len(errs) == n else "-"
+            median = f"{float(np.median([tr[0] for tr in c['trials']])) * 100:+.2f}%"
             lines.append(
                 f"| {kind} | {label} | {n} | {len(c['boards'])} | {c['bound']}/{n} ({c['bound'] / n:.0%}) "
                 f"| {c['within_1pct']}/{n} | {c['within_2pct']}/{n} | {median} | {_pct(c['max_abs_err'])} |"

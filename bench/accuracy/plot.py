@@ -101,7 +101,7 @@ def pooled_plot(pool: dict, path: Path) -> None:
     if not panels:
         cells = ", ".join(label for label, _, _ in _POOLED_PANELS)
         raise ValueError(f"no pooled trials to plot in its cells ({cells})")
-    boards = sorted({tr[2] for cells in pool.values() for c in cells.values() for tr in c.get("trials", [])})
+    boards = sorted({tr[-1] for cells in pool.values() for c in cells.values() for tr in c["trials"]})
     colours = {b: plt.cm.tab10(i % 10) for i, b in enumerate(boards)}
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
     for ax, (label, tol, note) in zip(axes[0], panels, strict=True):
@@ -117,7 +117,7 @@ def pooled_plot(pool: dict, path: Path) -> None:
 
 
 def _cell_trials(pool: dict, label: str) -> dict[str, list]:
-    """{kind: its [error, bound, board] trials} in one pooled cell, kinds without trials left out."""
+    """{kind: its [error, bound, bound held, board] trials} in one pooled cell (kinds with some)."""
     cells = {kind: c.get(label, {}) for kind, c in pool.items()}
     return {kind: c["trials"] for kind, c in cells.items() if c.get("trials")}
 
@@ -133,7 +133,7 @@ def _pooled_panel(ax, by_kind: dict[str, list], colours: dict, tol: float | None
         xs = x + rng.uniform(-0.3, 0.3, len(trials))
         ax.errorbar(xs, errs, yerr=bounds, fmt="none", ecolor="grey", alpha=0.15, lw=0.8)
         inside = np.abs(errs) <= top
-        c = np.array([colours[tr[2]] for tr in trials])
+        c = np.array([colours[tr[-1]] for tr in trials])
         ax.scatter(xs[inside], errs[inside], s=9, c=c[inside], zorder=3)
         # off the scale: drawn at its edge, pointing the way it went
         for sign, marker in ((1, "^"), (-1, "v")):

@@ -7,7 +7,7 @@ over a span of whole counter periods *inside* the window would need the steps be
 edges, which the meter does not poll for. This log does, sparsely: after the window's own
 start poll is done it sleeps until ``GUARD_S`` before the next step is due (the steps come
 every ``period_s``, results/probe-h200.json) and polls back to back only until the step, so
-it polls 14-20% of the time on the simulated board (2 s logs, five seeds) and draws that
+it polls 15-17% of the time on the simulated board (2 s logs, five seeds) and draws that
 share of the polling artefact (2.8 W on the H200 when polled back to back,
 results/probe-h200.json). The bench logs every other warm trial,
 so the analysis can tell the log's own cost from the windows' scatter.
@@ -29,7 +29,7 @@ import numpy as np
 
 from nvmeter import errors
 from nvmeter.meter.series import CounterSeries
-from nvmeter.meter.span import SHARP_READS
+from nvmeter.meter.span import SHARP_READS, aligned_edge
 
 # Wake this long before the next step is due, s: the H200's steps come 103-104 ms apart with
 # a jitter of a few ms (results/probe-h200.json); a late wake-up loses only that step.
@@ -127,23 +127,6 @@ def _period_s(steps: list[Step], profile_period_s: float) -> float | None:
     return None
 
 
-def _edge(board, clock, timeout_s: float, stop: threading.Event) -> CounterSeries:
-    """:func:`nvmeter.meter.span.aligned_edge`'s reads, ending at once when ``stop`` is set.
-
-    The block's end waits for the thread (two pollers would blur each other's reads at the
-    exit edge): one read at most, not the rest of a poll, so the calls after the block are
-    not held back (up to ``POLL_TIMEOUT_S``) in the logged trials alone.
-    """
-    t0s, t1s, values = [], [], []
-    end_s = clock.now() + timeout_s
-    while True:
-        t0s.append(clock.now())
-        values.append(board.energy_mj())
-        t1s.append(clock.now())
-        if values[-1] != values[0] or t1s[-1] >= end_s or stop.is_set():
-            return CounterSeries(tuple(t0s), tuple(t1s), tuple(values))
-
-
 def _kept(polls: list[CounterSeries], t_end_s: float) -> list[dict]:
     """Each poll that saw a step ending before ``t_end_s``, as a CounterSeries dict."""
     return [p.to_dict() for p in polls if len(p.steps) and p.t1_s[-1] <= t_end_s]
@@ -173,7 +156,10 @@ class _ThreadLog(StepLog):
         steps = [_start_step(self._window, clock.now())]
         wake_s = _next_wake_s(steps, self._period_s)
         while not self._stop.wait(max(0.0, wake_s - clock.now())):
-            reads = _edge(self._board, clock, POLL_TIMEOUT_S, self._stop)
+            # ends after the read in progress once stopped: the block's end waits for the thread
+            # (two pollers would blur each other's reads at the exit edge), and so its calls after
+            # the block are not held back (up to POLL_TIMEOUT_S) in the logged trials alone
+            reads = aligned_edge(self._board, clock, POLL_TIMEOUT_S, until=self._stop.is_set)
             self._polls.append(reads)
             found = _found(reads)
             if found:

@@ -11,6 +11,7 @@ buffer is read, once a second, so its ~2.4 s history never rolls over.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,8 +41,16 @@ SAMPLE_EVERY_S = 1.0
 SHARP_READS = 1.5
 
 
-def aligned_edge(board: Board, clock: Clock, timeout_s: float = EDGE_TIMEOUT_S) -> CounterSeries:
+def aligned_edge(
+    board: Board, clock: Clock, timeout_s: float = EDGE_TIMEOUT_S, until: Callable[[], bool] | None = None
+) -> CounterSeries:
     """Read the counter back to back until its value changes (or ``timeout_s`` passes).
+
+    Args:
+        board: The board whose counter is read.
+        clock: Its clock.
+        timeout_s: Give up after this long without a step, s.
+        until: Also stop once this says so, checked after each read (a poller told to end).
 
     Returns:
         The reads, from the first to the first one showing a new value.
@@ -54,7 +63,7 @@ def aligned_edge(board: Board, clock: Clock, timeout_s: float = EDGE_TIMEOUT_S) 
         values.append(board.energy_mj())
         t0s.append(t0)
         t1s.append(clock.now())
-        if values[-1] != values[0] or clock.now() >= end:
+        if values[-1] != values[0] or clock.now() >= end or (until is not None and until()):
             return CounterSeries(tuple(t0s), tuple(t1s), tuple(values))
 
 
