@@ -515,7 +515,7 @@ def run(
         result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late)
         _finish_run(result, json_path)
     except BaseException:
-        late.release()  # no record yet: the usual handlers say what was lost
+        _unsettled(late)
         raise
     _settle(late)
     raise typer.Exit(result.exit_status)
@@ -534,6 +534,13 @@ def _settle(late) -> None:
     late.release(ignoring=_SETTLED if _CONSOLE else ())
     if late.received:
         _say(f"nvmeter: {', '.join(late.received)} came after the command ended: its record is complete")
+
+
+def _unsettled(late) -> None:
+    """No record: the usual handlers say what was lost, and a signal noted after the command ended is said too."""
+    late.release()
+    if late.received:
+        _say(f"nvmeter: {', '.join(late.received)} came after the command ended, before its record was written")
 
 
 def _finish_run(result, json_path: Path | None) -> None:

@@ -556,3 +556,25 @@ def test_a_run_record_whose_wall_time_outlasts_its_window_is_refused(tmp_path, w
     path.write_text(json.dumps(data))
     with pytest.raises(errors.RecordError, match=r"wall_s is .* longer than boards\[0\]'s window"):
         load_run(path)
+
+
+def test_a_signal_noted_before_a_failed_record_write_is_said(tmp_path, monkeypatch):
+    """A SIGTERM while the record is written, then the write fails: the line names the signal.
+
+    Before, the signal was noted and then dropped with the handlers (helper-11's review).
+    """
+    from typer.testing import CliRunner
+
+    from nvmeter import cli, errors, records
+
+    def failing_write(path, data):
+        os.kill(os.getpid(), signal.SIGTERM)  # noted: the command has ended
+        raise errors.RecordError(f"cannot write {path}: disk full")
+
+    monkeypatch.setattr(records, "write_json", failing_write)
+    before = signal.getsignal(signal.SIGTERM)
+    result = CliRunner().invoke(cli.app, ["run", "--simulate", "--json", str(tmp_path / "r.json"), "--", "true"])
+    assert signal.getsignal(signal.SIGTERM) == before  # put back, not left noting
+    assert result.exit_code != 0
+    assert "SIGTERM came after the command ended, before its record was written" in result.output
+    assert "disk full" in str(result.exception) + result.output
