@@ -537,10 +537,11 @@ def _settle(late) -> None:
 
 
 def _unsettled(late) -> None:
-    """No record: the usual handlers say what was lost, and a signal noted after the command ended is said too."""
+    """No record: the usual handlers say what was lost; a signal noted after the command ended is said too."""
     late.release()
     if late.received:
-        _say(f"nvmeter: {', '.join(late.received)} came after the command ended, before its record was written")
+        names = ", ".join(late.received)
+        _say(f"nvmeter: {names} came after the command ended, before its record was written")
 
 
 def _finish_run(result, json_path: Path | None) -> None:

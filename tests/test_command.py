@@ -573,7 +573,8 @@ def test_a_signal_noted_before_a_failed_record_write_is_said(tmp_path, monkeypat
 
     monkeypatch.setattr(records, "write_json", failing_write)
     before = signal.getsignal(signal.SIGTERM)
-    result = CliRunner().invoke(cli.app, ["run", "--simulate", "--json", str(tmp_path / "r.json"), "--", "true"])
+    argv = ["run", "--simulate", "--json", str(tmp_path / "r.json"), "--", "true"]
+    result = CliRunner().invoke(cli.app, argv)
     assert signal.getsignal(signal.SIGTERM) == before  # put back, not left noting
     assert result.exit_code != 0
     assert "SIGTERM came after the command ended, before its record was written" in result.output
