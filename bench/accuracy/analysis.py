@@ -506,6 +506,8 @@ def _step_log(ok: list[Trial]) -> dict:
         }
 
     return {
+        # logged windows whose log found no step inside them: counted, not read
+        "logged_without_span_n": len(logged) - len(spans),
         **figures([e for e, _ in spans], "logged"),
         **figures([s for _, s in spans], "span"),
         **figures(unlogged, "unlogged"),
@@ -788,8 +790,10 @@ def _call_time_note(row: dict) -> str:
 
 
 def _step_log_note(row: dict) -> str:
+    n_none = row.get("logged_without_span_n", 0)
+    without = f" {n_none} logged windows found no step inside them." if n_none else ""
     if "logged_n" not in row:
-        return ""
+        return f" Step log:{without}" if without else ""
     span = (
         f" the counter alone over the steps inside them {_frac(row['span_within_1pct'], row['span_n'])}"
         f" (max {_pct(row['span_max_abs_err'])})"
@@ -806,7 +810,7 @@ def _step_log_note(row: dict) -> str:
     n = row["logged_n"]
     return (
         f" Step log: within ±1%, of {n} logged windows nvmeter {_frac(row['logged_within_1pct'], n)}"
-        f" (median {row['logged_median_err'] * 100:+.2f}%),{span}{unlogged}."
+        f" (median {row['logged_median_err'] * 100:+.2f}%),{span}{unlogged}.{without}"
     )
 
 
