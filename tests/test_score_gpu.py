@@ -1,7 +1,8 @@
 """`nvmeter score` on a real GPU (run on the H200: ``pytest -m gpu tests/test_score_gpu.py -o addopts=""``).
 
 Offline: set NVMETER_DATA_DIR to the carried cache (MNIST and Fashion-MNIST). One run of the
-CUDA-graph MLP, the task's 15 timed calls, 1 s windows: ~30 s on the H200.
+CUDA-graph MLP with the scorer's default windows (what a user gets), the task's 15 timed calls:
+~40 s on the H200.
 """
 
 import json
@@ -39,9 +40,7 @@ def test_graph_mlp_is_scored_on_the_gpu(cache_root, tmp_path):
     ours = torch.cuda.is_initialized()
     out = tmp_path / "graph_mlp"
     _, code, stdout, stderr = cli(
-        "score", "graph_mlp", "--runs", "1", "--json", out,
-        "--window-s", "1", "--control-s", "1", "--idle-s", "1", "--settle-s", "0.5",
-        data_root=cache_root,
+        "score", "graph_mlp", "--runs", "1", "--json", out, data_root=cache_root,
     )  # fmt: skip
     print(stdout)
     print(stderr)
@@ -60,9 +59,10 @@ def test_graph_mlp_is_scored_on_the_gpu(cache_root, tmp_path):
     e = record.energy
     m, c = e.method, e.control
     assert m.calls >= 4 and m.reliable and c.reliable
-    # graph_mlp draws ~25 W above idle: in a 1 s window the idle bound dominates (7.5% on the
-    # H200, results/gpu-tests/score.log; 4.3% in the default 2 s window, results/score-h200)
-    assert m.per_call_mj > 0 and 0 < m.per_call_mj_err < 0.12 * m.per_call_mj
+    # graph_mlp draws ~26 W above idle, so the idle's bound (1 W over 2 s) and the edges' (~1 J)
+    # dominate: 5.4% in the default 2 s window on GPU-b04010c1 (10.4-12.1% in 1 s windows;
+    # results/score-h200/session17-b04010c1). Informative, not tight: under 10%.
+    assert m.per_call_mj > 0 and 0 < m.per_call_mj_err < 0.10 * m.per_call_mj
     # the harness round trip (input copies, checks, L2 flush) is small beside a training call
     assert 0 < c.per_call_mj < 0.2 * m.per_call_mj
     # the sample buffer reads the same window to a few percent (docs/window.md)
