@@ -323,7 +323,7 @@ def markdown(record: dict) -> str:
         f"# {FAMILY} J/TFLOP band: derivation",
         "",
         f"Written by `bench/h200_band.py derive` from `{record['results']}` "
-        f"(commit {(record['provenance']['nvmeter_commit'] or 'unknown')[:10]}); "
+        f"(commit {provenance.Provenance.from_dict(record['provenance']).short_commit or 'unknown'}); "
         f"the record is derivation.json beside this page.",
         "",
         f"Rule: {record['rule']}",

@@ -32,7 +32,8 @@ class Provenance:
         python: The Python version, e.g. ``3.12.3``.
         argv: The command line (``sys.argv``).
         nvmeter: nvmeter's version.
-        nvmeter_commit: The git commit nvmeter ran from (None outside a checkout).
+        nvmeter_commit: The git commit nvmeter ran from, ``-dirty`` after it when tracked files
+            differed from it (None outside a checkout of nvmeter).
         packages: Distribution name -> version (None where it is not installed), for
             :data:`PACKAGES`.
         board: The board's identity (``BoardIdentity.to_dict()``), for records that do
@@ -76,8 +77,16 @@ class Provenance:
             board=d["board"],
         )
 
+    @property
+    def short_commit(self) -> str | None:
+        """The commit's first 10 digits, ``-dirty`` kept (None outside a checkout)."""
+        if not self.nvmeter_commit:
+            return None
+        head, dirty, _ = self.nvmeter_commit.partition("-dirty")
+        return head[:10] + dirty
+
     def __repr__(self) -> str:
-        who = f"nvmeter {self.nvmeter}" + (f" ({self.nvmeter_commit[:10]})" if self.nvmeter_commit else "")
+        who = f"nvmeter {self.nvmeter}" + (f" ({self.short_commit})" if self.nvmeter_commit else "")
         return f"Provenance({who} on {self.host}, Python {self.python})"
 
 
@@ -112,16 +121,32 @@ def package_version(dist: str) -> str | None:
         return None
 
 
-def commit() -> str | None:
-    """The git commit nvmeter runs from, if it runs from a checkout (None otherwise)."""
+def commit(source: Path = Path(__file__)) -> str | None:
+    """The git commit nvmeter runs from, if it runs from a checkout of it (None otherwise).
+
+    ``-dirty`` follows it when tracked files differ from that commit (as ``git describe
+    --dirty`` says it): a record made from a modified tree must not name a commit whose code
+    it did not run (a device's copy of a working tree shows its base commit). Installed into
+    a virtualenv inside another repository, nvmeter is no file of it: None, not that
+    repository's commit.
+
+    Args:
+        source: A file of nvmeter's that the checkout must track (this module).
+    """
+    where = source.parent
+    if _git(where, "ls-files", "--error-unmatch", source.name) is None:
+        return None
+    head = _git(where, "rev-parse", "HEAD")
+    if not head:
+        return None
+    changed = _git(where, "status", "--porcelain", "--untracked-files=no")
+    return f"{head}-dirty" if changed else head
+
+
+def _git(where: Path, *args: str) -> str | None:
+    """``git ARGS`` in ``where``: its stripped output, or None (no git, not a checkout, a failure)."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
+        out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
     return (out.stdout.strip() or None) if out.returncode == 0 else None
