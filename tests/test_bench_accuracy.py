@@ -573,6 +573,21 @@ def test_the_cli_refuses_an_unknown_trial_type(capsys):
     assert exc.value.code == 2 and "unknown trial types cold" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["2", "0", "-0.01", "nan", "x"])
+def test_the_cli_refuses_a_measure_target_that_is_no_share(value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["plan", "--kinds", "copy", "--measure-target", value])
+    assert exc.value.code == 2 and "must be a share between 0 and 1" in capsys.readouterr().err
+
+
+def test_measure_s_target_and_longest_window_reach_the_config():
+    args = cli._parser().parse_args(
+        ["run", "--out", "x.json", "--measure-target", "0.02", "--measure-max-s", "12"]
+    )
+    config = cli._config(args)
+    assert config.target_rel_err == 0.02 and config.measure_max_window_s == 12.0
+
+
 def test_trials_whose_windows_return_find_their_end_in_the_next_calls(tmp_path):
     out = tmp_path / "return.json"
     config = runner.Config(kinds=("fp32",), budget_s=90.0, verbose=False, only=("warm",), exit="return")

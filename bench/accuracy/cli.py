@@ -63,6 +63,17 @@ def _seconds(zero_ok: bool = False):
     return parse
 
 
+def _share(text: str) -> float:
+    """An argparse type: a relative bound, a finite number in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value < 1):
+        raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (0.02 is 2%), not {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -128,6 +139,12 @@ def _parser() -> argparse.ArgumentParser:
             "--only", type=_types, default=None, help="comma-separated trial types (default: all but stall)"
         )
         r.add_argument("--measure-runs", type=_positive_int, default=None, help="measure() trials a kind")
+        r.add_argument(
+            "--measure-target", type=_share, default=0.01, help="measure()'s target_rel_err (default 0.01)"
+        )
+        r.add_argument(
+            "--measure-max-s", type=_seconds(), default=4.0, help="measure()'s max_window_s, s (default 4)"
+        )
         r.add_argument(
             "--warm-s",
             type=_lengths,
@@ -222,6 +239,8 @@ def _config(args):
         verbose=not getattr(args, "quiet", False),
         only=args.only,
         measure_runs=args.measure_runs,
+        target_rel_err=args.measure_target,
+        measure_max_window_s=args.measure_max_s,
         warm_s=args.warm_s,
         exit=getattr(args, "exit", "wait"),
         enclose=getattr(args, "enclose", False),
