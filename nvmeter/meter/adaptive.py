@@ -67,8 +67,11 @@ def measure(
     window, the optional ``settle``, ``warmup_s`` of unmetered calls, then one window of
     calls marked every ``min_window_s`` into sub-windows whose edges a poller finds inside
     the work (nothing idles the board). The window ends once it holds ``min_windows``
-    sub-windows and the bound, with the sub-windows' Student-t spread as its state part,
-    is within ``target_rel_err`` of the per-call energy, or at ``max_window_s``.
+    sub-windows and an estimate of the bound, with the sub-windows' Student-t spread as its
+    state part, is within ``target_rel_err`` of the per-call energy, or at ``max_window_s``.
+    The estimate leaves out the reading part's cuts, power lag and fold shift, so work whose
+    power swings within a sample (a duty-cycled call) can stop early with a bound just over
+    the target, and so not reliable (2 of 3 such H200 runs at 2%: docs/window.md, call 16).
 
     Args:
         fn: The call to meter (no arguments).
