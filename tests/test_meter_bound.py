@@ -452,3 +452,33 @@ def test_an_altered_probe_file_is_refused_as_a_profile_and_as_an_idle(tmp_path, 
     scaled.write_text(json.dumps(doubled))
     with pytest.raises(errors.RecordError, match=r"disagrees with its recomputation|damaged"):
         IdleBaseline.from_probe(scaled, board)
+
+
+def duty_call(board, load_w=553.0, on_s=0.015, off_s=0.015):
+    """A duty-cycled call: the GPU busy, then the host waiting (the bench's duty kind's twin)."""
+
+    def fn():
+        board.set_load(load_w)
+        board.clock.sleep(on_s)
+        board.set_load(0.0)
+        board.clock.sleep(off_s)
+
+    return fn
+
+
+def test_a_provisional_measurement_ends_at_the_latest_found_sub_window():
+    board = make_board()
+    fn = duty_call(board)
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        assert w.provisional() is None  # no mark yet
+        for i in range(200):  # 6 s, a mark every 0.5 s
+            fn()
+            w.call()
+            if i % 17 == 16:
+                w.mark()
+        board.clock.sleep(0.3)  # the last marks' polls find their steps
+        p = w.provisional()
+        assert p is not None and p.end_in_work and 0 < p.calls <= 200
+        assert p.work_t1_s <= w._inner[-1].t0_s and p.call_ends_s[-1] == p.work_t1_s
+        assert p.idle == idle_of(board) and math.isfinite(p.err_j) and p.err_j > 0
+    assert w.result.calls == 200

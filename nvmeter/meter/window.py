@@ -30,6 +30,7 @@ never rolls over unnoticed. Every telemetry figure comes from the board's profil
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from pathlib import Path
@@ -290,6 +291,33 @@ class EnergyWindow:
             return {"window_s": now - self._t0, "energy_j": math.nan, "power_w": math.nan}
         return {"window_s": now - self._t0, "energy_j": energy, "power_w": energy / max(now - self._t0, 1e-9)}
 
+    def provisional(self) -> Measurement | None:
+        """The window as if it had ended at its latest found sub-window step: a Measurement, or None.
+
+        For ``measure()``'s stopping rule: the bound the window's own Measurement computes
+        (cuts, power lag, fold shift and all) on the calls that ended before that step's poll
+        began, with the idle known at entry. Reads the sample buffer (an NVML call). None
+        while no mark's step is found, or where the calls were not marked one by one.
+        """
+        self._require_open("w.provisional()")
+        start = self._start
+        polls = [p for p in self._inner if p.done()]
+        if not (polls and self._call_ends) or not (isinstance(start, CounterSeries) or start.done()):
+            return None
+        last = polls[-1]
+        ends = [t for t in self._call_ends if t <= last.t0_s]
+        if not ends:
+            return None
+        self._read_samples()
+        inner = tuple(p.result() for p in polls[:-1] if p.t0_s < ends[-1])
+        start = start if isinstance(start, CounterSeries) else start.result()
+        m = self._build(ends[-1], start, last.result(), inner, idle=self._entry_baseline(), calls=len(ends))
+        return dataclasses.replace(m, end_in_work=True, call_ends_s=tuple(ends))
+
+    def _entry_baseline(self) -> IdleBaseline:
+        idle = self._idle_before
+        return idle if isinstance(idle, IdleBaseline) else IdleBaseline.from_spans([idle], "quiescent")
+
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._phase != "open":
             return
@@ -421,8 +449,11 @@ class EnergyWindow:
             problems.append("no counter step at an edge: the edge is known only to a period")
         return tuple(problems)
 
-    def _build(self, t1: float, start: CounterSeries, end: CounterSeries, inner) -> Measurement:
-        calls = self._calls if self._calls is not None else self._counted
+    def _build(
+        self, t1: float, start: CounterSeries, end: CounterSeries, inner, idle=None, calls=None
+    ) -> Measurement:
+        if calls is None:
+            calls = self._calls if self._calls is not None else self._counted
         method = "aligned" if self.method == "auto" else self.method
         return Measurement(
             device=self.board.identity(),
@@ -433,7 +464,7 @@ class EnergyWindow:
             start=start,
             end=end,
             samples=merge_samples(*self._reads),
-            idle=self._baseline(),
+            idle=self._baseline() if idle is None else idle,
             control_mj=self._control[0],
             control_err_mj=self._control[1],
             max_rel_err=self._max_rel_err,
