@@ -482,3 +482,32 @@ def test_a_provisional_measurement_ends_at_the_latest_found_sub_window():
         assert p.work_t1_s <= w._inner[-1].t0_s and p.call_ends_s[-1] == p.work_t1_s
         assert p.idle == idle_of(board) and math.isfinite(p.err_j) and p.err_j > 0
     assert w.result.calls == 200
+
+
+def test_the_stopping_rule_s_looks_take_at_most_their_share_of_the_run():
+    from nvmeter.meter import adaptive
+
+    board = make_board()
+    looks = adaptive._Looks(board)
+    assert looks.due()
+    looks.took(0.01)  # a look of 10 ms: the next one waits 10 ms / LOOK_SHARE
+    board.clock.sleep(0.01 / adaptive.LOOK_SHARE * 0.99)
+    assert not looks.due()
+    board.clock.sleep(0.01 / adaptive.LOOK_SHARE * 0.02)
+    assert looks.due()
+
+
+def test_measure_imports_scipy_before_its_run_not_between_two_calls(monkeypatch):
+    import sys
+
+    board = make_board()
+    seen = []
+    fn = call_on(board)
+
+    def call():
+        seen.append("scipy.stats" in sys.modules)
+        fn()
+
+    monkeypatch.delitem(sys.modules, "scipy.stats", raising=False)
+    measure(call, device=board, sync="none", target_rel_err=0.05, warmup_s=0.1)
+    assert seen and all(seen)

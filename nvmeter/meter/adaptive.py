@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -36,6 +37,8 @@ EDGE_ALLOWANCE_S = 0.005
 # The share of the target a provisional bound may reach before the run stops: the rest is for
 # the end edge, whose cut and bracket differ from the provisional one's (a chosen margin, not fitted).
 PROVISIONAL_SHARE = 0.9
+# The most of a run's time the provisional looks may take (each holds the next call back).
+LOOK_SHARE = 0.02
 # The longest run or warm-up measure() accepts, s: an hour of calls states any per-call cost.
 MAX_S = 3600.0
 # The most sub-windows measure() may be asked for: at the shortest window (a counter period or
@@ -120,6 +123,10 @@ def measure(
         null_fn = control if callable(control) else (lambda: None)
         null = _run_window(null_fn, board, min_window_s, window_idle, sync, prof)
     _settle(fn, board, settle, sync_fn)
+    # imported now: the stopping rule's first look (the Student-t quantile, the fold's F-test)
+    # would import it between two calls of the run, a pause of ~1 s on CI's CPU
+    import scipy.stats  # noqa: F401
+
     _warm_up(fn, board, warmup_s, sync_fn)
     result = _run(fn, board, window_idle, sync, prof, min_window_s, min_windows, target_rel_err, max_window_s)
     if before is not None:
@@ -187,6 +194,7 @@ def _run(fn, board, idle, sync, prof, min_window_s, min_windows, target, max_win
     with EnergyWindow(board, idle=idle, sync=sync, max_rel_err=target, profile=prof) as w:
         start = board.clock.now()
         marks = 0
+        looks = _Looks(board)
 
         def on_call() -> bool:
             nonlocal marks
@@ -196,13 +204,31 @@ def _run(fn, board, idle, sync, prof, min_window_s, min_windows, target, max_win
                 return False
             w.mark()
             marks += 1
-            return elapsed >= max_window_s or (marks > min_windows and _spread_within(w, target))
+            return elapsed >= max_window_s or (marks > min_windows and _spread_within(w, target, looks))
 
         _calls_until(fn, board, on_call)
     return w.result
 
 
-def _spread_within(w: EnergyWindow, target: float) -> bool:
+class _Looks:
+    """How often the stopping rule may build a provisional Measurement between two calls.
+
+    Each look holds the next call back for as long as it takes (~35 ms at 1,000 calls on
+    CI's CPU, most of it the fold): at most ``LOOK_SHARE`` of the run's time goes to them.
+    """
+
+    def __init__(self, board: Board) -> None:
+        self._clock = board.clock
+        self._next_s = -math.inf
+
+    def due(self) -> bool:
+        return self._clock.now() >= self._next_s
+
+    def took(self, cost_s: float) -> None:
+        self._next_s = self._clock.now() + cost_s / LOOK_SHARE
+
+
+def _spread_within(w: EnergyWindow, target: float, looks: _Looks | None = None) -> bool:
     """True when the sub-windows found so far, with the idle's error and the model's floor, fit ``target``.
 
     A look at the finished polls only; the Measurement's own bound decides reliability.
@@ -225,7 +251,17 @@ def _spread_within(w: EnergyWindow, target: float) -> bool:
     # the idle span after the work often reads higher than the one before (a warm board):
     # allow twice the error known so far, and a quarter of the target to spare
     rel = halfwidth / mean + model.state_floor_rel + 2 * idle_err_w / mean + edges_rel
-    return rel <= 0.75 * target and _bound_within(w, target)
+    if rel > 0.75 * target:
+        return False
+    if looks is None:
+        return _bound_within(w, target)
+    if not looks.due():
+        return False
+    began = time.perf_counter()
+    try:
+        return _bound_within(w, target)
+    finally:
+        looks.took(time.perf_counter() - began)
 
 
 def _bound_within(w: EnergyWindow, target: float) -> bool:
