@@ -140,13 +140,14 @@ def commit(source: Path = Path(__file__)) -> str | None:
     if not head:
         return None
     changed = _git(where, "status", "--porcelain", "--untracked-files=no")
-    return f"{head}-dirty" if changed else head
+    # a status that failed says nothing of the tree: not clean
+    return head if changed == "" else f"{head}-dirty"
 
 
 def _git(where: Path, *args: str) -> str | None:
-    """``git ARGS`` in ``where``: its stripped output, or None (no git, not a checkout, a failure)."""
+    """``git ARGS`` in ``where``: its stripped output ("" if none), or None (git failed or is absent)."""
     try:
         out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+    return out.stdout.strip() if out.returncode == 0 else None

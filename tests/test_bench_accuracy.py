@@ -581,6 +581,23 @@ def test_the_cli_refuses_a_measure_target_that_is_no_share(value, capsys):
     assert exc.value.code == 2 and "must be a share between 0 and 1" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["0.3", "4000", "inf"])
+def test_the_cli_refuses_a_measure_window_that_measure_refuses(value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["plan", "--kinds", "copy", "--measure-max-s", value])
+    assert exc.value.code == 2 and "--measure-max-s" in capsys.readouterr().err
+
+
+def test_the_plan_sizes_measure_trials_by_their_longest_window(capsys):
+    estimates = []
+    for max_s in ("4", "12"):
+        cli.main(
+            ["plan", "--kinds", "duty", "--only", "measure", "--measure-runs", "3", "--measure-max-s", max_s]
+        )
+        estimates.append(float(capsys.readouterr().out.split("~")[1].split(" s")[0]))
+    assert estimates[1] > estimates[0] + 3 * 7.9  # 8 s more a trial, three trials
+
+
 def test_measure_s_target_and_longest_window_reach_the_config():
     args = cli._parser().parse_args(
         ["run", "--out", "x.json", "--measure-target", "0.02", "--measure-max-s", "12"]

@@ -511,3 +511,31 @@ def test_measure_imports_scipy_before_its_run_not_between_two_calls(monkeypatch)
     monkeypatch.delitem(sys.modules, "scipy.stats", raising=False)
     measure(call, device=board, sync="none", target_rel_err=0.05, warmup_s=0.1)
     assert seen and all(seen)
+
+
+def test_a_look_longer_than_its_limit_ends_the_looks():
+    from nvmeter.meter import adaptive
+
+    board = make_board()
+    looks = adaptive._Looks(board)
+    looks.took(adaptive.LOOK_MAX_S * 1.5)  # a pause in the work: the estimate decides from now on
+    board.clock.sleep(1e6)
+    assert not looks.due()
+
+
+def test_a_provisional_measurement_leaves_the_whole_window_s_calls_check_to_the_end():
+    board = make_board()
+    fn = duty_call(board)
+    with EnergyWindow(board, idle=idle_of(board), sync="none", calls=200) as w:
+        for i in range(150):
+            fn()
+            w.call()
+            if i % 17 == 16:
+                w.mark()
+        board.clock.sleep(0.3)
+        p = w.provisional()
+        assert p is not None and not any("calls=" in q for q in p.problems)
+        for _ in range(50):
+            fn()
+            w.call()
+    assert w.result.reliable or "calls=" not in (w.result.reason or "")

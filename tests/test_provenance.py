@@ -59,3 +59,10 @@ def test_the_short_commit_keeps_dirty():
         q = provenance.Provenance.from_dict({**p.to_dict(), "nvmeter_commit": full})
         assert q.short_commit == short
         assert (short or "") in repr(q)
+
+
+def test_a_failed_status_is_not_taken_for_a_clean_tree(repo, monkeypatch):
+    head = git(repo, "rev-parse", "HEAD").strip()
+    real = provenance._git
+    monkeypatch.setattr(provenance, "_git", lambda where, *a: None if a[0] == "status" else real(where, *a))
+    assert provenance.commit(repo / "pkg" / "mod.py") == f"{head}-dirty"

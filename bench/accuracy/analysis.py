@@ -791,7 +791,9 @@ def _call_time_note(row: dict) -> str:
 
 def _step_log_note(row: dict) -> str:
     n_none = row.get("logged_without_span_n", 0)
-    without = f" {n_none} logged windows found no step inside them." if n_none else ""
+    one = n_none == 1
+    without = f" {n_none} logged window{'' if one else 's'} found no step inside {'it' if one else 'them'}."
+    without = without if n_none else ""
     if "logged_n" not in row:
         return f" Step log:{without}" if without else ""
     span = (

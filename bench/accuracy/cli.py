@@ -74,6 +74,17 @@ def _share(text: str) -> float:
     return value
 
 
+def _measure_max_s(text: str) -> float:
+    """An argparse type: measure()'s longest window, from the bench's sub-window to measure()'s own limit."""
+    from accuracy.runner import MEASURE_SUBWINDOW_S
+    from nvmeter.meter.adaptive import MAX_S
+
+    value = _seconds()(text)
+    if not MEASURE_SUBWINDOW_S <= value <= MAX_S:
+        raise argparse.ArgumentTypeError(f"must be {MEASURE_SUBWINDOW_S:g}-{MAX_S:g} s, not {text!r}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -143,7 +154,10 @@ def _parser() -> argparse.ArgumentParser:
             "--measure-target", type=_share, default=0.01, help="measure()'s target_rel_err (default 0.01)"
         )
         r.add_argument(
-            "--measure-max-s", type=_seconds(), default=4.0, help="measure()'s max_window_s, s (default 4)"
+            "--measure-max-s",
+            type=_measure_max_s,
+            default=4.0,
+            help="measure()'s max_window_s, s (default 4; at least its 0.5 s sub-window)",
         )
         r.add_argument(
             "--warm-s",
@@ -250,6 +264,7 @@ def _config(args):
 
 def _plan(args) -> None:
     from accuracy import plan
+    from accuracy.runner import measure_s_guess
 
     for i, kind in enumerate(args.kinds):
         timing = plan.Timing(
@@ -258,6 +273,7 @@ def _plan(args) -> None:
             idle_s=args.idle_s,
             meter_s=args.meter_ms / 1e3,
             lead_s=args.lead_s,
+            measure_s=measure_s_guess(args.measure_max_s),
         )
         budget = args.budget_s / len(args.kinds)
         full, floor, _ = plan.limits(args.only, args.measure_runs, args.warm_s)

@@ -39,6 +39,9 @@ from accuracy import plan as plan_mod
 from accuracy.store import Store, compact
 from accuracy.stream import LEAD_S, MAX_GAP_S, CallStream
 
+# measure()'s sub-window in the bench, s (its own default: 0.5 s)
+MEASURE_SUBWINDOW_S = 0.5
+
 
 @dataclass(frozen=True)
 class Config:
@@ -154,6 +157,18 @@ def _zeus(enabled: bool, simulate: bool = False):
         return ZeusMonitor(gpu_indices=[0], cpu_indices=[]), zeus.__version__
     except Exception as exc:
         return None, f"absent: {exc!r}"
+
+
+def measure_s_guess(max_window_s: float) -> float:
+    """One measure() trial before any has run, s: its warm-up and its longest window.
+
+    The bench asks 1%, which no H200 run reached before ``measure_max_window_s``: 68 of 68
+    ran to the 4 s, 6.6-6.9 s each with the warm-up (results/enclose/call12-*, call13-*),
+    where the former guess (4.5 s: a 2.5 s warm-up and half the window) left 5-8 of 20 out.
+    """
+    from nvmeter.meter.adaptive import WARMUP_S
+
+    return WARMUP_S + max_window_s + 0.3
 
 
 def run(out: Path, config: Config, *, simulate: bool = False, board=None) -> Store:
@@ -424,15 +439,7 @@ class KindRun:
         )
 
     def _measure_s_guess(self) -> float:
-        """One measure() trial before any has run, s: its warm-up and its longest window.
-
-        The bench asks 1%, which no H200 run reached before ``measure_max_window_s``: 68 of 68
-        ran to the 4 s, 6.6-6.9 s each with the warm-up (results/enclose/call12-*, call13-*),
-        where the former guess (4.5 s: a 2.5 s warm-up and half the window) left 5-8 of 20 out.
-        """
-        from nvmeter.meter.adaptive import WARMUP_S
-
-        return WARMUP_S + self.config.measure_max_window_s + 0.3
+        return measure_s_guess(self.config.measure_max_window_s)
 
     def _have(self) -> dict:
         """Trials recorded so far, by (type, window_s or None)."""
@@ -847,7 +854,7 @@ class KindRun:
             "idle": self.idle,
             "sync": self.work.sync,
             "target_rel_err": self.config.target_rel_err,
-            "min_window_s": 0.5,
+            "min_window_s": MEASURE_SUBWINDOW_S,
             "max_window_s": self.config.measure_max_window_s,
         }
         accepted = inspect.signature(measure).parameters

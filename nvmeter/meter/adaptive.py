@@ -37,8 +37,11 @@ EDGE_ALLOWANCE_S = 0.005
 # The share of the target a provisional bound may reach before the run stops: the rest is for
 # the end edge, whose cut and bracket differ from the provisional one's (a chosen margin, not fitted).
 PROVISIONAL_SHARE = 0.9
-# The most of a run's time the provisional looks may take (each holds the next call back).
+# The most of a run's time the provisional looks may take (each holds the next call back) ...
 LOOK_SHARE = 0.02
+# ... and the longest one, s: under half the error model's 50 ms pause (a look grows with the
+# window, ~0.9 ms per second of it on CI's CPU; after a longer one the estimate alone decides).
+LOOK_MAX_S = 0.02
 # The longest run or warm-up measure() accepts, s: an hour of calls states any per-call cost.
 MAX_S = 3600.0
 # The most sub-windows measure() may be asked for: at the shortest window (a counter period or
@@ -225,7 +228,8 @@ class _Looks:
         return self._clock.now() >= self._next_s
 
     def took(self, cost_s: float) -> None:
-        self._next_s = self._clock.now() + cost_s / LOOK_SHARE
+        # a look longer than LOOK_MAX_S is a pause in the work: no more of them (the estimate decides)
+        self._next_s = math.inf if cost_s > LOOK_MAX_S else self._clock.now() + cost_s / LOOK_SHARE
 
 
 def _spread_within(w: EnergyWindow, target: float, looks: _Looks | None = None) -> bool:

@@ -312,7 +312,9 @@ class EnergyWindow:
         inner = tuple(p.result() for p in polls[:-1] if p.t0_s < ends[-1])
         start = start if isinstance(start, CounterSeries) else start.result()
         m = self._build(ends[-1], start, last.result(), inner, idle=self._entry_baseline(), calls=len(ends))
-        return dataclasses.replace(m, end_in_work=True, call_ends_s=tuple(ends))
+        # a caller's calls= counts the whole window: its check belongs to the final Measurement
+        problems = tuple(p for p in m.problems if p != self._calls_problem())
+        return dataclasses.replace(m, end_in_work=True, call_ends_s=tuple(ends), problems=problems)
 
     def _entry_baseline(self) -> IdleBaseline:
         idle = self._idle_before
@@ -440,7 +442,7 @@ class EnergyWindow:
     def _problems(self, start: CounterSeries, end: CounterSeries, method: str) -> tuple[str, ...]:
         problems = []
         if self._calls is not None and self._counted and self._counted != self._calls:
-            problems.append(f"calls={self._calls} was given, but w.call() counted {self._counted}")
+            problems.append(self._calls_problem())
         if method != "samples":
             values = list(start.energy_mj) + list(end.energy_mj)
             if any(b < a for a, b in itertools.pairwise(values)):
@@ -448,6 +450,9 @@ class EnergyWindow:
         if method == "aligned" and not (len(start.steps) and len(end.steps)):
             problems.append("no counter step at an edge: the edge is known only to a period")
         return tuple(problems)
+
+    def _calls_problem(self) -> str:
+        return f"calls={self._calls} was given, but w.call() counted {self._counted}"
 
     def _build(
         self, t1: float, start: CounterSeries, end: CounterSeries, inner, idle=None, calls=None
