@@ -520,7 +520,26 @@ def test_a_look_longer_than_its_limit_ends_the_looks():
     looks = adaptive._Looks(board)
     looks.took(adaptive.LOOK_MAX_S * 1.5)  # a pause in the work: the estimate decides from now on
     board.clock.sleep(1e6)
-    assert not looks.due()
+    assert looks.ended and not looks.due()
+
+
+def test_once_the_looks_end_the_estimate_alone_stops_the_run(monkeypatch):
+    from nvmeter.meter import adaptive
+
+    board = make_board()
+    looks = adaptive._Looks(board)
+    looks.took(1.0)
+    monkeypatch.setattr(adaptive, "_bound_within", lambda w, t: pytest.fail("no look once they ended"))
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        fn = call_on(board)
+        for i in range(100):
+            fn()
+            w.call()
+            if i % 12 == 11:
+                w.mark()
+        board.clock.sleep(0.3)
+        assert adaptive._spread_within(w, 0.5, looks)  # a loose target the estimate meets
+        assert not adaptive._spread_within(w, 1e-6, looks)
 
 
 def test_a_provisional_measurement_leaves_the_whole_window_s_calls_check_to_the_end():

@@ -223,13 +223,15 @@ class _Looks:
     def __init__(self, board: Board) -> None:
         self._clock = board.clock
         self._next_s = -math.inf
+        self.ended = False
 
     def due(self) -> bool:
-        return self._clock.now() >= self._next_s
+        return not self.ended and self._clock.now() >= self._next_s
 
     def took(self, cost_s: float) -> None:
         # a look longer than LOOK_MAX_S is a pause in the work: no more of them (the estimate decides)
-        self._next_s = math.inf if cost_s > LOOK_MAX_S else self._clock.now() + cost_s / LOOK_SHARE
+        self.ended = cost_s > LOOK_MAX_S
+        self._next_s = self._clock.now() + cost_s / LOOK_SHARE
 
 
 def _spread_within(w: EnergyWindow, target: float, looks: _Looks | None = None) -> bool:
@@ -259,6 +261,8 @@ def _spread_within(w: EnergyWindow, target: float, looks: _Looks | None = None) 
         return False
     if looks is None:
         return _bound_within(w, target)
+    if looks.ended:
+        return True
     if not looks.due():
         return False
     began = time.perf_counter()
