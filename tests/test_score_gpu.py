@@ -59,7 +59,7 @@ def test_graph_mlp_is_scored_on_the_gpu(cache_root, tmp_path):
     e = record.energy
     m, c = e.method, e.control
     assert m.calls >= 4 and m.reliable and c.reliable
-    # graph_mlp draws ~26 W above idle, so the idle's bound (1 W over 2 s) and the edges' (~1 J)
+    # graph_mlp draws ~26 W above idle, so the idle's bound (0.5 W over 2.1 s) and the edges' (~1 J)
     # dominate: 5.4% in the default 2 s window on GPU-b04010c1 (10.4-12.1% in 1 s windows;
     # results/score-h200/session17-b04010c1). Informative, not tight: under 10%.
     assert m.per_call_mj > 0 and 0 < m.per_call_mj_err < 0.10 * m.per_call_mj

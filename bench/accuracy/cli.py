@@ -52,10 +52,7 @@ def _seconds(zero_ok: bool = False):
     least = ">= 0" if zero_ok else "> 0"
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
+        value = _float(text)
         if not (math.isfinite(value) and (value >= 0 if zero_ok else value > 0)):
             raise argparse.ArgumentTypeError(f"must be a finite number of seconds {least}, not {text!r}")
         return value
@@ -63,12 +60,17 @@ def _seconds(zero_ok: bool = False):
     return parse
 
 
+def _float(text: str) -> float:
+    """``text`` as a float, nan where it is none."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def _share(text: str) -> float:
     """An argparse type: a relative bound, a finite number in (0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _float(text)
     if not (math.isfinite(value) and 0 < value < 1):
         raise argparse.ArgumentTypeError(f"must be a share between 0 and 1 (0.02 is 2%), not {text!r}")
     return value
@@ -128,6 +130,8 @@ def fit(path: Path, kinds: tuple[str, ...] = kinds_mod.FIT_KINDS) -> dict:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from accuracy.runner import MEASURE_SUBWINDOW_S, Config
+
     p = argparse.ArgumentParser(prog="window_accuracy.py", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     for name in ("run", "plan"):
@@ -151,13 +155,17 @@ def _parser() -> argparse.ArgumentParser:
         )
         r.add_argument("--measure-runs", type=_positive_int, default=None, help="measure() trials a kind")
         r.add_argument(
-            "--measure-target", type=_share, default=0.01, help="measure()'s target_rel_err (default 0.01)"
+            "--measure-target",
+            type=_share,
+            default=Config.target_rel_err,
+            help=f"measure()'s target_rel_err (default {Config.target_rel_err:g})",
         )
         r.add_argument(
             "--measure-max-s",
             type=_measure_max_s,
-            default=4.0,
-            help="measure()'s max_window_s, s (default 4; at least its 0.5 s sub-window)",
+            default=Config.measure_max_window_s,
+            help=f"measure()'s max_window_s, s (default {Config.measure_max_window_s:g}, "
+            f"at least {MEASURE_SUBWINDOW_S:g})",
         )
         r.add_argument(
             "--warm-s",

@@ -435,11 +435,8 @@ class KindRun:
             ref_s=self.config.ref_s,
             lead_s=self.config.lead_s,
             idle_s=self.config.idle_s,
-            measure_s=self._measure_s_guess(),
+            measure_s=measure_s_guess(self.config.measure_max_window_s),
         )
-
-    def _measure_s_guess(self) -> float:
-        return measure_s_guess(self.config.measure_max_window_s)
 
     def _have(self) -> dict:
         """Trials recorded so far, by (type, window_s or None)."""

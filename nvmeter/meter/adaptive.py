@@ -127,7 +127,7 @@ def measure(
         null = _run_window(null_fn, board, min_window_s, window_idle, sync, prof)
     _settle(fn, board, settle, sync_fn)
     # imported now: the stopping rule's first look (the Student-t quantile, the fold's F-test)
-    # would import it between two calls of the run, a pause of ~1 s on CI's CPU
+    # would import it between two calls of the run, a pause of 0.6-1.2 s on CI's CPU
     import scipy.stats  # noqa: F401
 
     _warm_up(fn, board, warmup_s, sync_fn)
@@ -234,7 +234,7 @@ class _Looks:
         self._next_s = self._clock.now() + cost_s / LOOK_SHARE
 
 
-def _spread_within(w: EnergyWindow, target: float, looks: _Looks | None = None) -> bool:
+def _spread_within(w: EnergyWindow, target: float, looks: _Looks) -> bool:
     """True when the sub-windows found so far, with the idle's error and the model's floor, fit ``target``.
 
     A look at the finished polls only; the Measurement's own bound decides reliability.
@@ -259,8 +259,6 @@ def _spread_within(w: EnergyWindow, target: float, looks: _Looks | None = None) 
     rel = halfwidth / mean + model.state_floor_rel + 2 * idle_err_w / mean + edges_rel
     if rel > 0.75 * target:
         return False
-    if looks is None:
-        return _bound_within(w, target)
     if looks.ended:
         return True
     if not looks.due():
