@@ -138,3 +138,24 @@ def test_fit_refuses_what_it_cannot_trust(why, change):
     samples, ends = change(*_samples((700.0, 700.0, 700.0, 120.0, 120.0, 120.0)))
     min_period_s = 0.05 if why == "a call too short" else 0.01
     assert fold.fit(samples, ends, 0.0, lag_s=0.0, min_period_s=min_period_s) is None, why
+
+
+def _overlap_s(a_s: float, b_s: float, bounds_s: np.ndarray) -> np.ndarray:
+    """Each phase bin's overlap with [a_s, b_s], summed over the calls: the definition, bin by bin."""
+    out = np.zeros(fold.BINS)
+    for c0, c1 in itertools.pairwise(bounds_s):
+        for j in range(fold.BINS):
+            lo, hi = c0 + (c1 - c0) * j / fold.BINS, c0 + (c1 - c0) * (j + 1) / fold.BINS
+            out[j] += max(0.0, min(hi, b_s) - max(lo, a_s))
+    return out
+
+
+def test_phase_times_in_one_pass_match_each_bin_s_overlap():
+    rng = np.random.default_rng(3)
+    bounds = 1.0 + np.concatenate([[0.0], np.cumsum(rng.uniform(0.005, 0.05, 40))])
+    a = rng.uniform(0.9, bounds[-1] + 0.1, 200)  # some before the first call, some after the last
+    b = a + rng.uniform(0.0, 0.1, 200)
+    got = fold._phase_times_s(a, b, bounds)
+    want = np.array([_overlap_s(x, y, bounds) for x, y in zip(a, b, strict=True)])
+    assert got.shape == (200, fold.BINS)
+    assert np.allclose(got, want, rtol=0, atol=1e-12)

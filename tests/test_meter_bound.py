@@ -489,6 +489,41 @@ def test_a_provisional_measurement_ends_at_the_latest_found_sub_window():
     assert w.result.calls == 200
 
 
+def test_a_provisional_measurement_needs_no_call_marked_alone():
+    board = make_board()
+    fn = duty_call(board)
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        for i in range(100):  # two calls declared at a time: their ends are unknown
+            fn()
+            fn()
+            w.call(2)
+            if i % 9 == 8:
+                w.mark()
+        board.clock.sleep(0.3)
+        p = w.provisional()
+        assert p is not None and p.calls == 198 and p.call_ends_s == ()  # the last mark, after call 198
+        assert p.work_t1_s == w._marks[-1][0] and math.isfinite(p.err_j) and p.err_j > 0
+
+
+def test_measure_s_stopping_rule_looks_at_a_mark_once_its_step_is_in(monkeypatch):
+    from nvmeter.meter import adaptive
+
+    board = make_board()
+    seen = []
+
+    def look(w, target):
+        p = w.provisional()
+        seen.append((p.work_t1_s, w._marks[-1][0], len(w._inner), len(w.inner_steps())))
+        return len(seen) == 3
+
+    monkeypatch.setattr(adaptive, "_bound_within", look)
+    fn = duty_call(board)
+    measure(fn, device=board, sync="none", idle=idle_of(board), warmup_s=0.1, target_rel_err=0.5)
+    assert len(seen) == 3
+    for t1_s, mark_s, marks, steps in seen:  # the provisional window ends at the latest mark
+        assert t1_s == mark_s and steps == marks + 1
+
+
 def test_the_stopping_rule_s_looks_take_at_most_their_share_of_the_run():
     from nvmeter.meter import adaptive
 
@@ -538,8 +573,8 @@ def test_once_the_looks_end_the_estimate_alone_stops_the_run(monkeypatch):
     with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
         marked_calls(w, call_on(board), 100, 12)
         board.clock.sleep(0.3)
-        assert adaptive._spread_within(w, 0.5, looks)  # a loose target the estimate meets
-        assert not adaptive._spread_within(w, 1e-6, looks)
+        assert adaptive._spread_within(w, 0.5, 3, looks)  # a loose target the estimate meets
+        assert not adaptive._spread_within(w, 1e-6, 3, looks)
 
 
 def test_a_provisional_measurement_leaves_the_whole_window_s_calls_check_to_the_end():

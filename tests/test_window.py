@@ -243,6 +243,40 @@ def test_measure_reaches_its_target_and_subtracts_the_control(board):
     assert result.control_mj != 0.0
 
 
+def _loaded(board, busy_s: float):
+    def fn():
+        board.set_load(300.0)
+        board.clock.sleep(busy_s)
+        board.set_load(0.0)
+        board.clock.sleep(0.002)
+
+    return fn
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_measure_s_stopping_rule_counts_the_control_s_bound(seed):
+    board = SimulatedBoard(SimConfig(seed=seed))
+    board.set_context(True)
+    m = measure(
+        _loaded(board, 0.03), device=board, sync="none", target_rel_err=0.03, max_window_s=12,
+        control=_loaded(board, 0.004),
+    )  # fmt: skip
+    assert m.control_err_mj > 0.01 * m.per_call_mj  # a control whose bound weighs
+    # it stopped once its whole bound fit (left out of the rule, the run stopped at 2-3 s with 3.3-3.6%)
+    assert m.reliable or m.work_s >= 12 - 0.5, m.reason
+
+
+def test_measure_stops_when_the_control_alone_exceeds_the_target():
+    board = SimulatedBoard()
+    board.set_context(True)
+    m = measure(
+        _loaded(board, 0.03), device=board, sync="none", target_rel_err=0.02, max_window_s=20,
+        control=_loaded(board, 0.01),  # a third of the call: its bound alone is over 2%
+    )  # fmt: skip
+    assert not m.reliable and "the control's own bound is" in m.reason
+    assert m.work_s < 5  # no run length could meet the target: it did not run to max_window_s
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [

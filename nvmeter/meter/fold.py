@@ -18,7 +18,6 @@ holds wherever model 6's did.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,6 +40,9 @@ RIDGE = 0.1
 MAX_CALL_CV = 0.1
 # The profile must explain the samples better than steady power at this significance.
 SIGNIFICANCE = 0.01
+# Sums of squares below this share of n mean² are rounding, not power (float64 rounds at ~1e-16;
+# a sensor's noise of 0.3 W at 400 W is ~6e-7 of it).
+ROUNDING_REL = 1e-12
 # Marks kept per window: beyond this many calls (over 10 s of calls of the shortest period
 # folded) a cut's share of the window is too small to matter.
 MAX_MARKS = 1024
@@ -66,7 +68,7 @@ class CallProfile:
         """The profile's energy over work time ``[a_s, b_s]``, J (negative when ``b_s < a_s``)."""
         if b_s < a_s:
             return -self.energy_j(b_s, a_s)
-        return float(_phase_time_s(a_s, b_s, self._calls(a_s, b_s)) @ np.asarray(self.bin_w))
+        return float(_phase_times_s([a_s], [b_s], self._calls(a_s, b_s))[0] @ np.asarray(self.bin_w))
 
     def _calls(self, a_s: float, b_s: float) -> np.ndarray:
         """Call boundaries covering ``[a_s, b_s]``: the marked ones, extended at the period."""
@@ -76,14 +78,27 @@ class CallProfile:
         return np.concatenate([before, self.starts_s, after])
 
 
-def _phase_time_s(a_s: float, b_s: float, bounds_s: np.ndarray) -> np.ndarray:
-    """Time spent in each phase bin over ``[a_s, b_s]``, s, for calls between ``bounds_s``."""
-    c0, c1 = bounds_s[:-1], bounds_s[1:]
-    keep = (c1 > a_s) & (c0 < b_s)
-    c0, c1 = c0[keep, None], c1[keep, None]
-    edges = c0 + (c1 - c0) * np.arange(BINS + 1) / BINS
-    overlap = np.minimum(edges[:, 1:], b_s) - np.maximum(edges[:, :-1], a_s)
-    return np.clip(overlap, 0.0, None).sum(axis=0)
+def _phase_times_s(a_s, b_s, bounds_s: np.ndarray) -> np.ndarray:
+    """Time spent in each phase bin over each ``[a_s[i], b_s[i]]``, s: shape (len(a_s), BINS).
+
+    For calls between ``bounds_s`` (ascending); time outside them counts in no bin. The
+    difference of the cumulative time in each bin at both ends, so one pass serves every
+    interval (the stopping rule of ``measure()`` folds a window's samples between two calls).
+    """
+    return _cumulative_s(np.asarray(b_s, dtype=float), bounds_s) - _cumulative_s(
+        np.asarray(a_s, dtype=float), bounds_s
+    )
+
+
+def _cumulative_s(t_s: np.ndarray, bounds_s: np.ndarray) -> np.ndarray:
+    """Time spent in each phase bin from ``bounds_s[0]`` to each ``t_s``, s: shape (len(t_s), BINS)."""
+    t_s = np.clip(t_s, bounds_s[0], bounds_s[-1])
+    durations = np.diff(bounds_s)
+    done_s = np.concatenate([[0.0], np.cumsum(durations)]) / BINS
+    k = np.clip(np.searchsorted(bounds_s, t_s, side="right") - 1, 0, len(durations) - 1)
+    bin_s = durations[k, None] / BINS
+    into = t_s[:, None] - bounds_s[k, None] - bin_s * np.arange(BINS)
+    return done_s[k, None] + np.clip(into, 0.0, bin_s)
 
 
 def fit(
@@ -131,13 +146,13 @@ def _design(
     samples: Sequence[PowerSample], starts: np.ndarray, lag_s: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """(share of each sample's interval in each phase bin, the sample's power) inside the calls."""
-    rows, powers = [], []
-    for prev, s in itertools.pairwise(samples):
-        a_s, b_s = prev.t_s - lag_s, s.t_s - lag_s
-        if starts[0] <= a_s and b_s <= starts[-1] and b_s - a_s > 1e-4:
-            rows.append(_phase_time_s(a_s, b_s, starts) / (b_s - a_s))
-            powers.append(s.power_w)
-    return np.array(rows).reshape(-1, BINS), np.array(powers)
+    t_s = np.array([s.t_s for s in samples], dtype=float) - lag_s
+    power_w = np.array([s.power_w for s in samples], dtype=float)
+    a_s, b_s = t_s[:-1], t_s[1:]
+    keep = (starts[0] <= a_s) & (b_s <= starts[-1]) & (b_s - a_s > 1e-4)
+    a_s, b_s = a_s[keep], b_s[keep]
+    rows = _phase_times_s(a_s, b_s, starts) / (b_s - a_s)[:, None]
+    return rows.reshape(-1, BINS), power_w[1:][keep]
 
 
 def _ridge(rows: np.ndarray, powers: np.ndarray) -> np.ndarray:
@@ -154,7 +169,11 @@ def _explains(rows: np.ndarray, powers: np.ndarray, bin_w: np.ndarray) -> bool:
     flat = float(np.sum((powers - powers.mean()) ** 2))
     folded = float(np.sum((powers - rows @ bin_w) ** 2))
     n, extra = len(powers), BINS - 1
-    if folded <= 0.0:
-        return flat > 0.0
+    # sums of squares at rounding level are zero (a sensor's noise, ~0.3 W, is far above it)
+    rounding = ROUNDING_REL * n * float(powers.mean()) ** 2
+    if flat <= rounding:
+        return False
+    if folded <= rounding:
+        return True
     f_stat = ((flat - folded) / extra) / (folded / (n - BINS))
     return f_stat > 0 and float(stats.f.sf(f_stat, extra, n - BINS)) < SIGNIFICANCE

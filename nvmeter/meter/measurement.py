@@ -687,7 +687,18 @@ class Measurement:
                 f"baseline ({self.idle_w:.1f} W, {self.idle.source}) is above what the window drew"
             )
         strict = self.model_version >= 2  # model 1's records were judged without the figure checks
-        return figure_reason(self.per_call_mj, self.per_call_mj_err, self.max_rel_err, "a call", strict)
+        reason = figure_reason(self.per_call_mj, self.per_call_mj_err, self.max_rel_err, "a call", strict)
+        return reason and reason + self._control_note()
+
+    def _control_note(self) -> str:
+        """Where the control's bound alone takes most of an accepted bound, a note that says so."""
+        figure = abs(self.per_call_mj)
+        if self.max_rel_err is None or not figure > 0 or self.control_err_mj <= self.max_rel_err * figure / 2:
+            return ""
+        return (
+            f" (the control's own bound is {self.control_err_mj / figure:.1%}: a lighter null call, "
+            "or a looser target)"
+        )
 
     @property
     def reliable(self) -> bool:

@@ -198,6 +198,8 @@ class EnergyWindow:
         self._last_read_s = -math.inf
         self._states: list = []
         self._inner: list[StepPoll] = []
+        # (board s, calls declared) at each mark: where a provisional window ends
+        self._marks: list[tuple[float, int]] = []
         self._exit = exit
         self._pending: tuple | None = None  # (end poll, build args) until an end in later work is in
         self._phase = "new"
@@ -257,9 +259,15 @@ class EnergyWindow:
         sub-windows between those steps is the bound's state part.
         """
         self._require_open("w.mark()")
+        self._marks.append((self.clock.now(), self._counted))
         self._inner.append(poll_in_background(self.board, self.profile.edge_timeout_s))
         self._states.append(self.board.state())
         self.tick()
+
+    def mark_found(self) -> bool:
+        """True once the latest :meth:`mark`'s step is in (or no mark was made); never blocks."""
+        self._require_open("w.mark_found()")
+        return not self._inner or self._inner[-1].done()
 
     @property
     def idle_at_entry(self) -> tuple[float, float]:
@@ -295,26 +303,28 @@ class EnergyWindow:
         """The window as if it had ended at its latest found sub-window step: a Measurement, or None.
 
         For ``measure()``'s stopping rule: the bound the window's own Measurement computes
-        (cuts, power lag, fold shift and all) on the calls that ended before that step's poll
-        began, with the idle known at entry. Reads the sample buffer (an NVML call). None
-        while no mark's step is found, or where the calls were not marked one by one.
+        (cuts, power lag, fold shift and all) on the calls declared before that step's mark,
+        with the idle known at entry. Reads the sample buffer (an NVML call). None while no
+        mark with a call before it has its step found.
         """
         self._require_open("w.provisional()")
         start = self._start
-        polls = [p for p in self._inner if p.done()]
-        if not (polls and self._call_ends) or not (isinstance(start, CounterSeries) or start.done()):
+        found = [i for i, p in enumerate(self._inner) if p.done()]
+        if not found or not (isinstance(start, CounterSeries) or start.done()):
             return None
-        last = polls[-1]
-        ends = [t for t in self._call_ends if t <= last.t0_s]
-        if not ends:
+        t1, calls = self._marks[found[-1]]
+        if not calls:
             return None
+        ends = tuple(self._call_ends[:calls]) if self._call_ends and len(self._call_ends) >= calls else ()
+        t1 = ends[-1] if ends else t1  # the last call's end where it is known
         self._read_samples()
-        inner = tuple(p.result() for p in polls[:-1] if p.t0_s < ends[-1])
+        inner = tuple(self._inner[i].result() for i in found[:-1])
         start = start if isinstance(start, CounterSeries) else start.result()
-        m = self._build(ends[-1], start, last.result(), inner, idle=self._entry_baseline(), calls=len(ends))
+        end = self._inner[found[-1]].result()
+        m = self._build(t1, start, end, inner, idle=self._entry_baseline(), calls=calls)
         # a caller's calls= counts the whole window: its check belongs to the final Measurement
         problems = tuple(p for p in m.problems if p != self._calls_problem())
-        return dataclasses.replace(m, end_in_work=True, call_ends_s=tuple(ends), problems=problems)
+        return dataclasses.replace(m, end_in_work=True, call_ends_s=ends, problems=problems)
 
     def _entry_baseline(self) -> IdleBaseline:
         idle = self._idle_before
