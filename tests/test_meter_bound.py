@@ -563,6 +563,12 @@ def test_a_look_longer_than_its_limit_ends_the_looks():
     assert looks.ended and not looks.due()
 
 
+def _stop(target: float):
+    from nvmeter.meter import adaptive
+
+    return adaptive._Stop(window_s=0.5, min_windows=3, target=target, max_s=30.0)
+
+
 def test_once_the_looks_end_the_estimate_alone_stops_the_run(monkeypatch):
     from nvmeter.meter import adaptive
 
@@ -573,8 +579,8 @@ def test_once_the_looks_end_the_estimate_alone_stops_the_run(monkeypatch):
     with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
         marked_calls(w, call_on(board), 100, 12)
         board.clock.sleep(0.3)
-        assert adaptive._spread_within(w, 0.5, 3, looks)  # a loose target the estimate meets
-        assert not adaptive._spread_within(w, 1e-6, 3, looks)
+        assert adaptive._spread_within(w, _stop(0.5), looks, 0.03)  # a loose target the estimate meets
+        assert not adaptive._spread_within(w, _stop(1e-6), looks, 0.03)
 
 
 def test_a_provisional_measurement_leaves_the_whole_window_s_calls_check_to_the_end():
