@@ -47,6 +47,14 @@ def _lengths(text: str) -> tuple[float, ...]:
     return values
 
 
+def _delays_ms(text: str) -> tuple[float, ...]:
+    """An argparse type: comma-separated delays, ms, each in [0, 1000]; returned in s."""
+    values = tuple(_float(x) for x in text.split(",") if x.strip())
+    if not values or not all(0 <= v <= 1000 for v in values):  # nan fails too
+        raise argparse.ArgumentTypeError(f"must be comma-separated delays from 0 to 1000 ms, not {text!r}")
+    return tuple(v / 1e3 for v in values)
+
+
 def _seconds(zero_ok: bool = False):
     """An argparse type: a finite number of seconds > 0 (>= 0 with ``zero_ok``)."""
     least = ">= 0" if zero_ok else "> 0"
@@ -167,6 +175,14 @@ def _parser() -> argparse.ArgumentParser:
             help=f"measure()'s max_window_s, s (default {Config.measure_max_window_s:g}, "
             f"at least {MEASURE_SUBWINDOW_S:g})",
         )
+        r.add_argument("--single-runs", type=_positive_int, default=None, help="single-call trials a kind")
+        r.add_argument(
+            "--single-delays-ms",
+            type=_delays_ms,
+            default=(),
+            help="comma-separated idle inside each single call's window before the call, ms, in turn "
+            "(a diagnostic of where the call falls in the counter's period)",
+        )
         r.add_argument(
             "--warm-s",
             type=_lengths,
@@ -267,6 +283,8 @@ def _config(args):
         exit=getattr(args, "exit", "wait"),
         enclose=getattr(args, "enclose", False),
         step_log=getattr(args, "step_log", False),
+        single_runs=args.single_runs,
+        single_delays_s=args.single_delays_ms,
     )
 
 
@@ -284,9 +302,10 @@ def _plan(args) -> None:
             measure_s=measure_s_guess(args.measure_max_s),
         )
         budget = args.budget_s / len(args.kinds)
-        full, floor, _ = plan.limits(args.only, args.measure_runs, args.warm_s)
+        full, floor, _ = plan.limits(args.only, args.measure_runs, args.warm_s, args.single_runs)
         counts, est = plan.fit_counts(kind, budget, timing, args.block_s, args.seed, full, floor)
-        blocks = plan.blocks(kind, plan.units(kind, counts, args.seed), timing, args.block_s, args.seed)
+        trials = plan.units(kind, counts, args.seed, args.single_delays_ms)
+        blocks = plan.blocks(kind, trials, timing, args.block_s, args.seed)
         print(f"{kind}: ~{est:.0f} s of {budget:.0f} s, {len(blocks)} blocks, {json.dumps(counts.to_dict())}")
         if i == 0:
             for b in blocks:

@@ -102,26 +102,32 @@ def limits(
     only: tuple[str, ...] | None = None,
     measure_runs: int | None = None,
     warm_s: tuple[float, ...] | None = None,
+    single_runs: int | None = None,
 ) -> tuple[Counts, Counts, Counts]:
     """(full, floor, hard floor) counts for a run: FULL, FLOOR and HARD_FLOOR keeping only the trial
     types in ``only`` (all when None), with ``measure_runs`` measure() trials in each when given
     (issue 10 asks 20 a cell; the default plan keeps 4, as each takes ~5 s of calls), and only
-    the warm window lengths in ``warm_s`` when given (each at FULL's count).
+    the warm window lengths in ``warm_s`` when given (each at FULL's count), and ``single_runs``
+    single calls in each when given.
 
     Raises:
-        ValueError: an unknown type or warm length, or measure_runs < 1.
+        ValueError: an unknown type or warm length, or measure_runs or single_runs < 1.
     """
     unknown = sorted(set(only or ()) - set(TYPES))
     if unknown:
         raise ValueError(f"unknown trial type(s) {', '.join(unknown)}; known: {', '.join(TYPES)}")
     if measure_runs is not None and measure_runs < 1:
         raise ValueError(f"measure_runs must be >= 1, not {measure_runs}")
+    if single_runs is not None and single_runs < 1:
+        raise ValueError(f"single_runs must be >= 1, not {single_runs}")
     if warm_s is not None and (not warm_s or set(warm_s) - set(WARM_S)):
         raise ValueError(f"warm window lengths must be among {', '.join(f'{w:g}' for w in WARM_S)} s")
 
     def keep(c: Counts) -> Counts:
         if measure_runs is not None:
             c = replace(c, measure=measure_runs)
+        if single_runs is not None:
+            c = replace(c, single=single_runs)
         if warm_s is not None:
             c = replace(c, warm={w: FULL.warm[w] for w in WARM_S if w in warm_s})
         if only is None:
@@ -152,6 +158,9 @@ class Unit:
         pause_s: Planned pause before entry, s (transient, single; 0 otherwise); for a stall
             trial, the calls from the stall's end to entry, s.
         stall_s: The host wait injected into one call, s (stall trials; 0 otherwise).
+        delay_s: Idle inside a single call's window, from the entry's return to the call, s
+            (0: the call starts at once; a diagnostic of where the call falls in the counter's
+            period, ``--single-delays-ms``).
     """
 
     id: str
@@ -159,11 +168,17 @@ class Unit:
     window_s: float | None = None
     pause_s: float = 0.0
     stall_s: float = 0.0
+    delay_s: float = 0.0
 
     def to_dict(self) -> dict:
-        """Plain dict for JSON (``stall_s`` only on stall trials: older records lack it)."""
+        """Plain dict for JSON (``stall_s`` only on stall trials, ``delay_s`` only where set: older
+        records lack them)."""
         out = {"id": self.id, "type": self.type, "window_s": self.window_s, "pause_s": self.pause_s}
-        return {**out, "stall_s": self.stall_s} if self.type == "stall" else out
+        if self.type == "stall":
+            out["stall_s"] = self.stall_s
+        if self.delay_s:
+            out["delay_s"] = self.delay_s
+        return out
 
 
 @dataclass(frozen=True)
@@ -208,7 +223,7 @@ class Timing:
         if unit.type == "transient":
             return max(unit.pause_s, self.meter_s) + unit.window_s + self.call_s / 2 + self.meter_s
         if unit.type == "single":
-            return max(unit.pause_s, self.meter_s) + self.single_s + self.meter_s
+            return max(unit.pause_s, self.meter_s) + unit.delay_s + self.single_s + self.meter_s
         if unit.type == "stall":  # a lead of its own: the stall broke the run before it
             return self.lead_s + unit.stall_s + unit.pause_s + unit.window_s + self.call_s + self.meter_s
         return self.measure_s
@@ -228,8 +243,11 @@ class Timing:
         return self.reference_s + self.idle_span_s
 
 
-def units(kind: str, counts: Counts, seed: int) -> list[Unit]:
-    """Every trial of ``counts`` with its id and pause (pauses drawn per id, so stable)."""
+def units(kind: str, counts: Counts, seed: int, single_delays_s: tuple[float, ...] = ()) -> list[Unit]:
+    """Every trial of ``counts`` with its id and pause (pauses drawn per id, so stable).
+
+    The single calls take ``single_delays_s`` in turn (none: no delay).
+    """
     out = []
     for w, n in counts.warm.items():
         out += [Unit(f"warm-{w:g}s-{i:02d}", "warm", w) for i in range(n)]
@@ -240,7 +258,9 @@ def units(kind: str, counts: Counts, seed: int) -> list[Unit]:
             out.append(Unit(uid, "transient", w, round(_rng(seed, kind, uid).uniform(*TRANSIENT_PAUSE_S), 3)))
     for i in range(counts.single):
         uid = f"single-{i:02d}"
-        out.append(Unit(uid, "single", None, round(_rng(seed, kind, uid).uniform(*SINGLE_PAUSE_S), 3)))
+        pause_s = round(_rng(seed, kind, uid).uniform(*SINGLE_PAUSE_S), 3)
+        delay_s = single_delays_s[i % len(single_delays_s)] if single_delays_s else 0.0
+        out.append(Unit(uid, "single", None, pause_s, delay_s=delay_s))
     out += [Unit(f"measure-{i}", "measure") for i in range(counts.measure)]
     for i in range(counts.stall):
         uid = f"stall-{STALL_WINDOW_S:g}s-{i:02d}"

@@ -71,6 +71,9 @@ class Config:
             reference of their own: isolated single calls with the same pauses, in one window.
         step_log: Every other warm trial logs the counter's steps inside its window, polled
             sparsely (:mod:`accuracy.steplog`; a diagnostic for the next error model).
+        single_runs: Single-call trials a kind, or None for the plan's own.
+        single_delays_s: Idle inside each single call's window before the call, s, taken in
+            turn (empty: none): where the call falls in the counter's period.
     """
 
     kinds: tuple[str, ...] = kinds_mod.FIT_KINDS
@@ -90,6 +93,8 @@ class Config:
     exit: str = "wait"
     enclose: bool = False
     step_log: bool = False
+    single_runs: int | None = None
+    single_delays_s: tuple[float, ...] = ()
 
 
 # Calls inside an enclosing reference before its first trial and after its last, s: its start
@@ -379,16 +384,21 @@ class KindRun:
         self._skip(late, "deadline")
         self._skip(broken, "its type failed twice")
 
+    def _limits(self) -> tuple:
+        """(full, floor, hard floor) counts of the types and runs this run keeps."""
+        c = self.config
+        return plan_mod.limits(c.only, c.measure_runs, c.warm_s, c.single_runs)
+
     def _floors(self) -> tuple:
         """The floors a cut plan goes down to: FLOOR, then HARD_FLOOR, of the types this run keeps."""
-        return plan_mod.limits(self.config.only, self.config.measure_runs, self.config.warm_s)[1:]
+        return self._limits()[1:]
 
     def _plan(self, deadline: float) -> list[list]:
         """The kind's blocks of trials, sized to the time left (less the trials already recorded)."""
         budget = deadline - self.clock.now() + self.timing.reference_s  # the opening one is taken
         # without ZeusMonitor there are no Zeus windows to plan
         no_zeus = {} if self.monitor is not None else {"zeus": 0}
-        full, floor, _ = plan_mod.limits(self.config.only, self.config.measure_runs, self.config.warm_s)
+        full, floor, _ = self._limits()
         counts, est = plan_mod.fit_counts(
             self.name,
             budget,
@@ -399,7 +409,8 @@ class KindRun:
             floor=replace(floor, **no_zeus),
         )
         done = self.store.done_ids(self.name)
-        trials = [u for u in plan_mod.units(self.name, counts, self.config.seed) if u.id not in done]
+        planned = plan_mod.units(self.name, counts, self.config.seed, self.config.single_delays_s)
+        trials = [u for u in planned if u.id not in done]
         # below FLOOR when even that does not fit (the opening reference is taken)
         blocks, dropped = plan_mod.trim(
             trials, self.timing, budget, self.name, self.config.block_s, self.config.seed, self._have(),
@@ -806,6 +817,8 @@ class KindRun:
         self._pause(unit.pause_s)
 
         def body(w, t_entry):
+            if unit.delay_s:
+                self.clock.sleep(unit.delay_s)
             self.stream.call(self.work.single)
             w.call()
 
