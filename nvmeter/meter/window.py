@@ -42,6 +42,7 @@ from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, PowerSample
 from nvmeter.meter import fold
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, merge_samples
@@ -120,6 +121,12 @@ class EnergyWindow:
             later work (aligned readings only; one board). A block shorter than
             :data:`RETURN_MIN_SPACINGS` sample spacings (100 ms on the H200) waits anyway; the
             Measurement's ``end_in_work`` says which.
+        dither: On a quiet board, wait a share of the counter period after the start step
+            before the block runs, the shares spread evenly over successive windows
+            (:mod:`nvmeter.meter.dither`): a block shorter than the period then does not
+            always fall at the same place in it, where the board's response is a bias of
+            its own. Up to one period (~0.1 s) more at entry; an entry inside the work
+            never waits. False: the block starts right after the step.
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged). With ``exit="return"`` its first read waits for
@@ -160,6 +167,7 @@ class EnergyWindow:
         tail_s: float | None = None,
         profile: BoardProfile | str | Path | None = None,
         exit: str = "wait",
+        dither: bool = True,
     ) -> None:
         if method not in METHODS:
             raise errors.UsageError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
@@ -201,6 +209,7 @@ class EnergyWindow:
         # (board s, calls declared) at each mark: where a provisional window ends
         self._marks: list[tuple[float, int]] = []
         self._exit = exit
+        self._dither = bool(dither)
         self._pending: tuple | None = None  # (end poll, build args) until an end in later work is in
         self._phase = "new"
         self._result: Measurement | None = None
@@ -216,6 +225,7 @@ class EnergyWindow:
             self._read_samples()  # the lead-in: what the board did just before the work
             self._states.append(self.board.state())
             self._start = self._start_edge()
+            self._dither_start()
             self._t0 = self.clock.now()
         except BaseException:
             self._phase = "failed"
@@ -399,6 +409,12 @@ class EnergyWindow:
         if self.method in ("auto", "aligned") and not self._quiet():
             return poll_in_background(self.board, self.profile.edge_timeout_s)
         return self._edge()
+
+    def _dither_start(self) -> None:
+        """After a start step polled on a quiet board, wait the dither's next share of a period."""
+        polled_quiet = isinstance(self._start, CounterSeries) and self._start.edge_step() is not None
+        if self._dither and self.method in ("auto", "aligned") and polled_quiet:
+            self.clock.sleep(PROCESS_DITHER.next_delay_s(self.profile.counter_period_s))
 
     def _quiet(self) -> bool:
         """True when the last ``QUIET_S`` of samples read within ``QUIET_MARGIN`` of idle."""

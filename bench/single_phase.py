@@ -1,0 +1,107 @@
+"""Single isolated calls against where they fall in the counter's period: a diagnostic.
+
+Reads records made with ``--single-delays-ms`` (each single call started that long after its
+window's entry, which on a quiet board returns right after a counter step) and prints, per kind,
+each trial's error against its isolated reference by the call's start after the step, the mean
+over all phases, and (with ``--plot``) error against start. Trials without the delay field (made
+before it, or with the meter's own dither) are read at their start after the step as well.
+Nothing here is part of the meter; docs/window.md quotes what it printed:
+
+    python bench/single_phase.py results/enclose/call23-054bb23-phase-enclose.json \\
+        --plot results/enclose/call23-054bb23-phase.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from accuracy import analysis
+
+
+def phase_rows(path: Path) -> dict[str, np.ndarray]:
+    """{kind: rows of (call's start after the start step ms, error %, bound %)} of a record."""
+    rec = json.loads(Path(path).read_text())
+    out = {}
+    for name in rec["kinds"]:
+        kd = analysis.kind_data(rec, name, 7)
+        rows = [
+            (
+                (t.m.work_t0_s - t.m.edge_steps_s[0] + t.unit.get("delay_s", 0.0)) * 1e3,
+                t.err * 100,
+                t.per_call_mj_err / abs(t.expected_mj) * 100,
+            )
+            for t in kd.trials
+            if t.mode == "single_iso" and t.ref is not None
+        ]
+        if rows:
+            out[name] = np.array(sorted(rows))
+    return out
+
+
+def report(by_kind: dict[str, np.ndarray], bin_ms: float) -> None:
+    """Per kind: median error in each ``bin_ms`` of start, and mean, median, max over all."""
+    for name, a in by_kind.items():
+        err, held = a[:, 1], np.abs(a[:, 1]) <= a[:, 2]
+        sem = err.std(ddof=1) / np.sqrt(len(err)) if len(err) > 1 else np.nan
+        print(
+            f"{name}: {len(a)} calls; over all starts mean {err.mean():+.2f}% (SE {sem:.2f}), "
+            f"median {np.median(err):+.2f}%, max |error| {np.abs(err).max():.2f}%; bound held "
+            f"{held.sum()}/{len(a)}"
+        )
+        bins = np.floor(a[:, 0] / bin_ms).astype(int)
+        cells = []
+        for b in np.unique(bins):
+            inside = bins == b
+            span = f"{b * bin_ms:.0f}-{(b + 1) * bin_ms:.0f} ms"
+            cells.append(f"{span} {np.median(err[inside]):+.1f}% ({inside.sum()})")
+        print("   " + "; ".join(cells))
+
+
+def plot(by_kind: dict[str, np.ndarray], path: Path, title: str) -> None:
+    """Error against the call's start after the step, one colour per kind, the bounds as bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for name, a in by_kind.items():
+        line = ax.plot(a[:, 0], a[:, 1], "o", ms=4, label=name, zorder=3)[0]
+        ax.errorbar(a[:, 0], a[:, 1], yerr=a[:, 2], fmt="none", ecolor=line.get_color(), alpha=0.12, lw=0.8)
+    ax.axhspan(-8, 8, color="tab:green", alpha=0.1, label="±8% (issue 10's single-call target)")
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_ylim(-25, 25)
+    ax.set_xlabel("the call's start after the window's start step, ms")
+    ax.set_ylabel("error of mJ/call above idle, %")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=3, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("records", nargs="+", type=Path, help="enclose records with single-call trials")
+    p.add_argument("--bin-ms", type=float, default=10.0, help="start bins of the printed table, ms")
+    p.add_argument("--plot", type=Path, help="write the figure here (one record)")
+    args = p.parse_args(argv)
+    for path in args.records:
+        print(f"## {path.name}")
+        by_kind = phase_rows(path)
+        report(by_kind, args.bin_ms)
+        if args.plot:
+            board = json.loads(path.read_text()).get("board", {}).get("uuid", "?")[:12]
+            plot(by_kind, args.plot, f"Isolated single calls by start in the counter's period ({board}…)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
