@@ -26,7 +26,7 @@ from accuracy import analysis
 
 
 def phase_rows(path: Path) -> dict[str, np.ndarray]:
-    """{kind: rows of (call's start after the start step ms, error %, bound %)} of a record."""
+    """{kind: rows of (call's start after the start step ms, error %, bound %, dithered 0/1)}."""
     rec = json.loads(Path(path).read_text())
     out = {}
     for name in rec["kinds"]:
@@ -36,6 +36,7 @@ def phase_rows(path: Path) -> dict[str, np.ndarray]:
                 (t.m.work_t0_s - t.m.edge_steps_s[0] + t.unit.get("delay_s", 0.0)) * 1e3,
                 t.err * 100,
                 t.per_call_mj_err / abs(t.expected_mj) * 100,
+                float(t.unit.get("dither", True)),
             )
             for t in kd.trials
             if t.mode == "single_iso" and t.ref is not None
@@ -62,6 +63,13 @@ def report(by_kind: dict[str, np.ndarray], bin_ms: float) -> None:
             span = f"{b * bin_ms:.0f}-{(b + 1) * bin_ms:.0f} ms"
             cells.append(f"{span} {np.median(err[inside]):+.1f}% ({inside.sum()})")
         print("   " + "; ".join(cells))
+        dithered = a[:, 3] == 1
+        if dithered.any() and not dithered.all():  # --single-dither alternate: the same references
+            on, off = err[dithered], err[~dithered]
+            print(
+                f"   dithered {len(on)}: median {np.median(on):+.2f}%, max |error| {np.abs(on).max():.2f}%; "
+                f"undithered {len(off)}: median {np.median(off):+.2f}%, max |error| {np.abs(off).max():.2f}%"
+            )
 
 
 def plot(by_kind: dict[str, np.ndarray], path: Path, title: str) -> None:

@@ -138,6 +138,7 @@ def fit(path: Path, kinds: tuple[str, ...] = kinds_mod.FIT_KINDS) -> dict:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from accuracy import plan
     from accuracy.runner import MEASURE_SUBWINDOW_S, Config
 
     p = argparse.ArgumentParser(prog="window_accuracy.py", description=__doc__.splitlines()[0])
@@ -182,6 +183,12 @@ def _parser() -> argparse.ArgumentParser:
             default=(),
             help="comma-separated idle inside each single call's window before the call, ms, in turn "
             "(a diagnostic of where the call falls in the counter's period)",
+        )
+        r.add_argument(
+            "--single-dither",
+            choices=plan.SINGLE_DITHER,
+            default="on",
+            help="single calls' windows dither their start: all (the meter's default), none, or every other",
         )
         r.add_argument(
             "--warm-s",
@@ -285,6 +292,7 @@ def _config(args):
         step_log=getattr(args, "step_log", False),
         single_runs=args.single_runs,
         single_delays_s=args.single_delays_ms,
+        single_dither=args.single_dither,
     )
 
 
@@ -304,7 +312,7 @@ def _plan(args) -> None:
         budget = args.budget_s / len(args.kinds)
         full, floor, _ = plan.limits(args.only, args.measure_runs, args.warm_s, args.single_runs)
         counts, est = plan.fit_counts(kind, budget, timing, args.block_s, args.seed, full, floor)
-        trials = plan.units(kind, counts, args.seed, args.single_delays_ms)
+        trials = plan.units(kind, counts, args.seed, args.single_delays_ms, args.single_dither)
         blocks = plan.blocks(kind, trials, timing, args.block_s, args.seed)
         print(f"{kind}: ~{est:.0f} s of {budget:.0f} s, {len(blocks)} blocks, {json.dumps(counts.to_dict())}")
         if i == 0:

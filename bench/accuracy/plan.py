@@ -41,6 +41,9 @@ ZEUS_S = 0.5
 # Pauses before a transient window and before a single call, s (issue 10).
 TRANSIENT_PAUSE_S = (0.2, 1.0)
 SINGLE_PAUSE_S = (0.5, 0.9)
+# Whether single calls' windows dither their start: all, none, or every other one (the two
+# read against the same references, so their difference is the phase's alone).
+SINGLE_DITHER = ("on", "off", "alternate")
 # The injected wait inside one call, and the calls from its end to the stall trial's entry, s.
 STALL_WAIT_S = (0.06, 0.15)
 STALL_BEFORE_S = (0.3, 2.0)
@@ -161,6 +164,8 @@ class Unit:
         delay_s: Idle inside a single call's window, from the entry's return to the call, s
             (0: the call starts at once; a diagnostic of where the call falls in the counter's
             period, ``--single-delays-ms``).
+        dither: A single call's window dithers its start (``EnergyWindow(dither=...)``);
+            False with ``--single-dither off`` or every other one with ``alternate``.
     """
 
     id: str
@@ -169,6 +174,7 @@ class Unit:
     pause_s: float = 0.0
     stall_s: float = 0.0
     delay_s: float = 0.0
+    dither: bool = True
 
     def to_dict(self) -> dict:
         """Plain dict for JSON (``stall_s`` only on stall trials, ``delay_s`` only where set: older
@@ -178,6 +184,8 @@ class Unit:
             out["stall_s"] = self.stall_s
         if self.delay_s:
             out["delay_s"] = self.delay_s
+        if not self.dither:
+            out["dither"] = False
         return out
 
 
@@ -243,10 +251,17 @@ class Timing:
         return self.reference_s + self.idle_span_s
 
 
-def units(kind: str, counts: Counts, seed: int, single_delays_s: tuple[float, ...] = ()) -> list[Unit]:
+def units(
+    kind: str,
+    counts: Counts,
+    seed: int,
+    single_delays_s: tuple[float, ...] = (),
+    single_dither: str = "on",
+) -> list[Unit]:
     """Every trial of ``counts`` with its id and pause (pauses drawn per id, so stable).
 
-    The single calls take ``single_delays_s`` in turn (none: no delay).
+    The single calls take ``single_delays_s`` in turn (none: no delay), and dither their start
+    as ``single_dither`` says (:data:`SINGLE_DITHER`).
     """
     out = []
     for w, n in counts.warm.items():
@@ -260,7 +275,8 @@ def units(kind: str, counts: Counts, seed: int, single_delays_s: tuple[float, ..
         uid = f"single-{i:02d}"
         pause_s = round(_rng(seed, kind, uid).uniform(*SINGLE_PAUSE_S), 3)
         delay_s = single_delays_s[i % len(single_delays_s)] if single_delays_s else 0.0
-        out.append(Unit(uid, "single", None, pause_s, delay_s=delay_s))
+        dither = single_dither == "on" or (single_dither == "alternate" and i % 2 == 0)
+        out.append(Unit(uid, "single", None, pause_s, delay_s=delay_s, dither=dither))
     out += [Unit(f"measure-{i}", "measure") for i in range(counts.measure)]
     for i in range(counts.stall):
         uid = f"stall-{STALL_WINDOW_S:g}s-{i:02d}"

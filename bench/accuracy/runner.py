@@ -74,6 +74,8 @@ class Config:
         single_runs: Single-call trials a kind, or None for the plan's own.
         single_delays_s: Idle inside each single call's window before the call, s, taken in
             turn (empty: none): where the call falls in the counter's period.
+        single_dither: Single calls' windows dither their start: ``"on"``, ``"off"`` or
+            ``"alternate"`` (plan.SINGLE_DITHER).
     """
 
     kinds: tuple[str, ...] = kinds_mod.FIT_KINDS
@@ -95,6 +97,7 @@ class Config:
     step_log: bool = False
     single_runs: int | None = None
     single_delays_s: tuple[float, ...] = ()
+    single_dither: str = "on"
 
 
 # Calls inside an enclosing reference before its first trial and after its last, s: its start
@@ -409,7 +412,8 @@ class KindRun:
             floor=replace(floor, **no_zeus),
         )
         done = self.store.done_ids(self.name)
-        planned = plan_mod.units(self.name, counts, self.config.seed, self.config.single_delays_s)
+        c = self.config
+        planned = plan_mod.units(self.name, counts, c.seed, c.single_delays_s, c.single_dither)
         trials = [u for u in planned if u.id not in done]
         # below FLOOR when even that does not fit (the opening reference is taken)
         blocks, dropped = plan_mod.trim(
@@ -503,7 +507,7 @@ class KindRun:
             "state_after": self._state_now(),
         }
 
-    def _window(self, body, exit: str = "wait", enclosing: bool = False) -> dict:
+    def _window(self, body, exit: str = "wait", enclosing: bool = False, dither: bool = True) -> dict:
         """One EnergyWindow around ``body(w, t_entry)``, with its timings, states and raw readings.
 
         With ``exit="return"`` the calls go on after the block until the window's end edge is
@@ -511,18 +515,19 @@ class KindRun:
         ``enclosing`` window counts every call of the stream while it is open, the trials'
         inside it too (``body`` then declares none itself). Inside an enclosing window a
         trial's Measurement is left for later (``"_pending"``: see :meth:`_finish_deferred`).
+        ``dither``: the window's ``EnergyWindow(dither=...)``.
         """
-        w, rec = self._open_window(body, exit, enclosing)
+        w, rec = self._open_window(body, exit, enclosing, dither)
         if self._deferred is not None and not enclosing:
             return {**rec, "_pending": w}
         return {**rec, **self._measured(w)}
 
-    def _open_window(self, body, exit: str, enclosing: bool) -> tuple:
+    def _open_window(self, body, exit: str, enclosing: bool, dither: bool = True) -> tuple:
         """The window run to its end edge: (the EnergyWindow, its timing fields)."""
         from nvmeter.meter.window import EnergyWindow
 
         state_before = self._state_before()
-        win = EnergyWindow(self.board, idle=self.idle, sync=self.work.sync, exit=exit)
+        win = EnergyWindow(self.board, idle=self.idle, sync=self.work.sync, exit=exit, dither=dither)
         last_end = self.stream.last_end_s
         calls_ms: list[float] = []
         try:
@@ -822,7 +827,8 @@ class KindRun:
             self.stream.call(self.work.single)
             w.call()
 
-        return {"single_share": self.work.single_share, **self._window(body, self.config.exit)}
+        rec = self._window(body, self.config.exit, dither=unit.dither)
+        return {"single_share": self.work.single_share, **rec}
 
     def _zeus(self, unit) -> dict:
         if self.monitor is None:
