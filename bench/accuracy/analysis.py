@@ -60,7 +60,10 @@ def load(path: Path) -> dict:
 
 
 def idle_of(part: dict):
-    """The kind's idle: its quiescent spans together (start and end; one if the run was cut)."""
+    """The kind's idle: its quiescent spans together (start and end; one if the run was cut).
+
+    Also a unit's own (an isolated reference made with ``--iso-idle``), from its ``idle_spans``.
+    """
     from nvmeter.meter.baseline import IdleBaseline
     from nvmeter.meter.span import AlignedSpan
 
@@ -324,7 +327,7 @@ def kind_data(rec: dict, name: str, model_version: int | None = None) -> KindDat
     by_id = {u["id"]: u for u in part["units"]}
     for u in part["units"]:
         if u["type"] == "ref":
-            m = measurement(u["raw"], idle, model_version)
+            m = measurement(u["raw"], idle_of(u) if u.get("idle_spans") else idle, model_version)
             refs.append(
                 Ref(
                     u["id"],
@@ -343,9 +346,7 @@ def kind_data(rec: dict, name: str, model_version: int | None = None) -> KindDat
     trials = tuple(_trial(u, steady, idle, model_version) for u in raw_trials)
     if isolated:  # the same single calls, read against what an isolated call costs
         trials += tuple(
-            _trial(u, isolated, idle, model_version, "single_iso")
-            for u in raw_trials
-            if u["type"] == "single"
+            _iso_trial(u, isolated, idle, model_version) for u in raw_trials if u["type"] == "single"
         )
     return KindData(name, part.get("work") or {}, idle, len(part["idle_spans"]), tuple(refs), trials, part)
 
@@ -366,6 +367,14 @@ def _trial(u: dict, refs: list[Ref], idle, model_version, mode: str | None = Non
     share = u.get("single_share", 1.0) if mode == "single" else 1.0
     expected = ref.per_call_mj * share if ref else math.nan
     return Trial(u, mode, key, m, pcm, bound, ref, dt, temp_ok, expected)
+
+
+def _iso_trial(u: dict, isolated: list[Ref], idle, model_version) -> Trial:
+    """A single call against its isolated reference, read with that reference's own idle if it has one."""
+    t = _trial(u, isolated, idle, model_version, "single_iso")
+    if t.ref is None or not t.ref.unit.get("idle_spans"):
+        return t
+    return _trial(u, [t.ref], idle_of(t.ref.unit), model_version, "single_iso")
 
 
 def match(

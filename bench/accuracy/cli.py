@@ -191,6 +191,11 @@ def _parser() -> argparse.ArgumentParser:
             help="single calls' windows dither their start: all (the meter's default), none, or every other",
         )
         r.add_argument(
+            "--iso-idle",
+            action="store_true",
+            help="idle spans right before and after each isolated reference, which it is read with",
+        )
+        r.add_argument(
             "--warm-s",
             type=_lengths,
             default=None,
@@ -293,6 +298,7 @@ def _config(args):
         single_runs=args.single_runs,
         single_delays_s=args.single_delays_ms,
         single_dither=args.single_dither,
+        iso_idle=args.iso_idle,
     )
 
 

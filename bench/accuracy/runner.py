@@ -76,6 +76,8 @@ class Config:
             turn (empty: none): where the call falls in the counter's period.
         single_dither: Single calls' windows dither their start: ``"on"``, ``"off"`` or
             ``"alternate"`` (plan.SINGLE_DITHER).
+        iso_idle: Each isolated reference gets quiescent idle spans of its own, right before
+            and after it (the analysis reads it and its block's single calls with them).
     """
 
     kinds: tuple[str, ...] = kinds_mod.FIT_KINDS
@@ -98,6 +100,7 @@ class Config:
     single_runs: int | None = None
     single_delays_s: tuple[float, ...] = ()
     single_dither: str = "on"
+    iso_idle: bool = False
 
 
 # Calls inside an enclosing reference before its first trial and after its last, s: its start
@@ -470,6 +473,11 @@ class KindRun:
 
     # -- pieces --------------------------------------------------------------
     def _idle_span(self, tag: str) -> None:
+        """A quiescent span of the kind's idle (its start and end)."""
+        self.part["idle_spans"].append(self._quiescent(tag))
+
+    def _quiescent(self, tag: str) -> dict:
+        """A quiescent idle span after the work has settled, as its record."""
         from nvmeter.meter.baseline import measure_quiescent
 
         self.work.sync()
@@ -477,20 +485,18 @@ class KindRun:
         self.clock.sleep(0.5)  # the power falls to idle within ~60 ms of the work (docs/window.md)
         state = read_state(self.board)
         span = measure_quiescent(self.board, self.config.idle_s)
-        self.part["idle_spans"].append(
-            compact(
-                {
-                    "tag": tag,
-                    "span": span.to_dict(),
-                    "power_w": span.power_w,
-                    "samples_power_w": span.samples_power_w,
-                    "duration_s": span.duration_s,
-                    "state_before": state,
-                    "state_after": read_state(self.board),
-                }
-            )
-        )
         _log(f"{self.name}: idle span ({tag}) {span.power_w:.2f} W over {span.duration_s:.2f} s")
+        return compact(
+            {
+                "tag": tag,
+                "span": span.to_dict(),
+                "power_w": span.power_w,
+                "samples_power_w": span.samples_power_w,
+                "duration_s": span.duration_s,
+                "state_before": state,
+                "state_after": read_state(self.board),
+            }
+        )
 
     def _timings(self, times: tuple, last_end: float | None, calls_ms: list[float], state_before) -> dict:
         """A window's timing fields: (before entry, entered, before exit, exited) host times, s."""
@@ -689,8 +695,11 @@ class KindRun:
 
         The same call after the same pauses as the single-call trials, repeated for ``ref_s``
         (pauses cycled): its energy above idle per call is what one isolated call costs, where
-        the steady reference is what the call costs inside a run of calls.
+        the steady reference is what the call costs inside a run of calls. With
+        ``iso_idle``, a quiescent span right before and right after it (``idle_spans``): ~95%
+        of it is pauses, so the idle it is read with counts ~20x more than in a steady one.
         """
+        local = [self._quiescent(f"isolated-{tag}-before")] if self.config.iso_idle else []
         self._pause(pauses_s[0])
         made: list[float] = []
 
@@ -704,6 +713,9 @@ class KindRun:
                 self.clock.sleep(pause_s)
 
         rec = self._window(body)
+        if local:
+            local.append(self._quiescent(f"isolated-{tag}-after"))
+            rec["idle_spans"] = local
         self._add_reference(f"isolated-{tag}", {"isolated": True, "pauses_s": made[:-1], **rec})
 
     def _add_reference(self, tag: str, rec: dict) -> None:
