@@ -36,6 +36,7 @@ def phase_rows(path: Path) -> dict[str, np.ndarray]:
                 (t.m.work_t0_s - t.m.edge_steps_s[0] + t.unit.get("delay_s", 0.0)) * 1e3,
                 t.err * 100,
                 t.per_call_mj_err / abs(t.expected_mj) * 100,
+                # absent before 6f7550e: call 24's were dithered, and calls 1-23 (never split here) not
                 float(t.unit.get("dither", True)),
             )
             for t in kd.trials

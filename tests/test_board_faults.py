@@ -24,8 +24,7 @@ OTHER_UUID = "GPU-5157a7ed-0000-4000-8000-000000000001"
 
 def busy_window(board: SimulatedBoard, calls: int = 10, call_s: float = 0.04) -> EnergyWindow:
     board.set_context(True)
-    # undithered: twin boards' windows then read alike, whichever ran first in the process
-    with EnergyWindow(board, sync="none", idle=board.config.idle_context_w, dither=False) as w:
+    with EnergyWindow(board, sync="none", idle=board.config.idle_context_w) as w:
         for _ in range(calls):
             board.set_load(LOAD_W)
             board.clock.sleep(call_s)

@@ -44,10 +44,10 @@ def test_delays_are_shares_of_the_period():
     assert [a.next_delay_s(0.1) for _ in range(5)] == pytest.approx([b.next_share() * 0.1 for _ in range(5)])
 
 
-def test_quiet_entries_start_across_the_period_and_undithered_at_the_step():
+def test_dithered_entries_start_across_the_period_and_undithered_at_the_step():
     board = _board()
-    dithered = [_burst(board)[1] for _ in range(12)]
-    fixed = [_burst(board, dither=False)[1] for _ in range(12)]
+    dithered = [_burst(board, dither=True)[1] for _ in range(12)]
+    fixed = [_burst(board)[1] for _ in range(12)]  # the default
     assert max(fixed) < 0.015  # a read or two after the step
     assert min(dithered) < 0.03 and max(dithered) > 0.07
     # shares of the profile's period (the Hopper defaults' 0.12 s: wider than the board's 0.1 s)
@@ -60,7 +60,7 @@ def test_an_entry_inside_the_work_never_waits():
     board.clock.sleep(0.5)
     for _ in range(5):
         t_before = board.clock.now()
-        with EnergyWindow(board, sync="none", calls=1, idle=board.config.idle_context_w) as w:
+        with EnergyWindow(board, sync="none", calls=1, idle=board.config.idle_context_w, dither=True) as w:
             t_entered = board.clock.now()
             board.clock.sleep(0.3)
         assert t_entered - t_before < 0.01
@@ -70,7 +70,7 @@ def test_an_entry_inside_the_work_never_waits():
 def test_the_bound_holds_at_every_phase():
     board = _board()
     for _ in range(16):
-        m, _, truth_j = _burst(board)
+        m, _, truth_j = _burst(board, dither=True)
         assert abs(m.above_idle_j - truth_j) <= m.err_j
 
 
@@ -78,8 +78,16 @@ def test_dithered_windows_average_out_a_sensor_that_sees_part_of_the_period():
     # SC24's A100/H100: the sensor sees the last ~25 ms of each ~100 ms; here the last 60 ms.
     # Right after the step a 20 ms burst falls wholly outside what the next update sees.
     board = _board(sensor_window_s=0.06, noise_w=0.0)
-    fixed = [(m.above_idle_j / t - 1) for m, _, t in (_burst(board, dither=False) for _ in range(20))]
-    dithered = [(m.above_idle_j / t - 1) for m, _, t in (_burst(board) for _ in range(40))]
+    fixed = [(m.above_idle_j / t - 1) for m, _, t in (_burst(board) for _ in range(20))]
+    dithered = [(m.above_idle_j / t - 1) for m, _, t in (_burst(board, dither=True) for _ in range(40))]
     assert np.mean(fixed) < -0.5  # one phase: a bias the board alone sets
     # many phases: near their mean (each reading is -100% or +67%)
     assert abs(np.mean(dithered)) < 0.2
+
+
+def test_a_window_on_several_boards_takes_no_dither():
+    from nvmeter import errors
+
+    boards = [_board(), SimulatedBoard(SimConfig(seed=12, uuid="GPU-00000000-0000-4000-8000-0000000000b2"))]
+    with pytest.raises(errors.UsageError, match="dither meters one board"):
+        EnergyWindow(devices=boards, dither=True)

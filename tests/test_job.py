@@ -127,8 +127,7 @@ def test_edges_of_n_boards_cost_the_slowest_one_not_their_sum(idle, periods):
         boards = host()
         clock = boards[0].clock
         t = clock.now()
-        # a JobWindow does not dither its boards' entries (they would add up): neither does this one
-        with EnergyWindow(boards[i], sync="none", idle=idle, dither=False) as w:
+        with EnergyWindow(boards[i], sync="none", idle=idle) as w:
             alone_in.append(clock.now() - t)
             work(boards, 1.0)
             w.call(10)

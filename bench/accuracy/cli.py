@@ -187,8 +187,8 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument(
             "--single-dither",
             choices=plan.SINGLE_DITHER,
-            default="on",
-            help="single calls' windows dither their start: all (the meter's default), none, or every other",
+            default="off",
+            help="single calls' windows dither their start: all, none (the meter's default), or every other",
         )
         r.add_argument(
             "--iso-idle",

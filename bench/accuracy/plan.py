@@ -164,8 +164,10 @@ class Unit:
         delay_s: Idle inside a single call's window, from the entry's return to the call, s
             (0: the call starts at once; a diagnostic of where the call falls in the counter's
             period, ``--single-delays-ms``).
-        dither: A single call's window dithers its start (``EnergyWindow(dither=...)``);
-            False with ``--single-dither off`` or every other one with ``alternate``.
+        dither: A single call's window dithers its start (``EnergyWindow(dither=...)``): with
+            ``--single-dither on``, or every other one with ``alternate`` (recorded on every
+            single call from commit 6f7550e on; before it, call 24's were dithered, all
+            earlier ones not).
     """
 
     id: str
@@ -174,7 +176,7 @@ class Unit:
     pause_s: float = 0.0
     stall_s: float = 0.0
     delay_s: float = 0.0
-    dither: bool = True
+    dither: bool = False
 
     def to_dict(self) -> dict:
         """Plain dict for JSON (``stall_s`` only on stall trials, ``delay_s`` only where set: older
@@ -184,8 +186,8 @@ class Unit:
             out["stall_s"] = self.stall_s
         if self.delay_s:
             out["delay_s"] = self.delay_s
-        if not self.dither:
-            out["dither"] = False
+        if self.type == "single":
+            out["dither"] = self.dither
         return out
 
 
@@ -256,7 +258,7 @@ def units(
     counts: Counts,
     seed: int,
     single_delays_s: tuple[float, ...] = (),
-    single_dither: str = "on",
+    single_dither: str = "off",
 ) -> list[Unit]:
     """Every trial of ``counts`` with its id and pause (pauses drawn per id, so stable).
 

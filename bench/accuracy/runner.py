@@ -99,7 +99,7 @@ class Config:
     step_log: bool = False
     single_runs: int | None = None
     single_delays_s: tuple[float, ...] = ()
-    single_dither: str = "on"
+    single_dither: str = "off"
     iso_idle: bool = False
 
 
@@ -513,7 +513,7 @@ class KindRun:
             "state_after": self._state_now(),
         }
 
-    def _window(self, body, exit: str = "wait", enclosing: bool = False, dither: bool = True) -> dict:
+    def _window(self, body, exit: str = "wait", enclosing: bool = False, dither: bool = False) -> dict:
         """One EnergyWindow around ``body(w, t_entry)``, with its timings, states and raw readings.
 
         With ``exit="return"`` the calls go on after the block until the window's end edge is
@@ -528,7 +528,7 @@ class KindRun:
             return {**rec, "_pending": w}
         return {**rec, **self._measured(w)}
 
-    def _open_window(self, body, exit: str, enclosing: bool, dither: bool = True) -> tuple:
+    def _open_window(self, body, exit: str, enclosing: bool, dither: bool = False) -> tuple:
         """The window run to its end edge: (the EnergyWindow, its timing fields)."""
         from nvmeter.meter.window import EnergyWindow
 

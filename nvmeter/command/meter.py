@@ -118,7 +118,6 @@ def run_command(
             calls=1,
             method=method,
             profile=resolve_profile(None, b.identity(), idle),
-            dither=False,  # a whole command, entered board after board: no wait before it starts
         )
         for b in boards
     ]

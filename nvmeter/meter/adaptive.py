@@ -402,8 +402,7 @@ def measure_many(boards: Sequence[Board], block: Callable[[], int], **kwargs) ->
     Returns:
         One Measurement per board, in order; sum their ``above_idle_j`` for the total.
     """
-    # entered board after board: a dither's wait at each would add up
-    windows = [EnergyWindow(b, **{"dither": False, **kwargs}) for b in boards]
+    windows = [EnergyWindow(b, **kwargs) for b in boards]
     for w in windows:
         w.__enter__()
     calls = block()

@@ -2,17 +2,22 @@
 
 A call shorter than the counter's period reads more or less of its energy depending on where
 it falls in the period: on an H200, isolated ~20-40 ms calls started from 0 to 95 ms after a
-counter step read from -18% to +15% of what the same call costs at random phases
-(results/enclose/call23-054bb23-phase-*). An entry on a quiet board returns right after a step,
-so without a dither every such window starts at one phase, and the board's response there is a
-bias of its own: the single calls of calls 1-22 read -14% to +3% by board at that phase, while
-over all phases one board's mean was within 1.0% of its reference for each of four kinds.
+counter step read from -18% to +15% against the same call repeated at random phases, calls
+starting 80-100 ms after the step reading 5-11% low on each of four boards
+(results/enclose/call23-054bb23-phase-*, call24-26-*). An entry on a quiet board returns right
+after a step, so every undithered window of a short block starts at one phase, and the
+board's response there is a bias of its own.
 
-So a quiet entry waits a share of the counter period after its start step before the block
-runs. The shares follow the golden-ratio (Weyl) sequence, which covers the period evenly
-for any number of windows: the mean of N dithered windows converges on the phase average
-like 1/N, where random shares would give 1/sqrt(N). One sequence per process, shared by
-every board and thread.
+``EnergyWindow(dither=True)`` makes a quiet entry wait a share of the counter period after its
+start step before the block runs. The shares follow the golden-ratio (Weyl) sequence, which
+covers the period evenly for any number of windows: the mean of N dithered windows converges
+on the phase average like 1/N, where random shares would give 1/sqrt(N). One sequence per
+process, shared by every board and thread. Off by default, as measured: dithered and
+undithered single calls against the same references on two boards (calls 25 and 26) had
+medians -4.6/-8.3% and -3.3/-5.3% (FP32 8192²), -3.6/-4.0% and +1.1/-1.0% (copies), -2.1/-2.3%
+(bf16), +2.9/+0.9% (duty-cycled), while the dithered ones' largest errors were larger in five
+of those six cells (8.2-20.6% against 6.7-11.9%): the start right after a step is one of the
+period's better places.
 """
 
 from __future__ import annotations

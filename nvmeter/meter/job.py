@@ -98,7 +98,6 @@ class JobWindow:
                 calls=calls,
                 tail_s=tail_s,
                 profile=_for_board(profile, ident, "profile"),
-                dither=False,  # entered board after board: a wait at each would add up
             )
             for b, ident in zip(self.boards, self._idents, strict=True)
         ]
