@@ -91,3 +91,11 @@ def test_a_window_on_several_boards_takes_no_dither():
     boards = [_board(), SimulatedBoard(SimConfig(seed=12, uuid="GPU-00000000-0000-4000-8000-0000000000b2"))]
     with pytest.raises(errors.UsageError, match="dither meters one board"):
         EnergyWindow(devices=boards, dither=True)
+
+
+@pytest.mark.parametrize("bad", ["no", 1, None])
+def test_dither_takes_only_a_bool(bad):
+    from nvmeter import errors
+
+    with pytest.raises(errors.UsageError, match="dither is True or False"):
+        EnergyWindow(_board(), idle=121.2, dither=bad)

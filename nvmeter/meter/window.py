@@ -213,7 +213,9 @@ class EnergyWindow:
         # (board s, calls declared) at each mark: where a provisional window ends
         self._marks: list[tuple[float, int]] = []
         self._exit = exit
-        self._dither = bool(dither)
+        if not isinstance(dither, bool):
+            raise errors.UsageError(f"dither is True or False, not {dither!r}")
+        self._dither = dither
         self._pending: tuple | None = None  # (end poll, build args) until an end in later work is in
         self._phase = "new"
         self._result: Measurement | None = None
