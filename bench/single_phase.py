@@ -24,9 +24,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from accuracy import analysis
 
+NO_TAIL = -1.0  # the trial left the window's tail_s to the profile
+
 
 def phase_rows(path: Path) -> dict[str, np.ndarray]:
-    """{kind: rows of (call's start after the start step ms, error %, bound %, dithered 0/1)}."""
+    """{kind: rows of (call's start after the start step ms, error %, bound %, dithered 0/1, tail s)}.
+
+    The tail is the window's ``tail_s`` where the trial set one (``--single-tail-s``), else -1.
+    """
     rec = json.loads(Path(path).read_text())
     out = {}
     for name in rec["kinds"]:
@@ -38,6 +43,7 @@ def phase_rows(path: Path) -> dict[str, np.ndarray]:
                 t.per_call_mj_err / abs(t.expected_mj) * 100,
                 # absent before 6f7550e: call 24's were dithered, and calls 1-23 (never split here) not
                 float(t.unit.get("dither", True)),
+                float(t.unit.get("tail_s", NO_TAIL)),
             )
             for t in kd.trials
             if t.mode == "single_iso" and t.ref is not None
@@ -64,13 +70,16 @@ def report(by_kind: dict[str, np.ndarray], bin_ms: float) -> None:
             span = f"{b * bin_ms:.0f}-{(b + 1) * bin_ms:.0f} ms"
             cells.append(f"{span} {np.median(err[inside]):+.1f}% ({inside.sum()})")
         print("   " + "; ".join(cells))
-        dithered = a[:, 3] == 1
-        if dithered.any() and not dithered.all():  # --single-dither alternate: the same references
-            on, off = err[dithered], err[~dithered]
-            print(
-                f"   dithered {len(on)}: median {np.median(on):+.2f}%, max |error| {np.abs(on).max():.2f}%; "
-                f"undithered {len(off)}: median {np.median(off):+.2f}%, max |error| {np.abs(off).max():.2f}%"
-            )
+        # arms against the same references (--single-dither alternate, --single-tail-s a,b)
+        arms = {(d, t): (a[:, 3] == d) & (a[:, 4] == t) for d, t in {(row[3], row[4]) for row in a}}
+        if len(arms) > 1:
+            print("   " + "; ".join(_arm(d, t, err[sel]) for (d, t), sel in sorted(arms.items())))
+
+
+def _arm(dithered: float, tail_s: float, err: np.ndarray) -> str:
+    """One arm's line: its settings, count, median and largest error."""
+    name = ("dithered" if dithered else "undithered") + ("" if tail_s == NO_TAIL else f", tail {tail_s:g} s")
+    return f"{name} {len(err)}: median {np.median(err):+.2f}%, max |error| {np.abs(err).max():.2f}%"
 
 
 def plot(by_kind: dict[str, np.ndarray], path: Path, title: str) -> None:

@@ -60,6 +60,29 @@ def test_plan_ids_and_pauses_are_stable_and_in_range():
     assert all(small[u.id] == u for u in a if u.id in small)
 
 
+def test_single_call_diagnostics_are_taken_in_turn_and_recorded():
+    counts = plan.Counts({}, 0, {}, 6, 0)
+    singles = plan.Singles(delays_s=(0.0, 0.05, 0.09), dither="alternate", tails_s=(0.06, 0.5))
+    units = plan.units("copy", counts, 1, singles)
+    assert [u.delay_s for u in units] == [0.0, 0.05, 0.09] * 2
+    assert [u.dither for u in units] == [True, False] * 3
+    assert [u.tail_s for u in units] == [0.06, 0.5] * 3
+    assert units[1].to_dict() | {"pause_s": 0} == {
+        "id": "single-01", "type": "single", "window_s": None, "pause_s": 0, "delay_s": 0.05,
+        "dither": False, "tail_s": 0.5,
+    }  # fmt: skip
+    plain = plan.units("copy", counts, 1)  # the meter's defaults: every single says it did not dither
+    assert all(u.to_dict()["dither"] is False and "tail_s" not in u.to_dict() for u in plain)
+    assert [u.pause_s for u in plain] == [u.pause_s for u in units]
+
+
+@pytest.mark.parametrize(("flag", "bad"), [("--single-tail-s", "0.1,3"), ("--single-delays-ms", "x")])
+def test_the_cli_refuses_bad_single_call_diagnostics(capsys, flag, bad):
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "--only", "single", flag, bad])
+    assert flag in capsys.readouterr().err
+
+
 def test_blocks_hold_every_trial_once_in_stream_order_with_zeus_after_a_warm_half_second():
     timing = plan.Timing()
     trials = plan.units("bf16cap", plan.FULL, seed=4)

@@ -55,6 +55,21 @@ def _delays_ms(text: str) -> tuple[float, ...]:
     return tuple(v / 1e3 for v in values)
 
 
+def _tails_s(text: str) -> tuple[float, ...]:
+    """An argparse type: comma-separated tails, s, each in [0, 2]."""
+    values = tuple(_float(x) for x in text.split(",") if x.strip())
+    if not values or not all(0 <= v <= 2 for v in values):  # nan fails too
+        raise argparse.ArgumentTypeError(f"must be comma-separated tails from 0 to 2 s, not {text!r}")
+    return values
+
+
+def _singles(args):
+    """The single calls' diagnostics of ``args`` (accuracy.plan.Singles)."""
+    from accuracy import plan
+
+    return plan.Singles(args.single_delays_ms, args.single_dither, args.single_tail_s)
+
+
 def _seconds(zero_ok: bool = False):
     """An argparse type: a finite number of seconds > 0 (>= 0 with ``zero_ok``)."""
     least = ">= 0" if zero_ok else "> 0"
@@ -191,6 +206,13 @@ def _parser() -> argparse.ArgumentParser:
             help="single calls' windows dither their start: all, none (the meter's default), or every other",
         )
         r.add_argument(
+            "--single-tail-s",
+            type=_tails_s,
+            default=(),
+            help="comma-separated EnergyWindow(tail_s=...) of the single calls' windows, s, in turn "
+            "(default: the profile's)",
+        )
+        r.add_argument(
             "--iso-idle",
             action="store_true",
             help="idle spans right before and after each isolated reference, which it is read with",
@@ -296,8 +318,7 @@ def _config(args):
         enclose=getattr(args, "enclose", False),
         step_log=getattr(args, "step_log", False),
         single_runs=args.single_runs,
-        single_delays_s=args.single_delays_ms,
-        single_dither=args.single_dither,
+        singles=_singles(args),
         iso_idle=args.iso_idle,
     )
 
@@ -318,7 +339,7 @@ def _plan(args) -> None:
         budget = args.budget_s / len(args.kinds)
         full, floor, _ = plan.limits(args.only, args.measure_runs, args.warm_s, args.single_runs)
         counts, est = plan.fit_counts(kind, budget, timing, args.block_s, args.seed, full, floor)
-        trials = plan.units(kind, counts, args.seed, args.single_delays_ms, args.single_dither)
+        trials = plan.units(kind, counts, args.seed, _singles(args))
         blocks = plan.blocks(kind, trials, timing, args.block_s, args.seed)
         print(f"{kind}: ~{est:.0f} s of {budget:.0f} s, {len(blocks)} blocks, {json.dumps(counts.to_dict())}")
         if i == 0:

@@ -44,6 +44,35 @@ SINGLE_PAUSE_S = (0.5, 0.9)
 # Whether single calls' windows dither their start: all, none, or every other one (the two
 # read against the same references, so their difference is the phase's alone).
 SINGLE_DITHER = ("on", "off", "alternate")
+
+
+@dataclass(frozen=True)
+class Singles:
+    """How the single calls' windows differ from the meter's defaults: diagnostics, taken in turn.
+
+    Attributes:
+        delays_s: Idle inside each window before its call, s, in turn (empty: none).
+        dither: Windows dither their start: one of :data:`SINGLE_DITHER`.
+        tails_s: Each window's ``EnergyWindow(tail_s=...)``, s, in turn (empty: the profile's).
+    """
+
+    delays_s: tuple[float, ...] = ()
+    dither: str = "off"
+    tails_s: tuple[float, ...] = ()
+
+    def unit(self, uid: str, i: int, pause_s: float) -> Unit:
+        """The ``i``-th single call's trial."""
+        return Unit(
+            uid,
+            "single",
+            None,
+            pause_s,
+            delay_s=self.delays_s[i % len(self.delays_s)] if self.delays_s else 0.0,
+            dither=self.dither == "on" or (self.dither == "alternate" and i % 2 == 0),
+            tail_s=self.tails_s[i % len(self.tails_s)] if self.tails_s else None,
+        )
+
+
 # The injected wait inside one call, and the calls from its end to the stall trial's entry, s.
 STALL_WAIT_S = (0.06, 0.15)
 STALL_BEFORE_S = (0.3, 2.0)
@@ -164,6 +193,7 @@ class Unit:
         delay_s: Idle inside a single call's window, from the entry's return to the call, s
             (0: the call starts at once; a diagnostic of where the call falls in the counter's
             period, ``--single-delays-ms``).
+        tail_s: A single call's ``EnergyWindow(tail_s=...)``, s (None: the profile's).
         dither: A single call's window dithers its start (``EnergyWindow(dither=...)``): with
             ``--single-dither on``, or every other one with ``alternate`` (recorded on every
             single call from commit 6f7550e on; before it, call 24's were dithered, all
@@ -177,6 +207,7 @@ class Unit:
     stall_s: float = 0.0
     delay_s: float = 0.0
     dither: bool = False
+    tail_s: float | None = None
 
     def to_dict(self) -> dict:
         """Plain dict for JSON (``stall_s`` only on stall trials, ``delay_s`` only where set: older
@@ -188,6 +219,8 @@ class Unit:
             out["delay_s"] = self.delay_s
         if self.type == "single":
             out["dither"] = self.dither
+        if self.tail_s is not None:
+            out["tail_s"] = self.tail_s
         return out
 
 
@@ -233,7 +266,8 @@ class Timing:
         if unit.type == "transient":
             return max(unit.pause_s, self.meter_s) + unit.window_s + self.call_s / 2 + self.meter_s
         if unit.type == "single":
-            return max(unit.pause_s, self.meter_s) + unit.delay_s + self.single_s + self.meter_s
+            tail_s = unit.tail_s or 0.0
+            return max(unit.pause_s, self.meter_s) + unit.delay_s + self.single_s + self.meter_s + tail_s
         if unit.type == "stall":  # a lead of its own: the stall broke the run before it
             return self.lead_s + unit.stall_s + unit.pause_s + unit.window_s + self.call_s + self.meter_s
         return self.measure_s
@@ -257,14 +291,13 @@ def units(
     kind: str,
     counts: Counts,
     seed: int,
-    single_delays_s: tuple[float, ...] = (),
-    single_dither: str = "off",
+    singles: Singles | None = None,
 ) -> list[Unit]:
     """Every trial of ``counts`` with its id and pause (pauses drawn per id, so stable).
 
-    The single calls take ``single_delays_s`` in turn (none: no delay), and dither their start
-    as ``single_dither`` says (:data:`SINGLE_DITHER`).
+    The single calls' windows as ``singles`` says (None: the meter's defaults).
     """
+    singles = singles or Singles()
     out = []
     for w, n in counts.warm.items():
         out += [Unit(f"warm-{w:g}s-{i:02d}", "warm", w) for i in range(n)]
@@ -275,10 +308,7 @@ def units(
             out.append(Unit(uid, "transient", w, round(_rng(seed, kind, uid).uniform(*TRANSIENT_PAUSE_S), 3)))
     for i in range(counts.single):
         uid = f"single-{i:02d}"
-        pause_s = round(_rng(seed, kind, uid).uniform(*SINGLE_PAUSE_S), 3)
-        delay_s = single_delays_s[i % len(single_delays_s)] if single_delays_s else 0.0
-        dither = single_dither == "on" or (single_dither == "alternate" and i % 2 == 0)
-        out.append(Unit(uid, "single", None, pause_s, delay_s=delay_s, dither=dither))
+        out.append(singles.unit(uid, i, round(_rng(seed, kind, uid).uniform(*SINGLE_PAUSE_S), 3)))
     out += [Unit(f"measure-{i}", "measure") for i in range(counts.measure)]
     for i in range(counts.stall):
         uid = f"stall-{STALL_WINDOW_S:g}s-{i:02d}"

@@ -30,7 +30,7 @@ import statistics
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -72,10 +72,8 @@ class Config:
         step_log: Every other warm trial logs the counter's steps inside its window, polled
             sparsely (:mod:`accuracy.steplog`; a diagnostic for the next error model).
         single_runs: Single-call trials a kind, or None for the plan's own.
-        single_delays_s: Idle inside each single call's window before the call, s, taken in
-            turn (empty: none): where the call falls in the counter's period.
-        single_dither: Single calls' windows dither their start: ``"on"``, ``"off"`` or
-            ``"alternate"`` (plan.SINGLE_DITHER).
+        singles: How the single calls' windows differ from the meter's defaults
+            (:class:`accuracy.plan.Singles`: delays, dither, tails).
         iso_idle: Each isolated reference gets quiescent idle spans of its own, right before
             and after it (the analysis reads it and its block's single calls with them).
     """
@@ -98,8 +96,7 @@ class Config:
     enclose: bool = False
     step_log: bool = False
     single_runs: int | None = None
-    single_delays_s: tuple[float, ...] = ()
-    single_dither: str = "off"
+    singles: plan_mod.Singles = field(default_factory=plan_mod.Singles)
     iso_idle: bool = False
 
 
@@ -415,8 +412,7 @@ class KindRun:
             floor=replace(floor, **no_zeus),
         )
         done = self.store.done_ids(self.name)
-        c = self.config
-        planned = plan_mod.units(self.name, counts, c.seed, c.single_delays_s, c.single_dither)
+        planned = plan_mod.units(self.name, counts, self.config.seed, self.config.singles)
         trials = [u for u in planned if u.id not in done]
         # below FLOOR when even that does not fit (the opening reference is taken)
         blocks, dropped = plan_mod.trim(
@@ -513,7 +509,7 @@ class KindRun:
             "state_after": self._state_now(),
         }
 
-    def _window(self, body, exit: str = "wait", enclosing: bool = False, dither: bool = False) -> dict:
+    def _window(self, body, exit: str = "wait", enclosing: bool = False, **window) -> dict:
         """One EnergyWindow around ``body(w, t_entry)``, with its timings, states and raw readings.
 
         With ``exit="return"`` the calls go on after the block until the window's end edge is
@@ -521,19 +517,19 @@ class KindRun:
         ``enclosing`` window counts every call of the stream while it is open, the trials'
         inside it too (``body`` then declares none itself). Inside an enclosing window a
         trial's Measurement is left for later (``"_pending"``: see :meth:`_finish_deferred`).
-        ``dither``: the window's ``EnergyWindow(dither=...)``.
+        ``window``: more of the EnergyWindow's arguments (``dither``, ``tail_s``).
         """
-        w, rec = self._open_window(body, exit, enclosing, dither)
+        w, rec = self._open_window(body, exit, enclosing, **window)
         if self._deferred is not None and not enclosing:
             return {**rec, "_pending": w}
         return {**rec, **self._measured(w)}
 
-    def _open_window(self, body, exit: str, enclosing: bool, dither: bool = False) -> tuple:
+    def _open_window(self, body, exit: str, enclosing: bool, **window) -> tuple:
         """The window run to its end edge: (the EnergyWindow, its timing fields)."""
         from nvmeter.meter.window import EnergyWindow
 
         state_before = self._state_before()
-        win = EnergyWindow(self.board, idle=self.idle, sync=self.work.sync, exit=exit, dither=dither)
+        win = EnergyWindow(self.board, idle=self.idle, sync=self.work.sync, exit=exit, **window)
         last_end = self.stream.last_end_s
         calls_ms: list[float] = []
         try:
@@ -839,7 +835,7 @@ class KindRun:
             self.stream.call(self.work.single)
             w.call()
 
-        rec = self._window(body, self.config.exit, dither=unit.dither)
+        rec = self._window(body, self.config.exit, dither=unit.dither, tail_s=unit.tail_s)
         return {"single_share": self.work.single_share, **rec}
 
     def _zeus(self, unit) -> dict:
