@@ -126,9 +126,10 @@ class EnergyWindow:
             (:mod:`nvmeter.meter.dither`): repeated windows of a block shorter than the
             period then fall all over it, not at one place where the board's response is a
             bias of its own. Up to one period (~0.1 s) more at entry; an entry inside the
-            work never waits. Off by default: on four H200s the dithered single ~20 ms calls
-            scattered more (max |error| 8-21% against 7-12% undithered) and their median was
-            no nearer their references in every kind (docs/window.md, calls 23-26).
+            work never waits. Off by default: on two H200s, dithered single ~20 ms calls
+            scattered more than undithered ones against the same references in five of six
+            kind-board cells (max |error| 8-21% against 7-12%), and only FP32 8192²'s median
+            came nearer (docs/window.md, calls 25-26).
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged). With ``exit="return"`` its first read waits for
@@ -184,6 +185,8 @@ class EnergyWindow:
         whole = isinstance(calls, int) and not isinstance(calls, bool)
         if calls is not None and not (whole and 0 <= calls <= MAX_CALLS):
             raise errors.UsageError(f"calls must be a whole number from 0 to {MAX_CALLS:.0e}, not {calls!r}")
+        if not isinstance(dither, bool):
+            raise errors.UsageError(f"dither is True or False, not {dither!r}")
         if max_rel_err is not None and not 0 < _finite(max_rel_err, "max_rel_err") < 1:
             raise errors.UsageError(f"max_rel_err is a fraction in (0, 1), 0.01 for 1%; not {max_rel_err!r}")
         self._control = (
@@ -213,8 +216,6 @@ class EnergyWindow:
         # (board s, calls declared) at each mark: where a provisional window ends
         self._marks: list[tuple[float, int]] = []
         self._exit = exit
-        if not isinstance(dither, bool):
-            raise errors.UsageError(f"dither is True or False, not {dither!r}")
         self._dither = dither
         self._pending: tuple | None = None  # (end poll, build args) until an end in later work is in
         self._phase = "new"
