@@ -81,7 +81,8 @@ def test_dithered_windows_average_out_a_sensor_that_sees_part_of_the_period():
     fixed = [(m.above_idle_j / t - 1) for m, _, t in (_burst(board) for _ in range(20))]
     dithered = [(m.above_idle_j / t - 1) for m, _, t in (_burst(board, dither=True) for _ in range(40))]
     assert np.mean(fixed) < -0.5  # one phase: a bias the board alone sets
-    # many phases: near their mean (each reading is -100% or +67%)
+    # many phases: near their mean (a burst wholly outside what the sensor sees reads -100%, wholly
+    # inside +67%: 100/60 ms; the power's lag smears the two)
     assert abs(np.mean(dithered)) < 0.2
 
 

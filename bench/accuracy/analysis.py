@@ -346,13 +346,25 @@ def kind_data(rec: dict, name: str, model_version: int | None = None) -> KindDat
     trials = tuple(_trial(u, steady, idle, model_version) for u in raw_trials)
     if isolated:  # the same single calls, read against what an isolated call costs
         trials += tuple(
-            _iso_trial(u, isolated, idle, model_version) for u in raw_trials if u["type"] == "single"
+            _trial(u, isolated, idle, model_version, "single_iso", own_idle=True)
+            for u in raw_trials
+            if u["type"] == "single"
         )
     return KindData(name, part.get("work") or {}, idle, len(part["idle_spans"]), tuple(refs), trials, part)
 
 
-def _trial(u: dict, refs: list[Ref], idle, model_version, mode: str | None = None) -> Trial:
+def _trial(u: dict, refs: list[Ref], idle, model_version, mode: str | None = None, own_idle=False) -> Trial:
+    """``u`` read against the reference :func:`match` picks of ``refs``.
+
+    With ``own_idle``, a reference that has quiescent spans of its own (``--iso-idle``) gives the
+    trial its idle too, so that trial and reference are read alike.
+    """
     mode = mode or u["type"]
+    t = (u["t0_s"] + u["t1_s"]) / 2
+    temps = _temps(u)
+    ref, dt, temp_ok = match(t, statistics.fmean(temps) if temps else None, refs, u.get("run"), u)
+    if own_idle and ref is not None and ref.unit.get("idle_spans"):
+        idle = idle_of(ref.unit)
     if mode == "zeus":
         m = None
         pcm = (u["gross_j"] - idle.power_w * u["time_s"]) * 1e3 / u["calls"]
@@ -361,20 +373,9 @@ def _trial(u: dict, refs: list[Ref], idle, model_version, mode: str | None = Non
         m = measurement(_with_call_ends(u), idle, model_version)
         pcm, bound = m.per_call_mj, m.per_call_mj_err
     key = {"single": "single", "single_iso": "single", "measure": "measure"}.get(mode, u.get("window_s"))
-    t = (u["t0_s"] + u["t1_s"]) / 2
-    temps = _temps(u)
-    ref, dt, temp_ok = match(t, statistics.fmean(temps) if temps else None, refs, u.get("run"), u)
     share = u.get("single_share", 1.0) if mode == "single" else 1.0
     expected = ref.per_call_mj * share if ref else math.nan
     return Trial(u, mode, key, m, pcm, bound, ref, dt, temp_ok, expected)
-
-
-def _iso_trial(u: dict, isolated: list[Ref], idle, model_version) -> Trial:
-    """A single call against its isolated reference, read with that reference's own idle if it has one."""
-    t = _trial(u, isolated, idle, model_version, "single_iso")
-    if t.ref is None or not t.ref.unit.get("idle_spans"):
-        return t
-    return _trial(u, [t.ref], idle_of(t.ref.unit), model_version, "single_iso")
 
 
 def match(

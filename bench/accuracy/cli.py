@@ -47,27 +47,26 @@ def _lengths(text: str) -> tuple[float, ...]:
     return values
 
 
-def _delays_ms(text: str) -> tuple[float, ...]:
-    """An argparse type: comma-separated delays, ms, each in [0, 1000]; returned in s."""
-    values = tuple(_float(x) for x in text.split(",") if x.strip())
-    if not values or not all(0 <= v <= 1000 for v in values):  # nan fails too
-        raise argparse.ArgumentTypeError(f"must be comma-separated delays from 0 to 1000 ms, not {text!r}")
-    return tuple(v / 1e3 for v in values)
+def _figures(what: str, high: float, unit: str):
+    """An argparse type: comma-separated ``what`` from 0 to ``high`` ``unit`` (at least one)."""
 
+    def parse(text: str) -> tuple[float, ...]:
+        values = tuple(_float(x) for x in text.split(",") if x.strip())
+        if not values or not all(0 <= v <= high for v in values):  # nan fails too
+            raise argparse.ArgumentTypeError(
+                f"must be comma-separated {what} from 0 to {high:g} {unit}, not {text!r}"
+            )
+        return values
 
-def _tails_s(text: str) -> tuple[float, ...]:
-    """An argparse type: comma-separated tails, s, each in [0, 2]."""
-    values = tuple(_float(x) for x in text.split(",") if x.strip())
-    if not values or not all(0 <= v <= 2 for v in values):  # nan fails too
-        raise argparse.ArgumentTypeError(f"must be comma-separated tails from 0 to 2 s, not {text!r}")
-    return values
+    return parse
 
 
 def _singles(args):
     """The single calls' diagnostics of ``args`` (accuracy.plan.Singles)."""
     from accuracy import plan
 
-    return plan.Singles(args.single_delays_ms, args.single_dither, args.single_tail_s)
+    delays_s = tuple(ms / 1e3 for ms in args.single_delays_ms)
+    return plan.Singles(delays_s, args.single_dither, args.single_tail_s)
 
 
 def _seconds(zero_ok: bool = False):
@@ -194,7 +193,7 @@ def _parser() -> argparse.ArgumentParser:
         r.add_argument("--single-runs", type=_positive_int, default=None, help="single-call trials a kind")
         r.add_argument(
             "--single-delays-ms",
-            type=_delays_ms,
+            type=_figures("delays", 1000, "ms"),
             default=(),
             help="comma-separated idle inside each single call's window before the call, ms, in turn "
             "(a diagnostic of where the call falls in the counter's period)",
@@ -207,7 +206,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         r.add_argument(
             "--single-tail-s",
-            type=_tails_s,
+            type=_figures("tails", 2, "s"),
             default=(),
             help="comma-separated EnergyWindow(tail_s=...) of the single calls' windows, s, in turn "
             "(default: the profile's)",

@@ -210,8 +210,8 @@ class Unit:
     tail_s: float | None = None
 
     def to_dict(self) -> dict:
-        """Plain dict for JSON (``stall_s`` only on stall trials, ``delay_s`` only where set: older
-        records lack them)."""
+        """Plain dict for JSON (``stall_s`` only on stall trials, ``dither`` only on single calls,
+        ``delay_s`` and ``tail_s`` only where set: older records lack them)."""
         out = {"id": self.id, "type": self.type, "window_s": self.window_s, "pause_s": self.pause_s}
         if self.type == "stall":
             out["stall_s"] = self.stall_s

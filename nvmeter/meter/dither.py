@@ -2,8 +2,9 @@
 
 A call shorter than the counter's period reads more or less of its energy depending on where
 it falls in the period: on an H200, isolated ~20-40 ms calls started from 0 to 95 ms after a
-counter step read from -18% to +15% against the same call repeated at random phases, calls
-starting 80-100 ms after the step reading 5-11% low on each of four boards
+counter step read from -18% to +15% against the same call repeated at random phases, FP32
+8192² products and copies starting 80-100 ms after the step reading 3-11% low on each of four
+boards (medians of 10 ms of starts)
 (results/enclose/call23-054bb23-phase-*, call24-a1057f2-*, call25-6f7550e-*,
 call26-7c23ffb-*). An entry on a quiet board returns right
 after a step, so every undithered window of a short block starts at one phase, and the
