@@ -71,6 +71,51 @@ def idle_of(part: dict):
     return IdleBaseline.from_spans(spans, "quiescent")
 
 
+# The isolated reference's pauses, read for its idle: from this long after a call's end (its
+# power falls to idle within ~0.1 s: results/enclose/call27-25b7f91-tail-enclose.json) to this
+# long before the next call's start, s.
+PAUSE_SETTLE_S = 0.2
+PAUSE_MARGIN_S = 0.03
+
+
+def pause_idle(unit: dict, idle):
+    """An isolated reference's idle, from the sample buffer in its own pauses (None: none seen).
+
+    ~95% of an isolated reference is pauses, so an idle 1 W off moves it ~7%, and an H200's
+    idle moved 1-2.5 W within the ~15 s around one (call 27: 129.9 W in the samples right
+    before it, 127.3-127.6 W in its pauses from 2 s in, 128.6 W in the quiescent span after
+    it). Its pauses are its own idle: the kind's idle ``idle`` moved by the samples' mean
+    over them less the idle's sampled figure (the samples follow the counter's idle to
+    0.12 W in the same records' quiescent spans). The result has no sampled figure, so that
+    error model 8 does not move it again by the stretch before the reference.
+    """
+    from nvmeter.meter.baseline import IdleBaseline
+
+    raw = _with_call_ends(unit)
+    ends, call_ms = raw.get("call_ends_s"), unit.get("call_ms")
+    if not ends or not call_ms or not math.isfinite(idle.samples_power_w):
+        return None
+    t = np.asarray(raw["samples"]["t_s"], dtype=float)
+    p = np.asarray(raw["samples"]["power_w"], dtype=float)
+    starts = np.asarray(ends) - np.asarray(call_ms, dtype=float) / 1e3
+    quiet = np.zeros(t.size, dtype=bool)
+    for end_s, next_s in zip(ends[:-1], starts[1:], strict=True):
+        quiet |= (t > end_s + PAUSE_SETTLE_S) & (t < next_s - PAUSE_MARGIN_S)
+    if quiet.sum() < 10:
+        return None
+    shift_w = float(p[quiet].mean()) - idle.samples_power_w
+    return IdleBaseline(idle.power_w + shift_w, idle.err_w, "pauses")
+
+
+def _ref_idle(u: dict, idle):
+    """A reference's idle: an isolated one's pauses', else its own quiescent spans', else the kind's."""
+    if u.get("isolated"):
+        own = pause_idle(u, idle)
+        if own is not None:
+            return own
+    return idle_of(u) if u.get("idle_spans") else idle
+
+
 def measurement(raw: dict, idle, model_version: int | None = None):
     """The Measurement of ``raw`` with ``idle`` (and, if given, error model ``model_version``)."""
     from nvmeter.meter.measurement import Measurement
@@ -110,6 +155,7 @@ def _idle_dict(idle) -> dict:
         "err_w": idle.err_w,
         "source": idle.source,
         "samples_power_w": idle.samples_power_w,
+        "local": idle.local,
     }
 
 
@@ -327,7 +373,7 @@ def kind_data(rec: dict, name: str, model_version: int | None = None) -> KindDat
     by_id = {u["id"]: u for u in part["units"]}
     for u in part["units"]:
         if u["type"] == "ref":
-            m = measurement(u["raw"], idle_of(u) if u.get("idle_spans") else idle, model_version)
+            m = measurement(u["raw"], _ref_idle(u, idle), model_version)
             refs.append(
                 Ref(
                     u["id"],

@@ -263,6 +263,7 @@ class SimulatedBoard:
         self._frozen = False
         self._load_w = 0.0
         self._extra_w = 0.0
+        self._idle_shift_w = 0.0
         self._pending: list[tuple[float, float, float]] = []  # (effective time, idle W, load W)
         self._scheduled: list[tuple[float, float]] = []  # (time, load W) set ahead
         self._target_w = self.config.idle_no_context_w
@@ -299,6 +300,19 @@ class SimulatedBoard:
             self.context_log.append((self.clock.now(), open_))
         self._context = open_
         self._context_pid = pid
+        self._retarget()
+
+    @_locked
+    def shift_idle(self, shift_w: float) -> None:
+        """Move every idle level by ``shift_w`` W from now.
+
+        An H200's idle wanders 1-2.5 W over tens of seconds
+        (results/enclose/call27-25b7f91-tail-enclose.json).
+
+        Raises:
+            ValueError: ``shift_w`` not a finite number of watts.
+        """
+        self._idle_shift_w = finite(shift_w, "shift_w", kind="number of watts")
         self._retarget()
 
     @_locked
@@ -403,8 +417,8 @@ class SimulatedBoard:
     def _idle_w(self) -> float:
         c = self.config
         if not self._context:
-            return c.idle_no_context_w
-        return c.idle_frozen_w if self._frozen else c.idle_context_w
+            return c.idle_no_context_w + self._idle_shift_w
+        return (c.idle_frozen_w if self._frozen else c.idle_context_w) + self._idle_shift_w
 
     def _retarget(self, at_s: float | None = None) -> None:
         at_s = self.clock.now() if at_s is None else at_s

@@ -46,6 +46,9 @@ class IdleBaseline:
         spans: The raw spans it was measured from (empty if not measured here).
         busy_pct: The highest GPU utilisation read at the end of a quiescent span, percent
             (nan: not read); over :data:`IDLE_BUSY_PCT` the idle was not idle.
+        local: Measured around the window it is used in (the window's own quiescent spans
+            before and after): error model 8 does not move it by the samples before the start
+            (:attr:`~nvmeter.meter.measurement.Measurement.idle_drift_w`).
     """
 
     power_w: float
@@ -54,6 +57,7 @@ class IdleBaseline:
     samples_power_w: float = float("nan")
     spans: tuple[AlignedSpan, ...] = ()
     busy_pct: float = float("nan")
+    local: bool = False
 
     @property
     def busy(self) -> bool:

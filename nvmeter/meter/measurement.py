@@ -25,7 +25,9 @@ JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes)
     5: adds ``call_ends_s``: when each call ended, where the caller marked every call with
        ``w.call()`` (at most :data:`~nvmeter.meter.fold.MAX_MARKS`), else empty. Error model
        7 folds the calls' power profile from them (:mod:`nvmeter.meter.fold`). Earlier
-       versions read as empty.
+       versions read as empty. Its later records (nvmeter 0.4) add ``idle.local``: the idle
+       was measured around this window (its own quiescent spans), which error model 8 does not
+       move by the samples before the start; records without it read as false.
 """
 
 from __future__ import annotations
@@ -343,8 +345,45 @@ class Measurement:
 
     @property
     def idle_w(self) -> float:
-        """The idle power subtracted, W (the sample buffer's own figure for ``samples``)."""
-        return self.idle.samples_w if self.method == "samples" else self.idle.power_w
+        """The idle power subtracted, W (the sample buffer's own figure for ``samples``).
+
+        The baseline's, moved by :attr:`idle_drift_w` (model 8; 0 where it finds no quiet stretch).
+        """
+        base_w = self.idle.samples_w if self.method == "samples" else self.idle.power_w
+        return base_w + self.idle_drift_w
+
+    @functools.cached_property
+    def idle_drift_w(self) -> float:
+        """How far the board's idle has moved since its baseline, W (model 8; else 0).
+
+        An H200's quiescent idle wanders by 1-2 W within tens of seconds, which a ~20 ms call's
+        window of ~0.2 s turns into 2-4% (results/enclose/call27-25b7f91-tail-enclose.json:
+        the board idled 1.5-1.9 W under its baseline through 40 single calls). The sample
+        buffer follows the counter's idle to 0.12 W or better (the same records' quiescent
+        spans, read both ways), so the samples of a quiet stretch right before the window's
+        first read, less the baseline's own sampled idle, say how far the idle moved. The
+        stretch: the samples (each the mean of the ~20 ms before its timestamp) that end
+        before the first read, back to the last one outside ``local_idle_band_w`` of the
+        baseline, at most ``local_idle_s``, less its first ``local_idle_settle_s``; 0 when
+        what is left is shorter than ``local_idle_min_s`` (work running up to the window, a
+        history too short), the baseline has no sampled idle, or it was measured around this
+        window (``idle.local``: its own spans, which that stretch is part of). The figures of
+        :data:`~nvmeter.meter.errormodel.MODELS` 8 and where they come from: errormodel's history.
+        """
+        m = self.model
+        if self.idle.local or not (m.local_idle_s > 0 and math.isfinite(self.idle.samples_power_w)):
+            return 0.0
+        t_first = self.work_t0_s if self.in_work or not len(self.start) else self.start.t0_s[0]
+        base_w, stretch = self.idle.samples_power_w, []
+        for s in reversed([s for s in self.samples if t_first - m.local_idle_s <= s.t_s <= t_first]):
+            if abs(s.power_w - base_w) > m.local_idle_band_w:
+                break
+            stretch.append(s)
+        # what ran before the stretch (or before the history) may still be falling to idle
+        stretch = [x for x in stretch if stretch and x.t_s - stretch[-1].t_s >= m.local_idle_settle_s]
+        if len(stretch) < 2 or stretch[0].t_s - stretch[-1].t_s < m.local_idle_min_s:
+            return 0.0
+        return statistics.fmean(x.power_w for x in stretch) - base_w
 
     @property
     def power_w(self) -> float:
@@ -800,6 +839,7 @@ class Measurement:
                 "source": self.idle.source,
                 "samples_power_w": self.idle.samples_power_w,
                 "busy_pct": self.idle.busy_pct,
+                "local": self.idle.local,
             },
             "control_mj": self.control_mj,
             "control_err_mj": self.control_err_mj,
@@ -857,6 +897,7 @@ class Measurement:
             d["idle"]["source"],
             _nan_if_null(d["idle"]["samples_power_w"]),
             busy_pct=_nan_if_null(d["idle"]["busy_pct"]),
+            local=d["idle"].get("local") is True,
         )
         errormodel.model(d["model_version"])  # an unknown model fails here, by name
         return cls(

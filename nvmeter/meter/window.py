@@ -345,7 +345,9 @@ class EnergyWindow:
 
     def _entry_baseline(self) -> IdleBaseline:
         idle = self._idle_before
-        return idle if isinstance(idle, IdleBaseline) else IdleBaseline.from_spans([idle], "quiescent")
+        if isinstance(idle, IdleBaseline):
+            return idle
+        return dataclasses.replace(IdleBaseline.from_spans([idle], "quiescent"), local=True)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._phase != "open":
@@ -470,7 +472,9 @@ class EnergyWindow:
         if isinstance(self._idle_before, IdleBaseline):
             return self._idle_before
         after = measure_quiescent(self.board)
-        return IdleBaseline.from_spans([self._idle_before, after], "quiescent")
+        return dataclasses.replace(
+            IdleBaseline.from_spans([self._idle_before, after], "quiescent"), local=True
+        )
 
     def _problems(self, start: CounterSeries, end: CounterSeries, method: str) -> tuple[str, ...]:
         problems = []
