@@ -9,6 +9,7 @@ Nothing here is part of the meter; docs/window.md quotes what it printed:
 
     python bench/single_phase.py results/enclose/call23-054bb23-phase-enclose.json \\
         --plot results/enclose/call23-054bb23-phase.png
+    python bench/single_phase.py results/enclose/call2[2-7]-*-enclose.json --model 8
 """
 
 from __future__ import annotations
@@ -27,15 +28,16 @@ from accuracy import analysis
 NO_TAIL = -1.0  # the trial left the window's tail_s to the profile
 
 
-def phase_rows(path: Path) -> dict[str, np.ndarray]:
+def phase_rows(path: Path, model_version: int = 7) -> dict[str, np.ndarray]:
     """{kind: rows of (call's start after the start step ms, error %, bound %, dithered 0/1, tail s)}.
 
     The tail is the window's ``tail_s`` where the trial set one (``--single-tail-s``), else -1.
+    Every window is read with error model ``model_version`` (the records were made with 7).
     """
     rec = json.loads(Path(path).read_text())
     out = {}
     for name in rec["kinds"]:
-        kd = analysis.kind_data(rec, name, 7)
+        kd = analysis.kind_data(rec, name, model_version)
         rows = [
             (
                 (t.m.work_t0_s - t.m.edge_steps_s[0] + t.unit.get("delay_s", 0.0)) * 1e3,
@@ -110,10 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("records", nargs="+", type=Path, help="enclose records with single-call trials")
     p.add_argument("--bin-ms", type=float, default=10.0, help="start bins of the printed table, ms")
     p.add_argument("--plot", type=Path, help="write the figure here (one record)")
+    p.add_argument("--model", type=int, default=7, help="read every window with this error model")
     args = p.parse_args(argv)
     for path in args.records:
-        print(f"## {path.name}")
-        by_kind = phase_rows(path)
+        print(f"## {path.name} (error model {args.model})")
+        by_kind = phase_rows(path, args.model)
         report(by_kind, args.bin_ms)
         if args.plot:
             board = json.loads(path.read_text()).get("board", {}).get("uuid", "?")[:12]

@@ -222,7 +222,11 @@ MODELS[8] = replace(
     local_idle_min_s=0.2,
     local_idle_band_w=5.0,
 )
-CURRENT = max(MODELS)
+# The model new Measurements are made with. Model 8 is on trial: its figures came from
+# calls 22-27's records, so it becomes current once a board and kinds of work it was not drawn
+# from have been read with it (``bench/window_accuracy.py analyze --model 8``, docs/window.md);
+# until then records are made with 7 and can be read with 8.
+CURRENT = 7
 
 
 def model(version: int) -> ErrorModel:
