@@ -9,7 +9,7 @@ Nothing here is part of the meter; docs/window.md quotes what it printed:
 
     python bench/single_phase.py results/enclose/call23-054bb23-phase-enclose.json \\
         --plot results/enclose/call23-054bb23-phase.png
-    python bench/single_phase.py results/enclose/call2[2-7]-*-enclose.json --model 8
+    python bench/single_phase.py results/enclose/call2[2-7]-*-enclose.json --model 8  # calls 22-27
 """
 
 from __future__ import annotations
