@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from simboards import context_board
 
 from bench.accuracy import analysis
-from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.window import EnergyWindow
@@ -19,10 +19,7 @@ CALL27 = Path(__file__).parent.parent / "results/enclose/call27-25b7f91-tail-enc
 
 @pytest.fixture
 def board():
-    b = SimulatedBoard(SimConfig(seed=11))
-    b.set_context(True)
-    b.clock.sleep(1.0)
-    return b
+    return context_board(11)
 
 
 def single_call(board, idle, seconds=0.02):

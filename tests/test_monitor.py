@@ -3,9 +3,9 @@
 import itertools
 
 import pytest
+from simboards import context_board
 
 from nvmeter import errors
-from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.monitor import EnergyMonitor
 from nvmeter.meter.span import AlignedSpan
@@ -15,10 +15,7 @@ LOAD_W = 400.0
 
 @pytest.fixture
 def board():
-    b = SimulatedBoard(SimConfig(seed=11))
-    b.set_context(True)
-    b.clock.sleep(1.0)
-    return b
+    return context_board(11)
 
 
 @pytest.fixture

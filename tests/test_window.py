@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from simboards import context_board
 
 from nvmeter import errors, records
 from nvmeter.boards.profile import HOPPER
@@ -21,10 +22,7 @@ LOAD_W = 550.0
 
 @pytest.fixture
 def board():
-    b = SimulatedBoard(SimConfig(seed=5))
-    b.set_context(True)
-    b.clock.sleep(1.0)
-    return b
+    return context_board(5)
 
 
 def run_block(board, seconds, calls=10, **kwargs):

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from simboards import context_board
 
 from nvmeter import errors
 from nvmeter.boards.profile import H200_V1
@@ -18,10 +19,7 @@ CALL_S = 0.02
 
 @pytest.fixture
 def board():
-    b = SimulatedBoard(SimConfig(seed=11))
-    b.set_context(True)
-    b.clock.sleep(1.0)
-    return b
+    return context_board(11)
 
 
 def calls(board, seconds: float) -> int:
