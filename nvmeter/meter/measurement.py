@@ -25,7 +25,7 @@ JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes)
     5: adds ``call_ends_s``: when each call ended, where the caller marked every call with
        ``w.call()`` (at most :data:`~nvmeter.meter.fold.MAX_MARKS`), else empty. Error model
        7 folds the calls' power profile from them (:mod:`nvmeter.meter.fold`). Earlier
-       versions read as empty. Its later records (nvmeter 0.4) add ``idle.local``: the idle
+       versions read as empty. Its records written since 2026-12-04 add ``idle.local``: the idle
        was measured around this window (its own quiescent spans), which error model 8 does not
        move by the samples before the start; records without it read as false.
 """
