@@ -28,11 +28,11 @@ from accuracy import analysis
 NO_TAIL = -1.0  # the trial left the window's tail_s to the profile
 
 
-def phase_rows(path: Path, model_version: int = 7) -> dict[str, np.ndarray]:
+def phase_rows(path: Path, model_version: int | None = None) -> dict[str, np.ndarray]:
     """{kind: rows of (call's start after the start step ms, error %, bound %, dithered 0/1, tail s)}.
 
     The tail is the window's ``tail_s`` where the trial set one (``--single-tail-s``), else -1.
-    Every window is read with error model ``model_version`` (the records were made with 7).
+    Every window is read with error model ``model_version`` (None: the one each record names).
     """
     rec = json.loads(Path(path).read_text())
     out = {}
@@ -112,10 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("records", nargs="+", type=Path, help="enclose records with single-call trials")
     p.add_argument("--bin-ms", type=float, default=10.0, help="start bins of the printed table, ms")
     p.add_argument("--plot", type=Path, help="write the figure here (one record)")
-    p.add_argument("--model", type=int, default=7, help="read every window with this error model")
+    p.add_argument(
+        "--model", type=int, help="read every window with this error model (default: each record's)"
+    )
     args = p.parse_args(argv)
     for path in args.records:
-        print(f"## {path.name} (error model {args.model})")
+        print(f"## {path.name} (error model {args.model or 'of the record'})")
         by_kind = phase_rows(path, args.model)
         report(by_kind, args.bin_ms)
         if args.plot:

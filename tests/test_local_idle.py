@@ -22,8 +22,11 @@ def board():
     return context_board(11)
 
 
-def single_call(board, idle, seconds=0.02):
-    """One short call after a quiet second; returns (Measurement, true mJ above the idle now)."""
+def single_call(board, idle, shift_w, seconds=0.02):
+    """One short call after a quiet second; returns (Measurement, true mJ above the idle now).
+
+    ``shift_w``: how far the test moved the board's idle (:meth:`SimulatedBoard.shift_idle`).
+    """
     board.clock.sleep(1.0)
     with EnergyWindow(board, sync="none", idle=idle) as w:
         t0 = board.clock.now()
@@ -32,18 +35,18 @@ def single_call(board, idle, seconds=0.02):
         board.set_load(0.0)
         w.call()
     t1 = t0 + seconds + 0.2
-    idle_now_w = board.config.idle_context_w + board._idle_shift_w
+    idle_now_w = board.config.idle_context_w + shift_w
     # model 8 is on trial (errormodel.CURRENT): each record can be read with it
     return replace(w.result, model_version=8), (board.true_energy_j(t0, t1) - idle_now_w * (t1 - t0)) * 1e3
 
 
 def test_a_drifted_idle_is_followed_and_model_7_is_not(board):
     baseline = IdleBaseline.from_spans([measure_quiescent(board), measure_quiescent(board)], "quiescent")
-    board.shift_idle(-1.8)  # the H200 of call 27 idled this far under its baseline
+    board.shift_idle(-1.8)  # call 27's copies: 1.4-2.0 W under the span at the kind's start
     board.clock.sleep(1.5)  # the stretch is at most 2 s: all of it after the shift
     errs = {7: [], 8: []}
     for _ in range(12):
-        m, truth_mj = single_call(board, baseline)
+        m, truth_mj = single_call(board, baseline, -1.8)
         assert m.model_version == 8 and not m.idle.local
         assert m.idle_drift_w == pytest.approx(-1.8, abs=0.3)
         for version in errs:
@@ -56,7 +59,7 @@ def test_a_drifted_idle_is_followed_and_model_7_is_not(board):
 
 def test_an_idle_measured_around_the_window_is_not_moved(board):
     board.shift_idle(+1.5)
-    m, _ = single_call(board, "measure")
+    m, _ = single_call(board, "measure", 1.5)
     assert m.idle.local and m.idle_drift_w == 0.0
 
 
@@ -75,7 +78,7 @@ def test_work_up_to_the_start_leaves_no_stretch(board):
 def test_the_drift_survives_the_json_and_model_7_records_keep_theirs(board):
     baseline = IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
     board.shift_idle(-1.2)
-    m, _ = single_call(board, baseline)
+    m, _ = single_call(board, baseline, -1.2)
     again = Measurement.from_dict(json.loads(json.dumps(m.to_dict())))
     assert again.idle_drift_w == m.idle_drift_w != 0.0
     assert again.per_call_mj == m.per_call_mj

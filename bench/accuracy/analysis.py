@@ -72,22 +72,24 @@ def idle_of(part: dict):
 
 
 # The isolated reference's pauses, read for its idle: from this long after a call's end (its
-# power falls to idle within ~0.1 s: results/enclose/call27-25b7f91-tail-enclose.json) to this
-# long before the next call's start, s.
+# power is within 0.15 W of the pause's from 0.18 s on: results/enclose/call27-25b7f91-tail-enclose.json)
+# to this long before the next call's start, s; at least this many samples (0.2 s of ~20 ms ones).
 PAUSE_SETTLE_S = 0.2
 PAUSE_MARGIN_S = 0.03
+PAUSE_MIN_SAMPLES = 10
 
 
 def pause_idle(unit: dict, idle):
     """An isolated reference's idle, from the sample buffer in its own pauses (None: none seen).
 
     ~95% of an isolated reference is pauses, so an idle 1 W off moves it ~7%, and an H200's
-    idle moved 1-2.5 W within the ~15 s around one (call 27: 129.9 W in the samples right
-    before it, 127.3-127.6 W in its pauses from 2 s in, 128.6 W in the quiescent span after
-    it). Its pauses are its own idle: the kind's idle ``idle`` moved by the samples' mean
-    over them less the idle's sampled figure (the samples follow the counter's idle to
-    0.12 W in the same records' quiescent spans). The result has no sampled figure, so that
-    error model 8 does not move it again by the stretch before the reference.
+    idle moved 2.4 W within the ~15 s around one (call 27, FP32 8192²: 129.9 W in the samples
+    right before it, 127.0-127.9 W in its pauses from 1.8 s in, 127.5 W on average, 128.6 W
+    in the quiescent span after it). Its pauses are its own idle: the kind's idle ``idle``
+    moved by the samples' mean over them less the idle's sampled figure (the samples follow
+    the counter's idle to -0.05..+0.14 W in the quiescent spans of calls 26-27). The result
+    has no sampled figure, so that error model 8 does not move it again by the stretch
+    before the reference.
     """
     from nvmeter.meter.baseline import IdleBaseline
 
@@ -101,7 +103,7 @@ def pause_idle(unit: dict, idle):
     quiet = np.zeros(t.size, dtype=bool)
     for end_s, next_s in zip(ends[:-1], starts[1:], strict=True):
         quiet |= (t > end_s + PAUSE_SETTLE_S) & (t < next_s - PAUSE_MARGIN_S)
-    if quiet.sum() < 10:
+    if quiet.sum() < PAUSE_MIN_SAMPLES:
         return None
     shift_w = float(p[quiet].mean()) - idle.samples_power_w
     return IdleBaseline(idle.power_w + shift_w, idle.err_w, "pauses")

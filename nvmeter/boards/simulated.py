@@ -306,7 +306,7 @@ class SimulatedBoard:
     def shift_idle(self, shift_w: float) -> None:
         """Move every idle level by ``shift_w`` W from now.
 
-        An H200's idle wanders 1-2.5 W over tens of seconds
+        An H200's idle moved by up to 2.4 W within ~15 s
         (results/enclose/call27-25b7f91-tail-enclose.json).
 
         Raises:

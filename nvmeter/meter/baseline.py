@@ -86,15 +86,18 @@ class IdleBaseline:
         return cls(float(power_w), float(err_w), "given")
 
     @classmethod
-    def from_spans(cls, spans: list[AlignedSpan], source: str) -> IdleBaseline:
-        """Mean of spans; the bound is half their spread, the edges' share and the polling's."""
+    def from_spans(cls, spans: list[AlignedSpan], source: str, local: bool = False) -> IdleBaseline:
+        """Mean of spans; the bound is half their spread, the edges' share and the polling's.
+
+        ``local``: the spans were measured around the window that uses them (:attr:`local`).
+        """
         powers = [s.power_w for s in spans]
         mean = sum(powers) / len(powers)
         spread = (max(powers) - min(powers)) / 2
         edges = max(s.power_w * s.edge_uncertainty_s / s.duration_s + s.polling_bias_w for s in spans)
         samples = sum(s.samples_power_w for s in spans) / len(spans)
         busy = max((s.busy_pct for s in spans if math.isfinite(s.busy_pct)), default=math.nan)
-        return cls(mean, spread + edges, source, samples, tuple(spans), busy)
+        return cls(mean, spread + edges, source, samples, tuple(spans), busy, local)
 
     @classmethod
     def from_probe(cls, path: Path, board: Board, level: str = "context") -> IdleBaseline:

@@ -101,13 +101,14 @@ History:
        measure()'s sub-windows keep model 7's figures to the bit). Why: call 27
        (results/enclose/call27-25b7f91-tail-*, GPU-b9dff5e5) gave single calls a 0.06 s and
        a 0.5 s tail in turn. The 0.44 s more moved FP32 8192² and copies by -2 and -5
-       points, which no energy of the calls explains: their power is back within 0.15 W of
-       the pause's 0.1 s after the call. The board idled 1.2-1.9 W under its quiescent
-       baseline through the copies, and the idle moved 2.5 W within ~15 s around the
-       isolated reference. The samples follow the counter's idle: the quiescent spans of
-       calls 26-27 read both ways agree to -0.06..+0.12 W. The figures: 2 s is model 6's
-       look-back; 0.2 s is where call 27's post-call samples were within 0.15 W of the idle
-       (a 2 W tail at 60 ms); 5 W is over twice the largest wander seen (2.5 W), and far
+       points, which no energy of the calls explains: their power is within 0.15 W of the
+       pause's from 0.18 s after the call. The samples before the copies read 1.4-2.0 W under
+       the quiescent span at the kind's start, and the idle moved 2.4 W within ~15 s around
+       the FP32 isolated reference. The samples follow the counter's idle: the quiescent spans
+       of calls 26-27 read both ways agree to -0.05..+0.14 W. The figures: 2 s is model 6's
+       look-back; 0.2 s is where call 27's post-call samples came within 0.15 W of the pause's
+       (+1.7-2.3 W at 60-100 ms, copies 0.3-0.5 W under it at 0.10-0.18 s); 5 W is over
+       twice the largest wander seen (2.4 W), and far
        under any work (tens of W). Read on calls 22-27 (seven H200s, the records the idea
        came from, so not a check) against isolated references read with their own pauses'
        idle: each of the 16 kinds' mean single-call errors (a kind on a board) moved toward

@@ -356,12 +356,13 @@ class Measurement:
     def idle_drift_w(self) -> float:
         """How far the board's idle has moved since its baseline, W (model 8; else 0).
 
-        An H200's quiescent idle wanders by 1-2 W within tens of seconds, which a ~20 ms call's
-        window of ~0.2 s turns into 2-4% (results/enclose/call27-25b7f91-tail-enclose.json:
-        the board idled 1.5-1.9 W under its baseline through 40 single calls). The sample
-        buffer follows the counter's idle to 0.12 W or better (the same records' quiescent
-        spans, read both ways), so the samples of a quiet stretch right before the window's
-        first read, less the baseline's own sampled idle, say how far the idle moved. The
+        An H200's quiescent idle moved by up to 2.4 W within ~15 s, which a ~20 ms call's
+        window of ~0.2 s turns into up to 5% (results/enclose/call27-25b7f91-tail-enclose.json:
+        the samples before 40 single copies read 1.4-2.0 W under the quiescent span at the
+        kind's start). The sample buffer follows the counter's idle to -0.05..+0.14 W (the
+        quiescent spans of calls 26-27, read both ways), so the samples of a quiet stretch
+        right before the window's first read, less the baseline's own sampled idle, say how
+        far the idle moved. The
         stretch: the samples (each the mean of the ~20 ms before its timestamp) that end
         before the first read, back to the last one outside ``local_idle_band_w`` of the
         baseline, at most ``local_idle_s``, less its first ``local_idle_settle_s``; 0 when
@@ -373,7 +374,7 @@ class Measurement:
         m = self.model
         if self.idle.local or not (m.local_idle_s > 0 and math.isfinite(self.idle.samples_power_w)):
             return 0.0
-        t_first = self.work_t0_s if self.in_work or not len(self.start) else self.start.t0_s[0]
+        t_first = self.first_read_s
         base_w, stretch = self.idle.samples_power_w, []
         for s in reversed([s for s in self.samples if t_first - m.local_idle_s <= s.t_s <= t_first]):
             if abs(s.power_w - base_w) > m.local_idle_band_w:
@@ -413,9 +414,14 @@ class Measurement:
         return work_w if math.isfinite(work_w) else 0.0
 
     @property
+    def first_read_s(self) -> float:
+        """The window's first read of the board, s: its start edge's (the work's start for in-work edges)."""
+        return self.work_t0_s if self.in_work or not len(self.start) else self.start.t0_s[0]
+
+    @property
     def lead_w(self) -> float:
         """Mean sampled power over the model's ``lead_s`` before the window's first read, W (nan: none)."""
-        t = self.work_t0_s if self.in_work or not len(self.start) else self.start.t0_s[0]
+        t = self.first_read_s
         lead = [s.power_w for s in self.samples if t - self.model.lead_s <= s.t_s < t]
         return statistics.fmean(lead) if lead else math.nan
 

@@ -347,7 +347,7 @@ class EnergyWindow:
         idle = self._idle_before
         if isinstance(idle, IdleBaseline):
             return idle
-        return dataclasses.replace(IdleBaseline.from_spans([idle], "quiescent"), local=True)
+        return IdleBaseline.from_spans([idle], "quiescent", local=True)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._phase != "open":
@@ -472,9 +472,7 @@ class EnergyWindow:
         if isinstance(self._idle_before, IdleBaseline):
             return self._idle_before
         after = measure_quiescent(self.board)
-        return dataclasses.replace(
-            IdleBaseline.from_spans([self._idle_before, after], "quiescent"), local=True
-        )
+        return IdleBaseline.from_spans([self._idle_before, after], "quiescent", local=True)
 
     def _problems(self, start: CounterSeries, end: CounterSeries, method: str) -> tuple[str, ...]:
         problems = []
