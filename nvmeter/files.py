@@ -99,6 +99,22 @@ def _too_big(path: Path, size: int, limit: int, what: str) -> str:
     return f"{path} is over {limit // MIB} MiB ({size:,} bytes or more), the limit for {what}"
 
 
+def user_cache_dir(sub: str) -> Path:
+    """``sub`` under nvmeter's user cache folder (``~/.cache/nvmeter/<sub>`` on Linux).
+
+    The folder is platformdirs' where it is installed (the ``workloads`` extra brings it),
+    else the XDG default (``$XDG_CACHE_HOME`` or ``~/.cache``): the GPU images nvmeter runs on
+    install it without its dependencies and have no platformdirs, and a probe's profile and a
+    fetched dataset must land in the same place either way. Nothing is created here.
+    """
+    try:
+        import platformdirs
+    except ImportError:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        return Path(base) / "nvmeter" / sub
+    return Path(platformdirs.user_cache_dir("nvmeter", appauthor=False)) / sub
+
+
 def output_mode() -> int:
     """The mode a plain ``open()`` gives a new file: ``0o666`` less the process umask."""
     umask = os.umask(0)

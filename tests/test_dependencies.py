@@ -5,6 +5,7 @@ probe, the windows and the scorer (with a data cache named by NVMETER_DATA_DIR) 
 without them, and whatever does need them says which extra to install.
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -136,13 +137,16 @@ def test_score_runs_from_a_named_cache_without_the_extra(no_extra, score_data, t
     assert (tmp_path / "r" / "run-001.json").is_file()
 
 
-def test_the_default_cache_folder_without_platformdirs_says_which_extra(monkeypatch):
+def test_the_default_cache_folder_without_platformdirs_is_the_xdg_one(monkeypatch, tmp_path):
+    from nvmeter.boards import profile
     from nvmeter.workloads import cache
 
     monkeypatch.delenv(cache.ENV_VAR, raising=False)
+    monkeypatch.delenv("NVMETER_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setitem(sys.modules, "platformdirs", None)
-    with pytest.raises(errors.MissingPackage, match=re.escape("pip install 'nvmeter[workloads]'")):
-        cache.root_dir()
+    assert cache.root_dir() == tmp_path / "nvmeter" / "data"
+    assert profile.cache_dir() == tmp_path / "nvmeter" / "profiles"  # the same root for both
 
 
 def test_the_mirror_route_without_pooch_says_which_extra(monkeypatch, tmp_path):
@@ -154,12 +158,11 @@ def test_the_mirror_route_without_pooch_says_which_extra(monkeypatch, tmp_path):
     assert "mirror: the mirrors need pooch: pip install 'nvmeter[workloads]'" in str(caught.value)
 
 
-def test_the_cli_says_it_in_one_line(no_extra, tmp_path):
+def test_data_path_needs_no_extra(no_extra, tmp_path):
     env_code = (
         "import os, sys; os.environ.pop('NVMETER_DATA_DIR', None); sys.argv = ['nvmeter', 'data', 'path']; "
         "import runpy; runpy.run_module('nvmeter', run_name='__main__')"
     )
-    proc = _python(env_code)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == errors.MissingPackage.exit_code == 5 and len(lines) == 1, proc.stderr
-    assert "pip install 'nvmeter[workloads]'" in lines[0]
+    proc = _python(env_code, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert str(tmp_path / "nvmeter" / "data") in proc.stdout

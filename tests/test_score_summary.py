@@ -190,3 +190,12 @@ def test_a_plot_without_a_known_suffix_is_refused_before_anything_is_read(folder
     code, _, err = summarize(folder, "--plot", tmp_path / "energy")
     assert code == 2 and "the suffix says the format; use one of .png, .svg, .pdf" in one_line(err)
     assert not (tmp_path / "energy").exists()
+
+
+def test_a_folder_without_records_among_others_is_said_not_lost(folder, tmp_path):
+    nested = tmp_path / "nested"
+    (nested / "deeper").mkdir(parents=True)
+    shutil.copy(folder / "run-001.json", nested / "deeper" / "run-001.json")
+    code, out, err = summarize(folder, nested)
+    assert code == 0 and "| method |" in out
+    assert err.strip() == f"skipped {nested}: no run-*.json in it"

@@ -2,7 +2,7 @@
 
 Layout: ``<root>/<dataset>/train-images-idx3-ubyte.gz`` and ``…labels-idx1-ubyte.gz``;
 folders 0700, files 0600. The root is ``$NVMETER_DATA_DIR`` when set, else the user
-cache folder from platformdirs (``~/.cache/nvmeter/data`` on Linux). MNIST and
+cache folder (:func:`nvmeter.files.user_cache_dir`: ``~/.cache/nvmeter/data`` on Linux). MNIST and
 Fashion-MNIST together take ~36 MB, small enough to carry to an offline GPU machine.
 """
 
@@ -14,10 +14,10 @@ import os
 import tempfile
 from pathlib import Path
 
-from nvmeter import errors
+from nvmeter import errors, files
 
 ENV_VAR = "NVMETER_DATA_DIR"
-# pooch and platformdirs come with this extra (pyproject.toml); nothing else needs them
+# the download routes need this extra (pooch, requests; pyproject.toml); nothing else needs it
 INSTALL_EXTRA = "pip install 'nvmeter[workloads]'"
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
@@ -30,7 +30,6 @@ def root_dir() -> Path:
     """The cache root: ``$NVMETER_DATA_DIR`` or the platform's user cache folder + ``data``.
 
     Raises:
-        MissingPackage: no ``$NVMETER_DATA_DIR`` and no platformdirs to name the user cache folder.
         UsageError: ``$NVMETER_DATA_DIR`` names something that is not a folder (a file, say).
 
     """
@@ -45,14 +44,7 @@ def root_dir() -> Path:
                 f"set {ENV_VAR} to a folder"
             )
         return root
-    try:
-        import platformdirs
-    except ImportError as exc:
-        raise errors.MissingPackage(
-            f"the default data cache folder needs platformdirs ({INSTALL_EXTRA}), or set {ENV_VAR}"
-        ) from exc
-
-    return Path(platformdirs.user_cache_dir("nvmeter", appauthor=False)) / "data"
+    return files.user_cache_dir("data")
 
 
 def dataset_dir(name: str, root: Path | None = None) -> Path:

@@ -13,7 +13,7 @@ import os
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
-from nvmeter import errors, records
+from nvmeter import errors, files, records
 from nvmeter.boards.protocol import BoardIdentity
 
 # What each figure may be, (lowest, highest): beyond these it is a damaged file, not a board. The
@@ -174,13 +174,7 @@ def cache_dir() -> Path:
     """Where ``nvmeter probe`` keeps each board's profile: ``NVMETER_CACHE_DIR``, else the user cache."""
     if os.environ.get("NVMETER_CACHE_DIR"):
         return Path(os.environ["NVMETER_CACHE_DIR"])
-    try:
-        import platformdirs
-
-        return Path(platformdirs.user_cache_dir("nvmeter")) / "profiles"
-    except ImportError:  # the H200 image has no platformdirs: the XDG default
-        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-        return Path(base) / "nvmeter" / "profiles"
+    return files.user_cache_dir("profiles")
 
 
 def _cache_path(uuid: str) -> Path:

@@ -16,7 +16,7 @@ import os
 import statistics
 import tempfile
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +42,13 @@ def verify(path: Path, data: dict, record: RunRecord) -> None:
     verify_figures.check(path, checks)
 
 
-def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
+def load_records(
+    paths: Iterable[Path], on_empty: Callable[[Path], None] | None = None
+) -> list[tuple[Path, RunRecord]]:
     """Every score record in the given folders (``run-*.json``) or files, verified.
+
+    A folder with no records of its own (subfolders are not searched) is passed to
+    ``on_empty`` when others hold some, so that a glob's stray folder is said, not lost.
 
     Raises:
         UsageError: a path that does not exist, or no records at all.
@@ -54,15 +59,20 @@ def load_records(paths: Iterable[Path]) -> list[tuple[Path, RunRecord]]:
     from nvmeter.score.record import KIND
 
     found: list[tuple[Path, dict]] = []
+    empty: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
-            found += folder_runs(path)
+            runs = folder_runs(path)
+            found += runs
+            empty += [] if runs else [path]
         elif path.exists():  # read_json refuses what is not a regular file (a device, a FIFO)
             found.append((path, records.read_json(path, KIND)))
         else:
             raise errors.UsageError(f"{path}: no such folder or file")
     if not found:
         raise errors.UsageError(f"no score records (run-*.json) in {', '.join(map(str, paths))}")
+    for path in empty if on_empty is not None else ():
+        on_empty(path)
     out = []
     seen: set[Path] = set()
     copies: dict[str, Path] = {}
