@@ -254,7 +254,7 @@ def cli_here(*args, data_root):
     ("args", "match"),
     [
         (["score", "nowhere.py:method", "-n", "1"], "nowhere.py: no such file"),
-        (["score", f"{METHODS}:missing", "-n", "1"], "has no top-level function 'missing'"),
+        (["score", f"{METHODS}:missing", "-n", "1"], "has no top-level function 'missing' (its functions: "),
         (["score", f"{METHODS}:tiny"], "--difficulty is required"),
         (["score", f"{METHODS}:tiny", "-n", "7"], "difficulty 7 is not one of"),
         (["score", "no_such_method", "-n", "1"], "unknown method 'no_such_method'"),

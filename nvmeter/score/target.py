@@ -83,8 +83,10 @@ class Target:
             raise errors.UsageError(f"{path} is not valid Python{where}: {getattr(exc, 'msg', exc)}") from exc
         names = _top_level_names(tree)
         if function not in names:
-            known = sorted(n for n in names if not n.startswith("_"))[:8]
-            found = f" (it defines: {', '.join(known)})" if known else ""
+            defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+            public = [n.name for n in tree.body if isinstance(n, defs) and not n.name.startswith("_")]
+            known = sorted(public)[:8]
+            found = f" (its functions: {', '.join(known)})" if known else " (it defines no function)"
             raise errors.UsageError(f"{path} has no top-level function {function!r}{found}")
         return cls(
             name=f"{path.name}:{function}",
