@@ -85,6 +85,8 @@ class _Stdout(Console):
 
 
 out = _Stdout(file=_Stream("stdout"))
+# plain text on standard output (markdown, JSON, a path): a full or broken stdout as rich's is
+_STDOUT = _Stream("stdout")
 err = Console(file=_Stream("stderr", lost=None))
 
 
@@ -97,7 +99,7 @@ def _show_version(value: bool) -> None:
     if value:
         from nvmeter import __version__
 
-        print(f"nvmeter {__version__}")
+        print(f"nvmeter {__version__}", file=_STDOUT)
         raise typer.Exit()
 
 
@@ -130,7 +132,12 @@ SimulateOpt = Annotated[
 
 
 def _say(line: str) -> None:
-    """One unwrapped line on stderr (rich would wrap it at the terminal width)."""
+    """One unwrapped line on stderr (rich would wrap it at the terminal width).
+
+    Control characters (a newline or a terminal escape in a file or command name) are shown
+    escaped, so the line stays one line and cannot drive the terminal.
+    """
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
     with contextlib.suppress(OSError):  # a full stderr: the exit status still says what happened
         print(line, file=sys.stderr, flush=True)
 
@@ -167,13 +174,16 @@ def _python_sigint():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    _SIGNALLED.clear()
+    previous = signal.signal(signal.SIGINT, _interrupted)
     # `timeout`, a batch system or a closed terminal ends a command as Ctrl-C does: cleanup runs,
     # finished records are kept, and one line says so (nvmeter run forwards these itself)
-    others = {sig: signal.signal(sig, _terminated) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    others = {sig: signal.signal(sig, _interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         # not the entry's handlers: their "nothing written" would no longer be true
         signal.signal(signal.SIGINT, signal.SIG_IGN if _CONSOLE else previous)
         for sig, handler in others.items():
@@ -188,8 +198,33 @@ class _Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-def _terminated(signum, _frame) -> None:
-    raise _Terminated(signum)
+# The signals _interrupted raised for: compiled code can swallow the exception (a Ctrl-C during
+# numpy.random's first import went nowhere, and the command ran on as if never interrupted), so
+# the commands look here before they start anything that outlives them (_raise_if_signalled).
+_SIGNALLED: list[int] = []
+
+
+def _interrupted(signum, _frame) -> None:
+    _SIGNALLED.append(signum)
+    raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated(signum)
+
+
+def _raise_if_signalled() -> None:
+    """Raise now for a signal whose exception something swallowed."""
+    if _SIGNALLED:
+        signum = _SIGNALLED[-1]
+        _SIGNALLED.clear()
+        raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated(signum)
+
+
+def _unraisable(python_s):
+    """An unraisable hook that keeps quiet about our own interruptions (they are in _SIGNALLED)."""
+
+    def hook(unraisable) -> None:
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and _SIGNALLED):
+            python_s(unraisable)
+
+    return hook
 
 
 def _one_line_warnings(python_s):
@@ -221,6 +256,7 @@ def _run(fn, *args, **kwargs):
         _say(f"nvmeter: {exc}")
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt as exc:
+        _SIGNALLED.clear()
         # score keeps the records of the runs it finished; the other commands write at the end,
         # and a signal may still come between that write and the exit
         kept = "records of finished runs kept" if fn.__name__ == "score" else _what_was_written()
@@ -364,6 +400,8 @@ def probe(
     from nvmeter.probes.report import selection
 
     # `--only idle,bursts` as well as `--only idle --only bursts`
+    if only is not None and not any(name.strip() for given in only for name in given.split(",")):
+        raise errors.UsageError(f"--only takes probe names: {', '.join(PROBE_NAMES)}")
     only = [name.strip() for given in only or () for name in given.split(",") if name.strip()] or None
     selection(quick, tuple(only or ()))  # bad names fail before a board is opened
     if device is None or device.strip() != "all":
@@ -438,7 +476,7 @@ def show(
         from nvmeter.command import load_run
 
         for line in load_run(record_file).lines():
-            print(line)
+            print(line, file=_STDOUT)
         return
     if kind is not None and kind != "probe":  # a record of nvmeter's, but not one show reads
         raise errors.UsageError(
@@ -516,6 +554,7 @@ def run(
     boards = [open_board(d, simulate=simulate) for d in _devices(device)]
     life = cmd.SimulatedLife(boards[0]) if simulate else None
     late = cmd.LateSignals()
+    _raise_if_signalled()  # before the command starts: a signal lost in the setup's imports
     try:
         result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late)
         _finish_run(result, json_path)
@@ -841,7 +880,7 @@ def score(
                 on_phase=progress.on_phase,
                 on_run=progress.on_run,
             )
-    print(to_markdown(group(done)))
+    print(to_markdown(group(done)), file=_STDOUT)
     bad = [r for r in done if not r.energy_valid]
     for r in bad:
         why = "; ".join(r.reasons()) or f"energy {r.energy_note}"
@@ -852,14 +891,20 @@ def score(
 
 @contextlib.contextmanager
 def _removed_if_left_empty(folder: Path):
-    """Bad input or a failure before the first run leaves no empty output folder behind."""
-    made = not folder.exists()
+    """Bad input or a failure before the first run leaves no empty output folder behind.
+
+    Nor the folders above it that were made for it (``--json a/b/c`` with no ``a``).
+    """
+    folder = folder.absolute()
+    made = [f for f in (folder, *folder.parents) if not f.exists()]  # deepest first
     try:
         yield
     except BaseException:
-        if made and folder.is_dir() and not any(folder.iterdir()):
+        for f in made:
+            if not (f.is_dir() and not any(f.iterdir())):
+                break
             with contextlib.suppress(OSError):
-                folder.rmdir()
+                f.rmdir()
         raise
 
 
@@ -897,9 +942,9 @@ def summarize(
     if plot_path is not None:
         summ.plot(summaries, plot_path)
     if fmt == "json":
-        print(json.dumps(summ.to_json(summaries), indent=1, allow_nan=False))
+        print(json.dumps(summ.to_json(summaries), indent=1, allow_nan=False), file=_STDOUT)
     else:
-        print(summ.to_markdown(summaries))
+        print(summ.to_markdown(summaries), file=_STDOUT)
     if plot_path is not None:
         _say(f"wrote {plot_path}")
 
@@ -958,7 +1003,7 @@ def data_path() -> None:
     """Print the data cache folder (carry it to an offline machine and set $NVMETER_DATA_DIR)."""
     from nvmeter.workloads import cache
 
-    print(cache.root_dir())
+    print(cache.root_dir(), file=_STDOUT)
 
 
 def main() -> None:
@@ -970,6 +1015,12 @@ def main() -> None:
     _CONSOLE = True
     try:
         code = app(standalone_mode=False, prog_name="nvmeter")
+    except (_OutputLost, OSError) as exc:  # --version's line or typer's help (commands': _run)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at Python's exit flush
+        if isinstance(exc, BrokenPipeError):  # the reader went away: quietly, as SIGPIPE ends others
+            sys.exit(128 + signal.SIGPIPE)
+        _say(f"nvmeter: cannot write standard output: {getattr(exc, 'strerror', None) or exc}")
+        sys.exit(2)
     except Exception as exc:  # click's, which typer may vendor: known by name, not by module
         sys.exit(_parse_failure(exc))
     sys.exit(code if isinstance(code, int) else 0)

@@ -44,6 +44,27 @@ def _clean(obj):
     return obj
 
 
+def output_path(path: Path) -> Path:
+    """Where a record given as ``path`` is written: the file a link names, so the link stays.
+
+    An atomic write renames a new file onto its path, which would replace a symbolic link
+    with a file (as root, ``--json /dev/stdout`` replaced the machine's /dev/stdout).
+
+    Raises:
+        UsageError: a link to something that is not a regular file or a free name in a
+            folder (a terminal, a pipe, /proc or /dev).
+
+    """
+    path = Path(path)
+    if not path.is_symlink():
+        return path
+    real = Path(os.path.realpath(path))
+    special = not real.is_absolute() or real.parts[1:2] in (("proc",), ("dev",))
+    if special or (real.exists() and not real.is_file()) or not real.parent.is_dir():
+        raise errors.UsageError(f"{path} is a link to {real}, not to a file; give a file path")
+    return real
+
+
 def check_writable(path: Path, inputs: tuple = ()) -> None:
     """Fail early, before any measurement, if ``path`` cannot be written.
 
@@ -56,7 +77,7 @@ def check_writable(path: Path, inputs: tuple = ()) -> None:
         UsageError: the folder is missing or not writable, the path is a folder, or an input.
 
     """
-    path = Path(path)
+    path = output_path(path)
     for option, given in inputs:
         if given is not None and Path(given).exists() and Path(given).resolve() == path.resolve():
             raise errors.UsageError(f"{path} is the {option} file this command reads; write to another path")
@@ -106,7 +127,7 @@ def write_json(path: Path, record: dict, *, replace: bool = True) -> None:
             which the message gives).
 
     """
-    path = Path(path)
+    path = output_path(path)
     check_writable(path)
     text = json.dumps(_clean(record), indent=1, allow_nan=False)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")

@@ -1,5 +1,6 @@
 """The CLI through a subprocess, as a user runs it."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -295,10 +296,14 @@ def test_an_argument_the_parser_refuses_is_one_line_and_exit_2(args, says):
     assert says in one_line_error(nvmeter(*args), 2)
 
 
-def test_a_full_standard_output_is_one_line_not_a_failed_check(probe_file):
+@pytest.mark.parametrize(
+    "args", [("check", "--probe", "PROBE"), ("data", "path"), ("--version",), ("--help",), ("show", "PROBE")]
+)
+def test_a_full_standard_output_is_one_line_not_a_failed_check(probe_file, args):
+    args = [str(probe_file) if a == "PROBE" else a for a in args]
     with open("/dev/full", "w") as full:
         result = subprocess.run(
-            [sys.executable, "-m", "nvmeter.cli", "check", "--probe", str(probe_file)],
+            [sys.executable, "-m", "nvmeter.cli", *args],
             stdout=full, stderr=subprocess.PIPE, text=True, timeout=300,
         )  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
@@ -426,3 +431,32 @@ def test_only_takes_a_comma_separated_list_too(tmp_path):
     assert set(json.loads(out.read_text())["probes"]) == {"idle", "bursts"}
     bad = nvmeter("probe", "--simulate", "--only", "idle,nosuch", "--out", str(tmp_path / "q.json"))
     assert bad.returncode == 2 and "nosuch" in bad.stderr and not (tmp_path / "q.json").exists()
+
+
+def test_a_signal_whose_exception_was_swallowed_is_raised_at_the_next_look():
+    import signal as sig
+
+    from nvmeter import cli as cli_module
+
+    cli_module._SIGNALLED.clear()
+    with contextlib.suppress(KeyboardInterrupt):  # as numpy.random's first import did
+        cli_module._interrupted(sig.SIGTERM, None)
+    with pytest.raises(cli_module._Terminated) as caught:
+        cli_module._raise_if_signalled()
+    assert caught.value.signum == sig.SIGTERM and not cli_module._SIGNALLED
+    cli_module._raise_if_signalled()  # nothing pending: nothing raised
+
+
+def test_a_name_with_control_characters_stays_one_escaped_line():
+    result = subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", "run", "--simulate", "--", "no\nsuch\x1b[31m"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 127
+    assert result.stderr.splitlines() == ["nvmeter: command not found: no\\nsuch\\x1b[31m (not on PATH)"]
+
+
+@pytest.mark.parametrize("only", ["", " , "])
+def test_an_empty_only_is_refused_not_the_full_probe(only, tmp_path):
+    line = one_line_error(nvmeter("probe", "--simulate", "--only", only, "--out", tmp_path / "p.json"), 2)
+    assert "--only takes probe names" in line and not (tmp_path / "p.json").exists()

@@ -457,3 +457,51 @@ def test_the_window_s_idle_from_a_probe_with_a_count_past_int64_is_refused(tmp_p
     data["probes"]["idle"]["raw"]["spans"]["no_context"]["end"]["energy_mj"][0] = 10**30
     with pytest.raises(errors.RecordError, match="not an energy counter read"):
         IdleBaseline.from_probe(write(tmp_path, data), board, "no_context")
+
+
+# -- outputs: a link is written through, never replaced --------------------------------------------
+
+
+def test_an_output_link_is_written_through_and_stays_a_link(tmp_path):
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    target.write_text("old")
+    link.symlink_to(target.name)
+    records.write_json(link, {"kind": "x"})
+    assert link.is_symlink() and json.loads(target.read_text()) == {"kind": "x"}
+
+
+def test_an_output_link_to_a_device_is_refused_in_one_line(tmp_path):
+    link = tmp_path / "null.json"
+    link.symlink_to("/dev/null")
+    line = one_line_error(nvmeter("probe", "--simulate", "--quick", "--out", link), 2)
+    assert "is a link to /dev/null, not to a file" in line
+    assert link.is_symlink() and Path("/dev/null").is_char_device()
+
+
+@pytest.fixture(scope="module")
+def run_record(tmp_path_factory):
+    path = tmp_path_factory.mktemp("run") / "run.json"
+    made = nvmeter("run", "--simulate", "--json", path, "--", "true")
+    assert made.returncode == 0, made.stderr
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (("tail_s",), "x"),
+        (("tail_s",), []),
+        (("tail_s",), -0.06),
+        (("idle", "samples_power_w"), 1e308),
+        (("idle", "power_w"), 4000.0 * 2),
+        (("max_rel_err",), 1e300),
+    ],
+)
+def test_a_run_record_with_an_impossible_figure_is_damaged(run_record, tmp_path, field, value):
+    data = json.loads(json.dumps(run_record))
+    place = data["boards"][0]["window"]
+    for key in field[:-1]:
+        place = place[key]
+    place[field[-1]] = value
+    line = one_line_error(nvmeter("show", write(tmp_path, data)), 2)
+    assert ".".join(field) in line and "not a figure" in line

@@ -142,6 +142,10 @@ def test_names_are_checked(meter):
     assert meter.open_windows == ()
     with pytest.raises(errors.UsageError):
         meter.end("x")
+    for bad in (5, None, "", "  "):
+        with pytest.raises(errors.UsageError, match="must be a non-empty str"):
+            meter.begin(bad)
+    assert meter.open_windows == ()
 
 
 def test_idle_can_be_given(board):

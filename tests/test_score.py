@@ -278,7 +278,7 @@ def test_a_missing_dataset_is_one_line_and_leaves_no_folder(tmp_path, data):
     assert code == 2
     assert "MNIST is not in the data cache" in one_line(err)
     assert "scoring" not in err  # refused before the board was opened
-    assert not (tmp_path / "o" / "deep").exists()
+    assert not (tmp_path / "o").exists()  # nor the folder made above it
 
 
 @pytest.mark.parametrize("function", ["reads_its_stdin", "closes_its_stdin"])

@@ -114,8 +114,16 @@ History:
        idle: each of the 16 kinds' mean single-call errors (a kind on a board) moved toward
        zero, to +0.5..-4.3% from -1.0..-6.9%, and the bounds held alike, 574 of 577
        (results/enclose/replay-calls22-27-model7.txt and replay-calls22-27-model8.txt). The
-       check on a board and kinds not looked at is docs/window.md's; until it is made, the
-       model is on trial (:data:`CURRENT`).
+       check, on a board of another family and a kind not looked at (calls 28-29, H100
+       GPU-546291fd; FP32 4096² products, with duty-cycled and bf16 at the cap): 50 single calls
+       against isolated references, each of the five kind-and-call means nearer zero than under
+       model 7 (FP32 -3.0 to -0.3% and -2.7 to -1.5%, duty-cycled -5.3 to -2.9% and -10.2 to
+       -7.6%, bf16 -6.7 to -6.2%), the bounds holding in all 50 under either model
+       (results/enclose/replay-calls28-29-h100-model7.txt, -model8.txt). Current since then.
+       Left as found: the H100's idle moved by up to 9 W (its quiescent spans right after
+       heavy work read 3-9 W above those ~13 s later), past the 5 W band, and where it did the
+       stretch was not quiet and the idle stayed the baseline's (14 of call 29's 20 FP32 calls,
+       4 of call 28's 5 bf16 calls; those read -1..-6%, the six FP32 calls it moved +0.5..+4.4%).
 """
 
 from __future__ import annotations
@@ -225,11 +233,10 @@ MODELS[8] = replace(
     local_idle_min_s=0.2,
     local_idle_band_w=5.0,
 )
-# The model new Measurements are made with. Model 8 is on trial: its figures came from
-# calls 22-27's records, so it becomes current once a board and kinds of work it was not drawn
-# from have been read with it (``bench/window_accuracy.py analyze --model 8``, docs/window.md);
-# until then records are made with 7 and can be read with 8.
-CURRENT = 7
+# The model new Measurements are made with. Model 8 became current once read on a board and a
+# kind of work it was not drawn from (an H100, FP32 4096² products; history 8); a model that
+# changes it goes on trial the same way (read with ``bench/single_phase.py --model N``).
+CURRENT = 8
 
 
 def model(version: int) -> ErrorModel:

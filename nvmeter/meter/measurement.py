@@ -879,6 +879,9 @@ class Measurement:
             or not (isinstance(m.calls, int) and m.calls >= 0)
         ):
             raise errors.RecordError(f"a malformed Measurement (method {m.method!r}, calls {m.calls!r})")
+        fault = _scalar_fault(m)
+        if fault is not None:
+            raise errors.RecordError(f"a malformed Measurement ({fault})")
         return m
 
     @classmethod
@@ -932,6 +935,32 @@ class Measurement:
     def with_method(self, method: str) -> Measurement:
         """The same readings, read another way (``aligned`` readings also hold samples)."""
         return replace(self, method=method)
+
+
+# The longest wait after the work for its power to come down, s: the H200's falls within ~60 ms
+# (docs/window.md); a tail of minutes is a unit slip, not a wait.
+MAX_TAIL_S = 10.0
+
+
+def _scalar_fault(m: Measurement) -> str | None:
+    """What in a rebuilt Measurement's own figures no window could have written, or None."""
+    watts = (0.0, sanity.MAX_BOARD_W)
+    checks = [
+        ("tail_s", m.tail_s, (0.0, MAX_TAIL_S), False),
+        ("max_rel_err", m.max_rel_err, (0.0, 1.0), True),
+        ("idle.power_w", m.idle.power_w, watts, False),
+        ("idle.err_w", m.idle.err_w, watts, False),
+        ("idle.samples_power_w", m.idle.samples_power_w, watts, True),
+        ("control_mj", m.control_mj, (-math.inf, math.inf), False),
+        ("control_err_mj", m.control_err_mj, (0.0, math.inf), False),
+    ]
+    for name, value, (low, high), absent_ok in checks:
+        if absent_ok and (value is None or (isinstance(value, float) and math.isnan(value))):
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and math.isfinite(value) and low <= value <= high):
+            return f"{name} = {value!r} (not a figure in [{low:g}, {high:g}])"
+    return None
 
 
 # A board draws at most this share of its power limit over a window: the limiter lets power run

@@ -103,8 +103,10 @@ class EnergyMonitor:
             calls: Calls the window will hold (else declare them with :meth:`call`).
 
         Raises:
-            UsageError: ``name`` is already open, or bad ``calls``.
+            UsageError: ``name`` is not a non-empty str, is already open, or bad ``calls``.
         """
+        if not (isinstance(name, str) and name.strip()):
+            raise errors.UsageError(f"a window's name must be a non-empty str, not {name!r}")
         if name in self._open:
             raise errors.UsageError(f"window {name!r} is already open; end it first or use another name")
         window = EnergyWindow(self.board, idle=self.idle, calls=calls, **self._window_kwargs)

@@ -44,7 +44,7 @@ from nvmeter.meter import fold
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
-from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.measurement import MAX_TAIL_S, Measurement
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, merge_samples
 from nvmeter.meter.span import sharp_edge
 from nvmeter.meter.sync import Sync, resolve
@@ -72,9 +72,6 @@ def _finite(value, name: str, *, minimum: float = -math.inf, maximum: float = ma
     return finite(value, name, minimum=minimum, maximum=maximum, error=errors.UsageError)
 
 
-# The longest wait after the work for its power to come down, s: the H200's falls within ~60 ms
-# (docs/window.md); a tail of minutes is a unit slip, not a wait.
-MAX_TAIL_S = 10.0
 # No window holds more calls: 10^12 calls of 1 us would be 11 days (and a per-call figure of so
 # many would round to nothing).
 MAX_CALLS = 10**12
