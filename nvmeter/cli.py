@@ -84,9 +84,10 @@ class _Stdout(Console):
         raise SystemExit(128 + signal.SIGPIPE)
 
 
-out = _Stdout(file=_Stream("stdout"))
-# plain text on standard output (markdown, JSON, a path): a full or broken stdout as rich's is
+# plain text on standard output (markdown, JSON, a path) goes through it too: a full or broken
+# stdout is then one line whatever wrote to it
 _STDOUT = _Stream("stdout")
+out = _Stdout(file=_STDOUT)
 err = Console(file=_Stream("stderr", lost=None))
 
 
@@ -204,9 +205,13 @@ class _Terminated(KeyboardInterrupt):
 _SIGNALLED: list[int] = []
 
 
+def _interruption(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else _Terminated(signum)
+
+
 def _interrupted(signum, _frame) -> None:
     _SIGNALLED.append(signum)
-    raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated(signum)
+    raise _interruption(signum)
 
 
 def _raise_if_signalled() -> None:
@@ -214,7 +219,7 @@ def _raise_if_signalled() -> None:
     if _SIGNALLED:
         signum = _SIGNALLED[-1]
         _SIGNALLED.clear()
-        raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated(signum)
+        raise _interruption(signum)
 
 
 def _unraisable(python_s):
@@ -265,14 +270,22 @@ def _run(fn, *args, **kwargs):
             raise typer.Exit(128 + exc.signum) from None
         _say(f"nvmeter: interrupted; {kept}")
         raise typer.Exit(130) from None
-    except BrokenPipeError:
-        # the reader went away (`nvmeter show … | head`): end quietly, as SIGPIPE ends other tools
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(128 + signal.SIGPIPE) from None
-    except _OutputLost as exc:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at Python's exit flush
-        _say(f"nvmeter: cannot write standard output: {exc}")
-        raise typer.Exit(2) from None
+    except (BrokenPipeError, _OutputLost) as exc:
+        raise typer.Exit(_stdout_lost(exc)) from None
+
+
+def _stdout_lost(exc: Exception) -> int:
+    """Standard output went away: say so (unless its reader left), and the exit code.
+
+    A reader that went away (`nvmeter show … | head`) ends it quietly, as SIGPIPE ends other
+    tools; a full one (`> /dev/full`) is one line and exit 2. Either way stdout then points to
+    /dev/null, so that Python's flush at exit does not fail again.
+    """
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if isinstance(exc, BrokenPipeError):
+        return 128 + signal.SIGPIPE
+    _say(f"nvmeter: cannot write standard output: {getattr(exc, 'strerror', None) or exc}")
+    return 2
 
 
 def _bands():
@@ -400,9 +413,10 @@ def probe(
     from nvmeter.probes.report import selection
 
     # `--only idle,bursts` as well as `--only idle --only bursts`
-    if only is not None and not any(name.strip() for given in only for name in given.split(",")):
+    names = [name.strip() for given in only or () for name in given.split(",") if name.strip()]
+    if only is not None and not names:
         raise errors.UsageError(f"--only takes probe names: {', '.join(PROBE_NAMES)}")
-    only = [name.strip() for given in only or () for name in given.split(",") if name.strip()] or None
+    only = names or None
     selection(quick, tuple(only or ()))  # bad names fail before a board is opened
     if device is None or device.strip() != "all":
         records.check_writable(out_path)
@@ -1016,11 +1030,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False, prog_name="nvmeter")
     except (_OutputLost, OSError) as exc:  # --version's line or typer's help (commands': _run)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at Python's exit flush
-        if isinstance(exc, BrokenPipeError):  # the reader went away: quietly, as SIGPIPE ends others
-            sys.exit(128 + signal.SIGPIPE)
-        _say(f"nvmeter: cannot write standard output: {getattr(exc, 'strerror', None) or exc}")
-        sys.exit(2)
+        sys.exit(_stdout_lost(exc))
     except Exception as exc:  # click's, which typer may vendor: known by name, not by module
         sys.exit(_parse_failure(exc))
     sys.exit(code if isinstance(code, int) else 0)

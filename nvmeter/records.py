@@ -44,7 +44,7 @@ def _clean(obj):
     return obj
 
 
-def output_path(path: Path) -> Path:
+def _output_path(path: Path) -> Path:
     """Where a record given as ``path`` is written: the file a link names, so the link stays.
 
     An atomic write renames a new file onto its path, which would replace a symbolic link
@@ -65,8 +65,10 @@ def output_path(path: Path) -> Path:
     return real
 
 
-def check_writable(path: Path, inputs: tuple = ()) -> None:
-    """Fail early, before any measurement, if ``path`` cannot be written.
+def check_writable(path: Path, inputs: tuple = ()) -> Path:
+    """Fail early, before any measurement, if ``path`` cannot be written; the path written to.
+
+    That is ``path``, or the file it links to (:func:`_output_path`).
 
     Args:
         path: Where a record will be written.
@@ -77,7 +79,7 @@ def check_writable(path: Path, inputs: tuple = ()) -> None:
         UsageError: the folder is missing or not writable, the path is a folder, or an input.
 
     """
-    path = output_path(path)
+    path = _output_path(path)
     for option, given in inputs:
         if given is not None and Path(given).exists() and Path(given).resolve() == path.resolve():
             raise errors.UsageError(f"{path} is the {option} file this command reads; write to another path")
@@ -98,6 +100,7 @@ def check_writable(path: Path, inputs: tuple = ()) -> None:
         os.unlink(probe)
     except OSError as exc:
         raise errors.UsageError(f"cannot write {path}: {exc.strerror}") from exc
+    return path
 
 
 # Records this process has written, so that a command ended by a signal after writing says so.
@@ -127,8 +130,7 @@ def write_json(path: Path, record: dict, *, replace: bool = True) -> None:
             which the message gives).
 
     """
-    path = output_path(path)
-    check_writable(path)
+    path = check_writable(path)
     text = json.dumps(_clean(record), indent=1, allow_nan=False)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:

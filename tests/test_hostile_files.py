@@ -504,4 +504,4 @@ def test_a_run_record_with_an_impossible_figure_is_damaged(run_record, tmp_path,
         place = place[key]
     place[field[-1]] = value
     line = one_line_error(nvmeter("show", write(tmp_path, data)), 2)
-    assert ".".join(field) in line and "not a figure" in line
+    assert f"a malformed Measurement: {'.'.join(field)} must be a finite number" in line

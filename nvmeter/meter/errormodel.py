@@ -120,10 +120,11 @@ History:
        model 7 (FP32 -3.0 to -0.3% and -2.7 to -1.5%, duty-cycled -5.3 to -2.9% and -10.2 to
        -7.6%, bf16 -6.7 to -6.2%), the bounds holding in all 50 under either model
        (results/enclose/replay-calls28-29-h100-model7.txt, -model8.txt). Current since then.
-       Left as found: the H100's idle moved by up to 9 W (its quiescent spans right after
-       heavy work read 3-9 W above those ~13 s later), past the 5 W band, and where it did the
-       stretch was not quiet and the idle stayed the baseline's (14 of call 29's 20 FP32 calls,
-       4 of call 28's 5 bf16 calls; those read -1..-6%, the six FP32 calls it moved +0.5..+4.4%).
+       Left as found: the H100's idle follows its temperature (quiescent spans 129.8-144.6 W
+       within three minutes; right after heavy work 2.9-7.6 W above the span ~13 s later), and
+       where it strayed past the 5 W band the stretch was not quiet and the idle stayed the
+       baseline's (14 of call 29's 20 FP32 calls, reading -6.3..+0.3%; 4 of call 28's 5 bf16
+       calls, -5.7..-12.8%; the six FP32 calls it moved read +0.5..+4.4%).
 """
 
 from __future__ import annotations

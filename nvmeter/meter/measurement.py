@@ -39,6 +39,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from nvmeter import errors
+from nvmeter.arguments import finite
 from nvmeter.boards.profile import H200_V1, BoardProfile
 from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample
 from nvmeter.meter import errormodel, fold, sanity, spread
@@ -879,9 +880,7 @@ class Measurement:
             or not (isinstance(m.calls, int) and m.calls >= 0)
         ):
             raise errors.RecordError(f"a malformed Measurement (method {m.method!r}, calls {m.calls!r})")
-        fault = _scalar_fault(m)
-        if fault is not None:
-            raise errors.RecordError(f"a malformed Measurement ({fault})")
+        _check_figures(m)
         return m
 
     @classmethod
@@ -942,25 +941,26 @@ class Measurement:
 MAX_TAIL_S = 10.0
 
 
-def _scalar_fault(m: Measurement) -> str | None:
-    """What in a rebuilt Measurement's own figures no window could have written, or None."""
-    watts = (0.0, sanity.MAX_BOARD_W)
-    checks = [
-        ("tail_s", m.tail_s, (0.0, MAX_TAIL_S), False),
-        ("max_rel_err", m.max_rel_err, (0.0, 1.0), True),
-        ("idle.power_w", m.idle.power_w, watts, False),
-        ("idle.err_w", m.idle.err_w, watts, False),
-        ("idle.samples_power_w", m.idle.samples_power_w, watts, True),
-        ("control_mj", m.control_mj, (-math.inf, math.inf), False),
-        ("control_err_mj", m.control_err_mj, (0.0, math.inf), False),
-    ]
-    for name, value, (low, high), absent_ok in checks:
-        if absent_ok and (value is None or (isinstance(value, float) and math.isnan(value))):
+def _check_figures(m: Measurement) -> None:
+    """A rebuilt Measurement's own figures must be ones a window could have written.
+
+    Raises:
+        RecordError: naming the figure (:func:`nvmeter.arguments.finite`'s message).
+    """
+    watts = {"minimum": 0.0, "maximum": sanity.MAX_BOARD_W}
+    figures = {  # name: (value, bounds, may be absent: None or nan)
+        "tail_s": (m.tail_s, {"minimum": 0.0, "maximum": MAX_TAIL_S}, False),
+        "max_rel_err": (m.max_rel_err, {"minimum": 0.0, "maximum": 1.0}, True),
+        "idle.power_w": (m.idle.power_w, watts, False),
+        "idle.err_w": (m.idle.err_w, watts, False),
+        "idle.samples_power_w": (m.idle.samples_power_w, watts, True),
+        "control_mj": (m.control_mj, {}, False),
+        "control_err_mj": (m.control_err_mj, {"minimum": 0.0}, False),
+    }
+    for name, (value, bounds, optional) in figures.items():
+        if optional and (value is None or (isinstance(value, float) and math.isnan(value))):
             continue
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not (number and math.isfinite(value) and low <= value <= high):
-            return f"{name} = {value!r} (not a figure in [{low:g}, {high:g}])"
-    return None
+        finite(value, f"a malformed Measurement: {name}", error=errors.RecordError, **bounds)
 
 
 # A board draws at most this share of its power limit over a window: the limiter lets power run
