@@ -10,8 +10,8 @@ batches' means. This prints, for every ``measure()`` trial with a reference, its
 bound, and the bound with the batch-means interval in place of the sub-windows' one (runs with
 fewer than three batches keep theirs). Nothing here is part of the meter:
 
-    python bench/subwindow_batches.py results/enclose/call1[2367]-*-measure.json \\
-        results/enclose/call2[01]-*-measure.json results/enclose/call3[123]-*-enclose.json
+    python bench/subwindow_batches.py results/enclose/call*-measure.json \\
+        results/enclose/call3*-h100b*enclose.json
 """
 
 from __future__ import annotations

@@ -472,13 +472,17 @@ def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: 
 @_guarded
 def show(
     record_file: Annotated[
-        Path, typer.Argument(help="A probe record (nvmeter probe) or a run record (nvmeter run --json).")
+        Path,
+        typer.Argument(
+            help="A probe record (nvmeter probe), a run record (nvmeter run --json) or an energy-budget "
+            "record (pytest --energy-json)."
+        ),
     ],
 ) -> None:
-    """Print a probe or run record, every figure recomputed from its raw series and verified.
+    """Print a probe, run or energy-budget record, every figure recomputed from its raw series and verified.
 
-    A stored derived figure that differs from its recomputation is an error (exit 2), named
-    in one line.
+    A stored derived figure (or budget verdict) that differs from its recomputation is an error
+    (exit 2), named in one line.
     """
     kind = _record_kind(record_file)
     elsewhere = {"score": "nvmeter summarize", "workloads": "python -m nvmeter.workloads.evaluate --table"}
@@ -486,22 +490,31 @@ def show(
         raise errors.UsageError(
             f"{record_file} is a {kind} record: read it with `{elsewhere[kind]} {record_file}`"
         )
-    if kind == "run":
-        from nvmeter.command import load_run
-
-        for line in load_run(record_file).lines():
+    if kind in ("run", "pytest-energy"):
+        for line in _record_lines(record_file, kind):
             print(line, file=_STDOUT)
         return
     if kind is not None and kind != "probe":  # a record of nvmeter's, but not one show reads
         raise errors.UsageError(
-            f"{record_file} is a record of kind {kind!r}; nvmeter show reads probe records (nvmeter probe) "
-            "and run records (nvmeter run --json)"
+            f"{record_file} is a record of kind {kind!r}; nvmeter show reads probe records (nvmeter probe), "
+            "run records (nvmeter run --json) and energy-budget records (pytest --energy-json)"
         )
     from nvmeter.probes.report import load_report
 
     report = load_report(record_file)
     board = report.board
     out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
+
+
+def _record_lines(path: Path, kind: str) -> list[str]:
+    """A verified run or pytest-energy record's lines (each reader loads only for its own kind)."""
+    if kind == "run":
+        from nvmeter.command import load_run
+
+        return load_run(path).lines()
+    from nvmeter.budgets import load_budgets
+
+    return load_budgets(path).lines()
 
 
 def _record_kind(path: Path) -> str | None:

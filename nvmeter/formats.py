@@ -552,7 +552,7 @@ RUN = Format(
 )
 
 
-# -- pytest-energy: the pytest plugin's --energy-json (nvmeter.pytest_plugin) ------------------------
+# -- pytest-energy: the pytest plugin's --energy-json (nvmeter.budgets) -------------------------------
 PYTEST_ENERGY = Format("pytest-energy", (Version(1, "each metered test: its budget, verdict and windows"),))
 
 

@@ -27,8 +27,9 @@ A window passes when its figure plus its bound is within the budget and fails wh
 figure minus its bound exceeds it. In between, or when the figure is not reliable, the test
 fails with the reason (``--energy-undecided=warn`` makes that a warning). Without a GPU a
 metered test is skipped with the reason. Results go to the terminal summary and, with
-``--energy-json FILE``, to a JSON record (kind ``pytest-energy``). ``--energy-simulate``
-meters the simulated board (tests drive it through the ``energy_board`` fixture).
+``--energy-json FILE``, to a JSON record (kind ``pytest-energy``, :mod:`nvmeter.budgets`;
+``nvmeter show FILE`` reads it). ``--energy-simulate`` meters the simulated board (tests
+drive it through the ``energy_board`` fixture).
 
 The module imports only pytest and nvmeter's light modules at load time, so it costs
 nothing in test runs that do not use it.
@@ -38,111 +39,19 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
 
 from nvmeter import errors, records
+from nvmeter.budgets import Budget, BudgetRecord, Entry, judge
 
-# The keys the marker takes, and the defaults of the optional ones.
-_MARK_KEYS = ("max_mj_per_call", "calls", "device")
+# What --energy-undecided takes.
 _MODES = ("fail", "warn")
 
 
 class EnergyBudgetWarning(UserWarning):
     """An energy budget that could not be decided, under ``--energy-undecided=warn``."""
-
-
-# -- the budget and its verdict ------------------------------------------------------------
-@dataclass(frozen=True)
-class Budget:
-    """What ``@pytest.mark.energy(...)`` asks.
-
-    Attributes:
-        max_mj_per_call: Budget, mJ per call above idle.
-        calls: Calls in the test call, when the marker meters it (default 1).
-        device: CUDA index or ``GPU-…`` UUID (None: index 0).
-    """
-
-    max_mj_per_call: float
-    calls: int = 1
-    device: int | str | None = None
-
-    @classmethod
-    def from_mark(cls, mark) -> Budget:
-        """The marker's budget.
-
-        Raises:
-            UsageError: unknown keys, a missing or non-positive budget, bad calls.
-        """
-        kwargs = dict(mark.kwargs)
-        if mark.args:
-            kwargs.setdefault("max_mj_per_call", mark.args[0])
-        unknown = sorted(set(kwargs) - set(_MARK_KEYS))
-        if unknown:
-            raise errors.UsageError(f"energy marker: unknown key(s) {unknown}; known: {list(_MARK_KEYS)}")
-        budget = kwargs.get("max_mj_per_call")
-        if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not budget > 0:
-            raise errors.UsageError(f"energy marker: max_mj_per_call must be a number > 0, not {budget!r}")
-        calls = kwargs.get("calls", 1)
-        if not isinstance(calls, int) or isinstance(calls, bool) or calls < 1:
-            raise errors.UsageError(f"energy marker: calls must be a whole number >= 1, not {calls!r}")
-        return cls(float(budget), calls, kwargs.get("device"))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A window judged against a budget.
-
-    Attributes:
-        outcome: ``"pass"``, ``"fail"``, ``"undecided"`` (the budget lies within the
-            bound), ``"unreliable"`` (the figure itself is not), or ``"measured"`` (no budget).
-        text: One line saying why.
-    """
-
-    outcome: str
-    text: str
-
-
-def judge(m, budget: Budget | None) -> Verdict:
-    """Judge a Measurement's per-call figure (mJ above idle, with its bound) against a budget."""
-    figure = f"{m.per_call_mj:,.1f} ± {m.per_call_mj_err:,.1f} mJ/call"
-    if not m.reliable:
-        return Verdict("unreliable", f"energy {figure} is not reliable: {m.reason}")
-    if budget is None:
-        return Verdict("measured", f"energy {figure}")
-    limit = f"the budget of {budget.max_mj_per_call:,.1f} mJ/call"
-    low, high = m.per_call_mj - m.per_call_mj_err, m.per_call_mj + m.per_call_mj_err
-    if high <= budget.max_mj_per_call:
-        return Verdict("pass", f"energy {figure} is within {limit}")
-    if low > budget.max_mj_per_call:
-        return Verdict("fail", f"energy {figure} exceeds {limit}")
-    return Verdict("undecided", f"energy {figure}: its bound straddles {limit}")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One metered window of one test."""
-
-    nodeid: str
-    measurement: object
-    budget: Budget | None
-    verdict: Verdict
-
-    def line(self) -> str:
-        """The terminal summary's line."""
-        return f"{self.nodeid}: {self.measurement!r} -> {self.verdict.outcome.upper()}: {self.verdict.text}"
-
-    def to_dict(self) -> dict:
-        """JSON form: the test, the budget, the verdict and the raw window."""
-        return {
-            "nodeid": self.nodeid,
-            "budget": None if self.budget is None else asdict(self.budget),
-            "outcome": self.verdict.outcome,
-            "text": self.verdict.text,
-            "window": self.measurement.to_dict(),
-        }
 
 
 # -- the session's state -------------------------------------------------------------------
@@ -232,14 +141,7 @@ class _State:
         """The ``--energy-json`` record."""
         if self.json_path is None:
             return
-        records.write_json(
-            Path(self.json_path),
-            {
-                "kind": "pytest-energy",
-                "schema_version": records.CURRENT["pytest-energy"],
-                "entries": [e.to_dict() for e in self.entries],
-            },
-        )
+        records.write_json(Path(self.json_path), BudgetRecord(tuple(self.entries)).to_dict())
 
 
 def _said(entries: list[Entry], outcomes: tuple[str, ...]) -> str:

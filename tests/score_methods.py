@@ -76,6 +76,32 @@ def spawns(train_x, train_y, test_x):
     time.sleep(600)
 
 
+def spawns_a_session(train_x, train_y, test_x):
+    """Start a grandchild in a session of its own, out of the worker's group, then end as told.
+
+    NVMETER_TEST_SESSION: ``setsid`` (a child with start_new_session=True) or ``double-fork``
+    (a shell's background setsid, the shell gone: not under the worker either). Its pid is added
+    to NVMETER_TEST_GRANDCHILD, one a line. NVMETER_TEST_THEN: ``hang``, ``exit`` (os._exit(1))
+    or ``return`` (chance's labels, which fail the judge).
+    """
+    import subprocess
+
+    pids = os.environ["NVMETER_TEST_GRANDCHILD"]
+    if os.environ["NVMETER_TEST_SESSION"] == "double-fork":
+        script = f"setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! >> {pids}"
+        subprocess.run(["sh", "-c", script], check=True)
+    else:
+        child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        with open(pids, "a") as f:
+            f.write(f"{child.pid}\n")
+    then = os.environ["NVMETER_TEST_THEN"]
+    if then == "hang":
+        time.sleep(600)
+    if then == "exit":
+        os._exit(1)
+    return chance(train_x, train_y, test_x)
+
+
 def closes_its_stdin(train_x, train_y, test_x):
     """Close fd 0 (once the worker's request channel), then answer chance."""
     with contextlib.suppress(OSError):  # closed by an earlier call already

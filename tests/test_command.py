@@ -546,6 +546,34 @@ def test_a_zombie_of_the_session_is_not_left_running():
         proc.wait()
 
 
+def test_nvmeter_failing_while_the_command_runs_ends_what_it_started_in_a_session_of_its_own(tmp_path, pids):
+    """Not just its process group: a grandchild in a session of its own (start_new_session) too."""
+    script = (
+        "import subprocess, sys, time, pathlib\n"
+        "child = subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+        f"pathlib.Path({str(pids / 'grandchild')!r}).write_text(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+
+    sessions = []
+
+    class Failing(SimulatedLife):
+        def tick(self):
+            super().tick()
+            if (pids / "grandchild").exists() and (pids / "grandchild").read_text():
+                sessions.append(os.getsid(noted(pids, "grandchild")))
+                raise RuntimeError("nvmeter failed (test)")
+
+    board = SimulatedBoard(SimConfig(seed=7))
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="nvmeter failed"):
+        run_command([PY, "-c", script], [board], life=Failing(board))
+    assert time.monotonic() - t0 < 60
+    grandchild = noted(pids, "grandchild")
+    assert sessions == [grandchild]  # a session of its own: out of the command's group and session
+    assert reaches(grandchild, GONE), "the command's grandchild in its own session outlived nvmeter's failure"
+
+
 @pytest.mark.parametrize("wall_s", [1e300, 100.0])
 def test_a_run_record_whose_wall_time_outlasts_its_window_is_refused(tmp_path, wall_s):
     board = SimulatedBoard(SimConfig(seed=5))

@@ -6,6 +6,7 @@ draws from seeds, times the calls and writes the labels; the scorer judges them,
 the worker for the idle spans and places the windows' edges on the simulated counter.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -235,6 +236,40 @@ def test_a_hung_method_is_killed_with_its_process_group(tmp_path, data, monkeypa
     assert record.status == "error" and "killed" in record.error
     assert gone(record.worker_pid)
     assert gone(int(grandchild.read_text())), "the method's own child survived the kill"
+
+
+@pytest.mark.parametrize(
+    ("session", "then", "error"),
+    [
+        ("setsid", "hang", "did not answer 'call' within 1 s; it was killed"),  # the call's time limit
+        ("setsid", "exit", "the worker exited"),  # the worker died first: its child is init's
+        ("setsid", "return", None),  # the run ends as usual (it fails the judge)
+        ("double-fork", "return", None),  # never under the worker: found by the marker
+    ],
+)
+def test_what_a_method_started_in_a_session_of_its_own_ends_with_its_worker(
+    tmp_path, data, monkeypatch, session, then, error
+):
+    grandchildren = tmp_path / "grandchildren"
+    monkeypatch.setenv("NVMETER_TEST_GRANDCHILD", str(grandchildren))
+    monkeypatch.setenv("NVMETER_TEST_SESSION", session)
+    monkeypatch.setenv("NVMETER_TEST_THEN", then)
+    timeout_s = 1.0 if error else 60.0
+    short = {"mnist_draws": 1, "holdout_draws": 0, "warmup_calls": 0, "call_timeout_s": timeout_s}
+    try:
+        if error:
+            with pytest.raises(errors.WorkerError, match=f"run 1 failed: .*{re.escape(error)}"):
+                score_lib(tmp_path, data, "spawns_a_session", **short)
+        else:
+            score_lib(tmp_path, data, "spawns_a_session", **short)
+            assert the_record(tmp_path).status == "fail"
+        pids = [int(line) for line in grandchildren.read_text().split()]
+        assert pids
+        assert all(gone(pid) for pid in pids), "what the method started in its own session survived the run"
+    finally:
+        for line in grandchildren.read_text().split() if grandchildren.exists() else []:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(int(line)).kill()
 
 
 # -- bad input: one line, an exit code, no traceback ----------------------------------------------

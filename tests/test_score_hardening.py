@@ -1,5 +1,6 @@
 """`nvmeter score` under misuse, concurrency, signals and failures (simulated board, real workers on CPU)."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -8,6 +9,7 @@ import time
 
 import psutil
 import pytest
+from processes import gone
 from score_helpers import FAST, FAST_CLI, METHODS, cli
 
 from nvmeter import errors, records
@@ -320,6 +322,42 @@ def test_ctrl_c_or_sigterm_during_a_command_still_runs_its_cleanup(tmp_path, dat
     assert proc.returncode == code
     assert words in one_line(err)
     assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+
+
+def test_ctrl_c_ends_what_the_method_started_in_a_session_of_its_own(tmp_path, data):
+    """A method's grandchild out of the worker's group and session dies with the worker on Ctrl-C."""
+    grandchildren = tmp_path / "grandchildren"
+    env = {
+        **os.environ,
+        "NVMETER_DATA_DIR": str(data),
+        "NVMETER_TEST_GRANDCHILD": str(grandchildren),
+        "NVMETER_TEST_SESSION": "setsid",
+        "NVMETER_TEST_THEN": "hang",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nvmeter", "score", f"{METHODS}:spawns_a_session", "-n", "1", "--simulate",
+         "--json", tmp_path / "out", *FAST_CLI],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    pid = None
+    try:
+        end = time.monotonic() + 120
+        while pid is None and time.monotonic() < end and proc.poll() is None:
+            if grandchildren.exists() and grandchildren.read_text().endswith("\n"):
+                pid = int(grandchildren.read_text().split()[0])
+            time.sleep(0.05)
+        assert pid is not None, "the method never started its grandchild"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        assert gone(pid), "what the method started in its own session outlived the interrupted scorer"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pid is not None:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
 
 
 # -- every output file gets the umask's mode -----------------------------------------------------------

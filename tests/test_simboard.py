@@ -247,3 +247,23 @@ def test_each_board_has_its_own_uuid_unless_given_one():
     given = "GPU-11000000-0000-4000-8000-000000000000"
     assert SimulatedBoard(SimConfig(uuid=given)).identity().uuid == given
     assert SimulatedBoard(SimConfig(uuid=given)).config.uuid == given
+
+
+def test_a_long_run_forgets_history_past_its_horizon_and_keeps_the_truth_within_it():
+    board = SimulatedBoard(SimConfig(history_s=20.0))
+    board.set_context(True)
+    for i in range(60):  # 120 virtual s: six horizons, alternating load
+        board.set_load(300.0 if i % 2 else 0.0)
+        board.clock.sleep(2.0)
+        board.energy_mj()
+    now = board.clock.now()
+    # the grid holds about one to two horizons, not the whole run (240,000 points at 0.5 ms)
+    assert board._trace.n * 0.0005 < 2 * 20.0 + 1.0
+    # within the horizon the oracle still adds up: 2 s at load, 2 s idle, the same as its parts
+    parts = board.true_energy_j(now - 8.0, now - 4.0) + board.true_energy_j(now - 4.0, now)
+    assert board.true_energy_j(now - 8.0, now) == pytest.approx(parts, rel=1e-12)
+    assert 121.2 * 8.0 < board.true_energy_j(now - 8.0, now) < (121.2 + 300.0) * 8.0
+    with pytest.raises(ValueError, match="history_s"):
+        board.true_energy_j(now - 100.0, now)
+    with pytest.raises(ValueError, match="history_s"):
+        board.replay_power_samples(now - 100.0)

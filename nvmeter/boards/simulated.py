@@ -90,6 +90,12 @@ class SimConfig:
         ambient_c, c_per_w, thermal_tau_s: First-order temperature model: ambient plus
             ``c_per_w`` per W, relaxing with ``thermal_tau_s`` (H200 lead, docs/facts.md: 56 -> 60 °C
             over 20 s at ~690 W; these give 2.6 °C). A model to test the drift detector, not a fit.
+        history_s: Virtual seconds of the past kept for replays and the test oracle
+            (:meth:`SimulatedBoard.true_energy_j`); older is forgotten, so that a long simulated
+            run keeps bounded memory (it grew ~64 KiB a virtual second, the 0.5 ms power grid;
+            with 600 s kept it stays under ~70 MiB).
+            600 s is over any window a replay reaches back to (a counter period, the sample
+            buffer's ~2.4 s) and any test's span.
         seed: RNG seed.
         name, uuid: The identity it reports (another name models another family, e.g. a
             GH200 whose counter covers the module; another UUID a second board). With no
@@ -131,6 +137,7 @@ class SimConfig:
     ambient_c: float = 30.0
     c_per_w: float = 0.05
     thermal_tau_s: float = 60.0
+    history_s: float = 600.0
     seed: int = 0
     name: str = "Simulated H200"
     uuid: str | None = None
@@ -211,6 +218,21 @@ class _Trace:
     def mean_w(self, a_s: float, b_s: float) -> float:
         return (self.energy_j(b_s) - self.energy_j(a_s)) / max(b_s - a_s, _GRID_S)
 
+    def forget(self, before_s: float) -> None:
+        """Drop the grid before ``before_s``; the integral keeps its values, so differences hold.
+
+        Copies only once half the grid can go, so each point is copied O(1) times on average,
+        into arrays sized for what is kept (a power of two, as :meth:`extend` grows them).
+        """
+        drop = int((before_s - self.t0_s) / _GRID_S)
+        if drop < self.n // 2 or drop >= self.n - 1:
+            return
+        keep = self.n - drop
+        size = max(1 << 16, 1 << (2 * keep - 1).bit_length())
+        self.power_w = np.concatenate([self.power_w[drop : self.n], np.empty(size - keep)])
+        self.cum_j = np.concatenate([self.cum_j[drop : self.n], np.empty(size - keep)])
+        self.n, self.t0_s = keep, self.t0_s + drop * _GRID_S
+
 
 def finite_load_w(value: float, name: str = "load_w") -> float:
     """``value`` as a load a board can draw: a finite number of watts, at least 0.
@@ -272,6 +294,7 @@ class SimulatedBoard:
         self._load_on_s, self._load_off_s = now, -math.inf
         self._temperature_c, self._temperature_at_s = self._steady_c(self._target_w), now
         self._counter_log: list[tuple[float, float]] = []  # (update time, counter mJ), set below
+        self._forgotten_s = -math.inf  # the history before this is gone (SimConfig.history_s)
         self._fault_log: list[tuple[float, Fault]] = []
         # history before 'now' so the sample buffer starts full, as on a real board
         self._trace = _Trace(now - 3.0, self._target_w)
@@ -355,9 +378,21 @@ class SimulatedBoard:
 
     @_locked
     def true_energy_j(self, a_s: float, b_s: float) -> float:
-        """The model's exact energy between two virtual times, J (test oracle)."""
+        """The model's exact energy between two virtual times, J (test oracle).
+
+        Raises:
+            ValueError: a time more than ``history_s`` before the latest one modelled.
+        """
         self._advance(max(a_s, b_s))
+        self._check_kept(min(a_s, b_s))
         return self._trace.energy_j(b_s) - self._trace.energy_j(a_s)
+
+    def _check_kept(self, t_s: float) -> None:
+        if t_s < self._forgotten_s:
+            raise ValueError(
+                f"virtual time {t_s:.3f} s is before the {self.config.history_s:g} s of history this "
+                f"simulated board keeps (SimConfig.history_s)"
+            )
 
     @_locked
     def replay_counter_reads(
@@ -396,6 +431,7 @@ class SimulatedBoard:
 
     def _replayed_mj(self, t_s: float) -> int:
         """The counter as a read at ``t_s`` sees it, with the faults injected by then."""
+        self._check_kept(t_s)
         i = bisect.bisect_right(self._counter_log, (t_s, math.inf)) - 1
         value = self._counter_log[i][1] if i >= 0 else self._counter_mj
         offset = 0.0
@@ -473,6 +509,18 @@ class SimulatedBoard:
             self._update_counter(self._next_update_s)
         while self._next_sample_s <= self._trace.end_s:
             self._take_sample(self._next_sample_s)
+        self._forget(self._trace.end_s - self.config.history_s)
+
+    def _forget(self, before_s: float) -> None:
+        """Drop the past before ``before_s`` from the trace and the logs (``history_s``)."""
+        if before_s <= self._forgotten_s + self.config.history_s / 2:
+            return  # at most every half history: the lists' deletions stay cheap
+        self._trace.forget(before_s)
+        # keep the last counter value before the horizon: a read just after it needs it
+        first = max(0, bisect.bisect_right(self._counter_log, (before_s, math.inf)) - 1)
+        del self._counter_log[:first]
+        del self._sample_log[: bisect.bisect_left(self._sample_log, before_s, key=lambda s: s.t_s)]
+        self._forgotten_s = before_s
 
     def _noise(self) -> float:
         return float(self._rng.normal(0.0, self.config.noise_w))
@@ -615,6 +663,7 @@ class SimulatedBoard:
         """
         if at_s >= self.clock.now():
             return self.power_samples()
+        self._check_kept(at_s)
         self._check_faults(energy=False, what="the power-sample buffer")
         end = bisect.bisect_right(self._sample_log, at_s, key=lambda s: s.t_s)
         return tuple(self._sample_log[max(0, end - self.config.sample_buffer_len) : end])

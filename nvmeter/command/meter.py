@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -16,9 +15,9 @@ from nvmeter.command.life import Life, RealLife, SimulatedLife
 from nvmeter.command.process import (
     Forwarding,
     LateSignals,
+    kill_everything,
     resolve_command,
     session_survivors,
-    signal_group,
     spawn,
 )
 from nvmeter.command.record import BoardRun, CommandRun
@@ -144,8 +143,7 @@ def run_command(
                 w.__exit__(None, None, None)
         finally:
             if proc.poll() is None:  # nvmeter failed: leave nothing of the command behind
-                signal_group(proc, signal.SIGKILL)
-                proc.wait()
+                kill_everything(proc)
     return CommandRun(
         argv=tuple(argv),
         pid=proc.pid,

@@ -85,6 +85,27 @@ def signal_group(proc: subprocess.Popen | None, signum: int) -> None:
             os.killpg(proc.pid, signum)
 
 
+def kill_everything(proc: subprocess.Popen) -> None:
+    """SIGKILL the command's process group, end every process under it wherever it went, reap it.
+
+    For nvmeter's own failure while the command runs: nothing of the command may be left
+    behind, and what it started in a group or session of its own (``start_new_session=True``,
+    ``setsid``) is out of the group's reach; :class:`~nvmeter.descendants.Descendants` finds those
+    by the process tree, looked at while the command still lives (once it has died, its
+    children are init's). Not for a command that ended by itself: what it left running stays
+    running, as a shell leaves it (:func:`session_survivors` names it).
+    """
+    from nvmeter.descendants import Descendants
+
+    # stopped first, nothing in the group can start a process between the look and the kill
+    signal_group(proc, signal.SIGSTOP)
+    descendants = Descendants(proc.pid)
+    descendants.note()
+    signal_group(proc, signal.SIGKILL)
+    descendants.end()  # before the command is reaped: its pid cannot be another process's yet
+    proc.wait()
+
+
 def session_survivors(proc: subprocess.Popen) -> tuple[int, ...]:
     """Processes still in the command's session after it has exited (what it started and left).
 

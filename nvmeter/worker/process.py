@@ -22,6 +22,7 @@ import time
 import psutil
 
 from nvmeter import errors
+from nvmeter.descendants import Descendants, marked
 from nvmeter.worker.protocol import MatmulRun
 
 # Replies to quick commands (context, calibration) should come within this; a CUDA
@@ -103,7 +104,7 @@ class WorkerProcess:
 
     Raises:
         WorkerError: the child cannot start, dies, returns garbage, or hangs (a hung
-            child is killed with its whole process group).
+            child is killed with its whole process group, and every process under it).
 
     """
 
@@ -118,6 +119,9 @@ class WorkerProcess:
         env = dict(os.environ)
         if device_uuid:
             env["CUDA_VISIBLE_DEVICES"] = device_uuid
+        # a marker that whatever the loaded code starts inherits, so that close() finds it even
+        # once it has left the worker's group and tree (nvmeter.descendants)
+        env, token = marked(env)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed in close())
         # A session of its own: Ctrl-C at the terminal reaches only the parent, which
         # resumes and reaps the worker; SIGSTOP can target the worker's group alone.
@@ -141,6 +145,7 @@ class WorkerProcess:
             start_new_session=True,
         )
         self.pid = self._proc.pid
+        self._descendants = Descendants(self.pid, token)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._proc.stdout, selectors.EVENT_READ)
         self._buffer = b""
@@ -303,22 +308,30 @@ class WorkerProcess:
             time.sleep(0.001)
 
     def kill(self) -> None:
-        """SIGKILL the worker's whole process group at once and reap it. Idempotent."""
+        """SIGKILL the worker's whole process group at once, end all else under it, reap it. Idempotent."""
         if not self._closed:
+            self._descendants.note()  # while the worker lives: once it dies, its children are init's
             # never reaped before close(), so the group id is still ours
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
         self.close()
 
     def close(self) -> None:
-        """Resume (if frozen), ask to exit, then kill and reap its process group. Idempotent.
+        """Resume (if frozen), ask to exit, kill its process group, end what it left, reap it. Idempotent.
 
         Anything the loaded code started in the worker's group dies with it: the leader
         is left unreaped (a zombie still holds the group's id) until the group is killed.
+        What it started in a group or session of its own (``start_new_session=True``,
+        ``setsid``) is out of the group's reach: those are found by the process tree, taken
+        here while the worker still lives, and by the environment's marker (for those whose
+        parent died first), then SIGTERMed and, after a short grace, SIGKILLed
+        (:meth:`Descendants.end <nvmeter.descendants.Descendants.end>`).
         """
         if self._closed:
             return
         self._closed = True
+        # before the worker exits: its children then go to init and are no longer under it
+        self._descendants.note()
         if self._exit_status(0.0) is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGCONT)
@@ -334,6 +347,8 @@ class WorkerProcess:
         # the leader is a zombie (or reaped already): the group id cannot have been reused
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, signal.SIGKILL)
+        # the group is dead, so nothing in it starts more; the unreaped leader still holds its pid
+        self._descendants.end()
         self._proc.wait()
         self.frozen = False
         self._selector.close()

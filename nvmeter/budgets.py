@@ -1,0 +1,247 @@
+"""Energy budgets: a window judged against a budget, and the record of a test run's windows.
+
+The pytest plugin (:mod:`nvmeter.pytest_plugin`) judges each window a test meters and, with
+``--energy-json``, writes them as a :class:`BudgetRecord` (kind ``pytest-energy``);
+``nvmeter show`` reads it back with :func:`load_budgets`, every window's figures and verdict
+recomputed from its raw readings. Neither pytest nor the meter is imported at load time: the
+plugin stays light, and a record reads where pytest is not installed (it is no dependency).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from nvmeter import errors, records, verify
+from nvmeter.meter import sanity
+
+KIND = "pytest-energy"
+# The keys the energy marker takes.
+_MARK_KEYS = ("max_mj_per_call", "calls", "device")
+# A verdict's outcomes, in the order a summary counts them, and what a count of each says.
+OUTCOMES = ("pass", "fail", "undecided", "unreliable", "measured")
+_COUNTED = {"undecided": "undecided (the bound straddles the budget)", "measured": "measured (no budget)"}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What ``@pytest.mark.energy(...)`` asks.
+
+    Attributes:
+        max_mj_per_call: Budget, mJ per call above idle.
+        calls: Calls in the test call, when the marker meters it (default 1).
+        device: CUDA index or ``GPU-…`` UUID (None: index 0).
+    """
+
+    max_mj_per_call: float
+    calls: int = 1
+    device: int | str | None = None
+
+    @classmethod
+    def from_mark(cls, mark) -> Budget:
+        """The marker's budget.
+
+        Raises:
+            UsageError: unknown keys, a missing or non-positive budget, bad calls.
+        """
+        kwargs = dict(mark.kwargs)
+        if mark.args:
+            kwargs.setdefault("max_mj_per_call", mark.args[0])
+        unknown = sorted(set(kwargs) - set(_MARK_KEYS))
+        if unknown:
+            raise errors.UsageError(f"energy marker: unknown key(s) {unknown}; known: {list(_MARK_KEYS)}")
+        budget = kwargs.get("max_mj_per_call")
+        if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not budget > 0:
+            raise errors.UsageError(f"energy marker: max_mj_per_call must be a number > 0, not {budget!r}")
+        calls = kwargs.get("calls", 1)
+        if not isinstance(calls, int) or isinstance(calls, bool) or calls < 1:
+            raise errors.UsageError(f"energy marker: calls must be a whole number >= 1, not {calls!r}")
+        return cls(float(budget), calls, kwargs.get("device"))
+
+    @classmethod
+    def from_dict(cls, d, where: str) -> Budget:
+        """A budget as :meth:`Entry.to_dict` stores it: one that :meth:`from_mark` could have made.
+
+        Raises:
+            BadField: a field no marker gives, named under ``where``; KeyError for a missing one.
+        """
+        records.mapping(d, where)
+        budget = records.number(d["max_mj_per_call"], f"{where}.max_mj_per_call")
+        if not budget > 0:
+            raise records.BadField(f"{where}.max_mj_per_call is {budget!r}, not a number > 0")
+        calls = records.integer(d["calls"], f"{where}.calls", at_least=1)
+        device = d["device"]
+        if device is not None and (isinstance(device, bool) or not isinstance(device, (int, str))):
+            raise records.BadField(
+                f"{where}.device is {verify.short(device)}, not a CUDA index, a GPU-… UUID or null"
+            )
+        return cls(float(budget), calls, device)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A window judged against a budget.
+
+    Attributes:
+        outcome: ``"pass"``, ``"fail"``, ``"undecided"`` (the budget lies within the
+            bound), ``"unreliable"`` (the figure itself is not), or ``"measured"`` (no budget).
+        text: One line saying why.
+    """
+
+    outcome: str
+    text: str
+
+
+def judge(m, budget: Budget | None) -> Verdict:
+    """Judge a Measurement's per-call figure (mJ above idle, with its bound) against a budget."""
+    figure = f"{m.per_call_mj:,.1f} ± {m.per_call_mj_err:,.1f} mJ/call"
+    if not m.reliable:
+        return Verdict("unreliable", f"energy {figure} is not reliable: {m.reason}")
+    if budget is None:
+        return Verdict("measured", f"energy {figure}")
+    limit = f"the budget of {budget.max_mj_per_call:,.1f} mJ/call"
+    low, high = m.per_call_mj - m.per_call_mj_err, m.per_call_mj + m.per_call_mj_err
+    if high <= budget.max_mj_per_call:
+        return Verdict("pass", f"energy {figure} is within {limit}")
+    if low > budget.max_mj_per_call:
+        return Verdict("fail", f"energy {figure} exceeds {limit}")
+    return Verdict("undecided", f"energy {figure}: its bound straddles {limit}")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One metered window of one test, judged.
+
+    Attributes:
+        nodeid: The test's pytest node id.
+        measurement: The window (a :class:`~nvmeter.meter.measurement.Measurement`).
+        budget: The marker's budget (None: the test has no marker).
+        verdict: The window judged against it (:func:`judge`).
+    """
+
+    nodeid: str
+    measurement: object
+    budget: Budget | None
+    verdict: Verdict
+
+    def line(self) -> str:
+        """The terminal summary's line."""
+        return f"{self.nodeid}: {self.measurement!r} -> {self.verdict.outcome.upper()}: {self.verdict.text}"
+
+    def to_dict(self) -> dict:
+        """JSON form: the test, the budget, the verdict and the raw window."""
+        return {
+            "nodeid": self.nodeid,
+            "budget": None if self.budget is None else asdict(self.budget),
+            "outcome": self.verdict.outcome,
+            "text": self.verdict.text,
+            "window": self.measurement.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d, where: str) -> Entry:
+        """Rebuild from :meth:`to_dict`: the window from its raw readings, its verdict judged again.
+
+        Raises:
+            BadField: a field of the wrong type or out of range, or a window that cannot be
+                real, named under ``where``; KeyError for a missing field (both become a
+                RecordError under :func:`nvmeter.records.building`).
+        """
+        from nvmeter.meter.measurement import Measurement  # the meter loads only when a record is read
+
+        _check_entry(d, where)
+        budget = None if d["budget"] is None else Budget.from_dict(d["budget"], f"{where}.budget")
+        try:
+            m = Measurement.from_dict(d["window"])
+        except errors.RecordError as exc:  # it cannot say which of the record's windows it was
+            raise records.BadField(f"{where}.window: {exc}") from exc
+        return cls(d["nodeid"], m, budget, judge(m, budget))
+
+
+def _check_entry(d, where: str) -> None:
+    """An entry's test id is text, and its window's board and raw series can be real.
+
+    Raises:
+        BadField: the first field that is wrong (a dotted path); KeyError for a missing one.
+    """
+    records.mapping(d, where)
+    records.text(d["nodeid"], f"{where}.nodeid")
+    window = records.mapping(d["window"], f"{where}.window")
+    records.board(window["device"], f"{where}.window.device")
+    records.counters(window, f"{where}.window")
+    for at, why in sanity.faults(window, f"{where}.window"):
+        raise records.BadField(f"{why} (at {at})")
+
+
+@dataclass(frozen=True)
+class BudgetRecord:
+    """A test run's metered windows, judged: the plugin's ``--energy-json`` (kind ``pytest-energy``).
+
+    Attributes:
+        entries: Every window, in the order the tests metered them (empty: none was).
+    """
+
+    entries: tuple[Entry, ...]
+
+    def to_dict(self) -> dict:
+        """The JSON record: each entry's test, budget, verdict and raw window."""
+        return {**records.header(KIND), "entries": [e.to_dict() for e in self.entries]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BudgetRecord:
+        """Rebuild from :meth:`to_dict` (figures and verdicts are recomputed, not read).
+
+        Raises:
+            BadField, KeyError: as :meth:`Entry.from_dict`, or ``entries`` not a list.
+        """
+        records.items(d["entries"], "entries", records.mapping)
+        return cls(tuple(Entry.from_dict(e, f"entries[{i}]") for i, e in enumerate(d["entries"])))
+
+    def lines(self) -> list[str]:
+        """What ``nvmeter show`` prints: the verdicts counted, then each window's line as pytest gave it."""
+        if not self.entries:
+            return ["no window was metered (no test used the energy marker or fixture)"]
+        n, tests = len(self.entries), len({e.nodeid for e in self.entries})
+        counts = Counter(e.verdict.outcome for e in self.entries)
+        verdicts = ", ".join(f"{counts[o]} {_COUNTED.get(o, o)}" for o in OUTCOMES if counts[o])
+        reliable = sum(e.measurement.reliable for e in self.entries)
+        head = f"{_count(n, 'window')} of {_count(tests, 'test')}: {verdicts}; {reliable} of {n} reliable"
+        return [head, *(e.line() for e in self.entries)]
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def load_budgets(path: Path) -> BudgetRecord:
+    """Read a ``pytest-energy`` record, every window's figures and verdict verified against its raw readings.
+
+    Raises:
+        RecordError: unreadable, another kind or schema, damaged (a field of the wrong type
+            or out of range, a raw series that cannot be real: :mod:`nvmeter.meter.sanity`),
+            or a stored figure or verdict that differs from its recomputation.
+    """
+    data = records.read_json(path, KIND)
+    with records.building(path, KIND):
+        record = BudgetRecord.from_dict(data)
+        checks = [
+            check
+            for i, entry in enumerate(record.entries)
+            for check in _checks(data["entries"][i], entry, f"entries[{i}]")
+        ]
+    verify.check(path, checks)
+    return record
+
+
+def _checks(stored: dict, entry: Entry, where: str) -> list[tuple[str, object, object]]:
+    """The entry's stored window figures and verdict, each beside its recomputation.
+
+    The window's ``derived`` block is recomputed inside :func:`nvmeter.records.building`, so a
+    raw series that breaks the arithmetic is this record's damage, not nvmeter's error.
+    """
+    verdict = {"outcome": entry.verdict.outcome, "text": entry.verdict.text}
+    return [
+        (f"{where}.window.derived", stored["window"].get("derived"), entry.measurement.derived()),
+        (where, {key: stored[key] for key in verdict}, verdict),
+    ]

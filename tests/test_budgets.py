@@ -1,0 +1,199 @@
+"""Budget records (kind pytest-energy): the plugin writes them; `nvmeter show` reads and verifies them."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from test_hostile_files import set_at
+
+from nvmeter import errors, records
+from nvmeter.budgets import Budget, BudgetRecord, load_budgets
+
+# Four windows in three tests on the simulated board: within its budget, over it, no calls
+# declared (not reliable) and no budget (measured). The board is deterministic.
+INNER = """
+import pytest
+
+
+def work(board, watts, seconds):
+    board.set_load(watts)
+    board.clock.sleep(seconds)
+    board.set_load(0.0)
+
+
+@pytest.mark.energy(max_mj_per_call=40000)
+def test_within(energy, energy_board):
+    with energy(calls=10):
+        work(energy_board, 300.0, 1.0)
+
+
+@pytest.mark.energy(max_mj_per_call=20000, calls=10)
+def test_over(energy_board):
+    work(energy_board, 300.0, 1.0)
+
+
+def test_measured(energy, energy_board):
+    with energy():  # no calls declared
+        work(energy_board, 100.0, 0.5)
+    with energy(calls=5):
+        work(energy_board, 100.0, 0.5)
+"""
+HEAD = "4 windows of 3 tests: 1 pass, 1 fail, 1 unreliable, 1 measured (no budget); 3 of 4 reliable"
+
+
+def nvmeter(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+
+
+def one_line_error(result, code):
+    assert result.returncode == code, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def budget_run(tmp_path_factory):
+    """A record the plugin wrote (``--energy-json``), and pytest's own output of that run."""
+    folder = tmp_path_factory.mktemp("budgets")
+    (folder / "test_inner.py").write_text(INNER)
+    out = folder / "energy.json"
+    argv = ["-p", "no:cacheprovider", "--energy-simulate", f"--energy-json={out}"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *argv], cwd=folder, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 1, result.stdout  # test_over fails its budget
+    return out, result.stdout
+
+
+def _summary(stdout: str) -> list[str]:
+    """The lines of pytest's ``nvmeter energy`` section."""
+    section = stdout.split(" nvmeter energy ", 1)[1].split("\n", 1)[1]
+    return section.split("\n=", 1)[0].strip().splitlines()
+
+
+def test_show_counts_the_verdicts_then_gives_each_window_as_pytest_did(budget_run):
+    path, stdout = budget_run
+    shown = nvmeter("show", path)
+    assert shown.returncode == 0 and not shown.stderr, shown.stderr
+    lines = shown.stdout.strip().splitlines()
+    assert lines[0] == HEAD
+    assert lines[1:] == _summary(stdout)  # recomputed from the raw readings, the same lines
+    assert "-> PASS: energy" in lines[1] and "within the budget of 40,000.0 mJ/call" in lines[1]
+    assert "-> FAIL: energy" in lines[2] and "exceeds the budget of 20,000.0 mJ/call" in lines[2]
+    assert "NOT RELIABLE: no calls were declared" in lines[3] and "-> UNRELIABLE" in lines[3]
+    assert "-> MEASURED: energy" in lines[4]
+
+
+def test_load_budgets_rebuilds_each_window_its_budget_and_verdict(budget_run):
+    record = load_budgets(budget_run[0])
+    assert [e.verdict.outcome for e in record.entries] == ["pass", "fail", "unreliable", "measured"]
+    assert [e.budget for e in record.entries] == [Budget(40000.0), Budget(20000.0, 10), None, None]
+    assert [e.measurement.reliable for e in record.entries] == [True, True, False, True]
+    assert record.entries[1].measurement.per_call_mj == pytest.approx(30_000, rel=0.05)
+
+
+def test_a_record_reads_without_pytest(budget_run):
+    # pytest is a test extra, not a dependency: a record copied to a machine without it still reads
+    code = (
+        "import sys; sys.modules['pytest'] = None; from nvmeter.budgets import load_budgets; "
+        f"print(load_budgets({str(budget_run[0])!r}).lines()[0])"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == HEAD
+
+
+def test_a_record_without_windows_says_so(tmp_path):
+    path = tmp_path / "none.json"
+    records.write_json(path, BudgetRecord(()).to_dict())
+    shown = nvmeter("show", path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip() == "no window was metered (no test used the energy marker or fixture)"
+
+
+def _changed(tmp_path, path, change):
+    data = json.loads(path.read_text())
+    change(data)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (set_at("entries", {}), "entries is {}, not a list"),
+        (set_at("entries", 0, "nodeid", 3), r"entries\[0\]\.nodeid is 3, not a string"),
+        (
+            set_at("entries", 0, "budget", "max_mj_per_call", -1),
+            r"budget\.max_mj_per_call is -1, not a number > 0",
+        ),
+        (
+            set_at("entries", 1, "budget", "calls", 0),
+            r"entries\[1\]\.budget\.calls is 0, not an integer >= 1",
+        ),
+        (set_at("entries", 0, "budget", "device", [0]), r"budget\.device is \[0\], not a CUDA index"),
+        (lambda d: d["entries"][0].pop("budget"), "lacks 'budget'"),
+        (
+            set_at("entries", 0, "window", "device", "uuid", "GPU-1"),
+            r"window\.device\.uuid is 'GPU-1', not an NVML",
+        ),
+        (
+            set_at("entries", 0, "window", "end", "energy_mj", 0, -1),
+            r"entries\[0\]\.window\.end\.energy_mj\[0\] is -1, not an energy counter read",
+        ),
+        (
+            lambda d: d["entries"][0]["window"]["end"]["energy_mj"].reverse(),
+            r"the energy counter goes backwards \(at entries\[0\]\.window",
+        ),
+        (
+            set_at("entries", 0, "window", "tail_s", "x"),
+            r"entries\[0\]\.window: a malformed Measurement: tail_s",
+        ),
+    ],
+)
+def test_a_damaged_record_is_one_line_and_exit_2(tmp_path, budget_run, change, why):
+    path = _changed(tmp_path, budget_run[0], change)
+    line = one_line_error(nvmeter("show", path), 2)
+    assert re.search(f"{re.escape(str(path))}: damaged pytest-energy record: .*{why}", line), line
+    with pytest.raises(errors.RecordError, match=f"damaged pytest-energy record: .*{why}"):
+        load_budgets(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "where"),
+    [
+        (
+            set_at("entries", 1, "outcome", "pass"),
+            r"entries\[1\]\.outcome .*\(stored 'pass', recomputed 'fail'\)",
+        ),
+        (
+            set_at("entries", 0, "budget", "max_mj_per_call", 1e9),
+            r"entries\[0\]\.text",
+        ),  # its verdict's words
+        (
+            set_at("entries", 2, "window", "derived", "reliable", True),
+            r"entries\[2\]\.window\.derived\.reliable",
+        ),
+        (
+            set_at("entries", 3, "window", "derived", "per_call_mj", 1.0),
+            r"entries\[3\]\.window\.derived\.per_call_mj .*\(stored 1\.0,",
+        ),
+    ],
+)
+def test_an_altered_figure_or_verdict_is_one_line_and_exit_2(tmp_path, budget_run, change, where):
+    path = _changed(tmp_path, budget_run[0], change)
+    line = one_line_error(nvmeter("show", path), 2)
+    assert re.search(f"{re.escape(str(path))}: {where}", line), line
+    assert "disagrees with its recomputation from the raw readings" in line
+
+
+def test_another_version_is_refused_by_name(tmp_path, budget_run):
+    path = _changed(tmp_path, budget_run[0], set_at("schema_version", 2))
+    line = one_line_error(nvmeter("show", path), 2)
+    assert f"{path}: pytest-energy schema_version 2 is not one this nvmeter reads" in line

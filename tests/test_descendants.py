@@ -1,0 +1,185 @@
+"""Ending what a child started in a session of its own (nvmeter.descendants), with real processes."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import psutil
+import pytest
+from processes import gone
+
+from nvmeter.descendants import MARKER, Descendants, marked
+
+PY = sys.executable
+SLEEP_600 = [PY, "-c", "import time; time.sleep(600)"]
+
+
+@pytest.fixture
+def started():
+    """Processes a test starts: whatever of them (and the pids it names) still runs after is killed."""
+    procs: list[subprocess.Popen] = []
+    pids: list[int] = []
+    yield procs, pids
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            psutil.Process(pid).kill()
+
+
+def start(started, script: str, env=None) -> subprocess.Popen:
+    """``script`` in a session of its own, as nvmeter starts a worker or a command."""
+    proc = subprocess.Popen([PY, "-c", textwrap.dedent(script)], start_new_session=True, env=env)
+    started[0].append(proc)
+    return proc
+
+
+def pids_in(path, count=1, within_s=30.0) -> list[int]:
+    """The first ``count`` pids a process wrote to ``path``, one a line, once they are there."""
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        if path.exists():
+            lines = path.read_text().split("\n")[:-1]  # complete lines only
+            if len(lines) >= count:
+                return [int(line) for line in lines]
+        time.sleep(0.02)
+    raise AssertionError(f"{path} did not get {count} pids within {within_s} s")
+
+
+def running(pid: int) -> bool:
+    return not gone(pid, within_s=0.0)
+
+
+def new_session_grandchild(path, then="time.sleep(600)", argv=SLEEP_600):
+    """A root's script: a grandchild in a session of its own, its pid written to ``path``."""
+    return f"""
+        import os, signal, subprocess, sys, time
+        child = subprocess.Popen({argv!r}, start_new_session=True)
+        with open({str(path)!r}, "a") as f:
+            f.write(f"{{child.pid}}\\n")
+        {then}
+    """
+
+
+def test_a_grandchild_in_a_session_of_its_own_outlives_the_group_kill_but_not_end(tmp_path, started):
+    file = tmp_path / "pids"
+    root = start(started, new_session_grandchild(file))
+    (grandchild,) = pids_in(file)
+    started[1].append(grandchild)
+    assert os.getsid(grandchild) != os.getsid(root.pid)
+    unrelated = start(started, "import time; time.sleep(600)")  # not under the root: left alone
+    descendants = Descendants(root.pid)
+    descendants.note()
+    assert grandchild in descendants.pids() and unrelated.pid not in descendants.pids()
+    os.killpg(root.pid, signal.SIGKILL)  # the root stays unreaped, as the worker's does
+    assert not gone(grandchild, within_s=0.5), "the group's kill alone reached it: nothing to test"
+    assert psutil.Process(grandchild).ppid() != root.pid  # orphaned: no longer under the root
+    assert Descendants(root.pid).end() == () and running(grandchild)  # a look once the root died is too late
+    assert descendants.end() == ()
+    assert gone(grandchild), "the grandchild in its own session survived end()"
+    assert running(unrelated.pid), "end() killed a process that was not under the root"
+
+
+def test_sigterm_first_then_sigkill_for_one_that_ignores_it(tmp_path, started):
+    file, cleaned = tmp_path / "pids", tmp_path / "cleaned"
+    ready = f"open({str(file)!r}, 'a').write(f'{{os.getpid()}}\\n')"  # once its handler is set
+    polite = f"""
+        import os, signal, sys, time
+        def bye(*_):
+            open({str(cleaned)!r}, "w").close()
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, bye)
+        {ready}
+        time.sleep(600)
+    """
+    stubborn = f"""
+        import os, signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        {ready}
+        time.sleep(600)
+    """
+    root = start(
+        started,
+        f"""
+        import subprocess, time
+        for script in {[textwrap.dedent(polite), textwrap.dedent(stubborn)]!r}:
+            subprocess.Popen([{PY!r}, "-c", script], start_new_session=True)
+        time.sleep(600)
+        """,
+    )
+    pids = pids_in(file, count=2)
+    started[1].extend(pids)
+    descendants = Descendants(root.pid)
+    descendants.note()
+    assert set(pids) <= set(descendants.pids())
+    os.killpg(root.pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    assert descendants.end(grace_s=0.5) == ()
+    took = time.monotonic() - t0
+    assert all(gone(pid) for pid in pids)
+    assert cleaned.exists(), "the one with a SIGTERM handler never got SIGTERM"
+    assert 0.5 <= took < 5.0, took  # the stubborn one waited out its grace, then SIGKILL
+
+
+def test_the_marker_finds_a_double_fork_that_left_the_tree(tmp_path, started):
+    file = tmp_path / "pids"
+    env, token = marked(os.environ)
+    # the shell's background job leaves the shell's session (setsid) and, the shell gone, its tree
+    script = f"""
+        import subprocess
+        subprocess.run(["sh", "-c", "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! >> {file}"])
+    """
+    root = start(started, script, env=env)
+    descendants = Descendants(root.pid, token)  # as the worker: taken when the root starts
+    (orphan,) = pids_in(file)
+    started[1].append(orphan)
+    root.wait(timeout=30)  # the root has ended by itself: nothing is under it any more
+    assert psutil.Process(orphan).environ().get(MARKER) == token
+    assert Descendants(root.pid).end() == () and running(orphan)  # the tree alone cannot find it
+    assert descendants.end() == ()
+    assert gone(orphan), "the marker did not find the double fork's grandchild"
+
+
+def test_what_a_descendant_starts_while_it_is_ended_is_ended_too(tmp_path, started):
+    """A grandchild in its own session that ignores SIGTERM and starts a process every 10 ms."""
+    tag = uuid.uuid4().hex  # not nvmeter's marker: only to find every process this test started
+    spawner = """
+        import os, signal, subprocess, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            subprocess.Popen(["sleep", "600"], start_new_session=True)
+            time.sleep(0.01)
+    """
+    env = {**os.environ, "NVMETER_TEST_TAG": tag}
+    file = tmp_path / "pids"
+    root = start(started, new_session_grandchild(file, argv=[PY, "-c", textwrap.dedent(spawner)]), env=env)
+    pids_in(file)
+
+    def tagged():
+        found = []
+        for p in psutil.process_iter():
+            try:
+                if p.environ().get("NVMETER_TEST_TAG") == tag and p.status() != psutil.STATUS_ZOMBIE:
+                    found.append(p)
+            except psutil.Error:
+                pass
+        return found
+
+    end = time.monotonic() + 30
+    while len(tagged()) < 10 and time.monotonic() < end:  # the root, the spawner and its sleeps
+        time.sleep(0.05)
+    assert len(tagged()) >= 10
+    started[1].extend(p.pid for p in tagged())
+    descendants = Descendants(root.pid)
+    descendants.note()
+    os.killpg(root.pid, signal.SIGKILL)
+    assert descendants.end(grace_s=0.3) == ()
+    left = [p for p in tagged() if p.pid != root.pid and p.is_running()]
+    assert not left, f"left running: {[(p.pid, p.cmdline()) for p in left]}"
