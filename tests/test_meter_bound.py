@@ -222,6 +222,44 @@ def test_measure_reports_drift_and_widens_its_bound_on_drifting_work():
     assert m.state_err_j / m.above_idle_j > steady.state_err_j / steady.above_idle_j
 
 
+def test_model_9_batches_the_sub_windows_into_two_seconds_and_keeps_too_short_runs_as_they_were():
+    model_9, model_8 = errormodel.model(9), errormodel.model(8)
+    steps = [(0.5 * i, 1000.0 * i, 0.001) for i in range(21)]  # a step every 0.5 s for 10 s
+    assert [t for t, _, _ in spread.batch_steps(steps, model_9)] == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    eleven = steps[:14]  # 6.5 s: three batches, the last 2.5 s with the remainder in it
+    assert [t for t, _, _ in spread.batch_steps(eleven, model_9)] == [0.0, 2.0, 4.0, 6.5]
+    assert spread.batch_steps(steps[:11], model_9) == steps[:11]  # 5 s: two batches, too few
+    assert spread.batch_steps(steps, model_8) == steps
+
+
+def swinging_call_on(board, period_s, low_w=LOAD_W - 40.0, high_w=LOAD_W + 40.0):
+    """A call whose power swings between two levels every ``period_s`` of the board's time."""
+
+    def call():
+        phase = int(board.clock.now() / period_s) % 2
+        board.set_load(high_w if phase else low_w)
+        board.clock.sleep(CALL_S)
+        board.set_load(0.0)
+
+    return call
+
+
+@pytest.mark.parametrize(("period_s", "narrower"), [(0.5, True), (3.0, False)])
+def test_model_9s_state_part_follows_how_the_sub_windows_are_correlated(period_s, narrower):
+    # a swing every 0.5 s makes neighbouring 0.5 s sub-windows differ (anti-correlated) and
+    # cancels within a 2 s batch; one every 3 s makes them alike (positively correlated)
+    # and shows between batches only
+    board = make_board()
+    run = measure(
+        swinging_call_on(board, period_s), device=board, sync="none", target_rel_err=1e-4, max_window_s=12.0
+    )
+    own = spread.state_halfwidth_mj(replace(run, model_version=8))
+    batched = spread.state_halfwidth_mj(replace(run, model_version=9))
+    assert own is not None and batched is not None
+    assert (batched < 0.7 * own) if narrower else (batched > 1.3 * own)
+    assert replace(run, model_version=9).per_call_mj == run.per_call_mj  # the figure does not move
+
+
 def test_measure_can_wait_for_the_temperature_to_settle():
     board = make_board(thermal_tau_s=2.0)
     m = measure(call_on(board), device=board, sync="none", settle="temperature", max_window_s=3.0)

@@ -288,10 +288,10 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     if len(steps) < stop.min_windows + 1:
         return False
     idle_w, idle_err_w = w.idle_at_entry
-    found = spread.powers_above(steps, idle_w)
+    model = errormodel.model(errormodel.CURRENT)
+    found = spread.powers_above(spread.batch_steps(steps, model), idle_w)
     above = [a for a, _ in found]
     mean = statistics.fmean(above)
-    model = errormodel.model(errormodel.CURRENT)
     halfwidth = spread.student_t_halfwidth(above, [v for _, v in found], model)
     control_w, control_err_w = (mj / 1e3 / call_s for mj in stop.control_mj)
     net = mean - control_w

@@ -50,14 +50,40 @@ def powers_above(steps: list[tuple[float, float, float]], idle_w: float) -> list
     return found
 
 
-def _subwindows(m: Measurement) -> list[tuple[float, float]]:
-    """(per-call mJ, its variance from the two edges' placement, mJ²) of each sub-window."""
+def batch_steps(
+    steps: list[tuple[float, float, float]], model: ErrorModel
+) -> list[tuple[float, float, float]]:
+    """The steps that cut the sub-windows into the model's batches (error model 9), else ``steps``.
+
+    Consecutive sub-windows join into a batch until it lasts ``model.batch_s``; a shorter
+    remainder joins the last batch. The counter gives each batch's energy as exactly as a
+    sub-window's, and the steps inside a batch drop out (their placement cancels). Fewer than
+    ``model.min_subwindows`` batches: the sub-windows themselves (too few batches for an interval).
+    """
+    if not model.batch_s > 0 or not steps:
+        return steps
+    cuts = [steps[0]]
+    for step in steps[1:]:
+        if step[0] - cuts[-1][0] >= model.batch_s:
+            cuts.append(step)
+    if len(cuts) - 1 < model.min_subwindows:
+        return steps
+    cuts[-1] = steps[-1]  # the remainder, shorter than a batch, joins the last one
+    return cuts
+
+
+def _subwindows(m: Measurement, batched: bool = False) -> list[tuple[float, float]]:
+    """(per-call mJ, its variance from the two edges' placement, mJ²) of each sub-window.
+
+    ``batched``: of each of the model's batches of sub-windows instead (:func:`batch_steps`).
+    """
     if not m.calls or not m.work_s > 0:
         return []
     mj_per_w = m.work_s / m.calls * 1e3
+    steps = batch_steps(boundaries(m), m.model) if batched else boundaries(m)
     return [
         (above_w * mj_per_w - m.control_mj, var_w2 * mj_per_w**2)
-        for above_w, var_w2 in powers_above(boundaries(m), m.idle_w)
+        for above_w, var_w2 in powers_above(steps, m.idle_w)
     ]
 
 
@@ -71,9 +97,12 @@ def state_halfwidth_mj(m: Measurement) -> float | None:
 
     The sub-windows' variance less what their edges' placement explains (the middle edges'
     errors cancel in the run's total, so they are no state of the board), over the number
-    of sub-windows, at the model's confidence. None with fewer than ``min_subwindows``.
+    of sub-windows, at the model's confidence. Under error model 9, over the model's batches
+    of sub-windows where there are enough (:func:`batch_steps`): neighbouring sub-windows'
+    costs are correlated, and the mean of correlated values is known better or worse than
+    independent ones would say. None with fewer than ``min_subwindows``.
     """
-    found = _subwindows(m)
+    found = _subwindows(m, batched=True)
     return student_t_halfwidth([v for v, _ in found], [e for _, e in found], m.model)
 
 
