@@ -15,9 +15,14 @@ is out of reach of ``killpg`` and used to outlive the run. :class:`Descendants` 
   fork's grandchild. Only processes started under the child inherit it (a process that
   clears its environment loses it; the tree still finds it while the child lives).
 
+The same looks stop them for a frozen idle span (:meth:`Descendants.stop`, which
+``WorkerProcess.freeze`` calls once the worker's group is stopped) and continue exactly those
+stopped (:meth:`Descendants.cont`): a process in a session of its own would otherwise go on
+running, and drawing power, through an idle span measured as frozen.
+
 A process is named by a psutil ``Process``, which carries its start time: a pid that the
 kernel has since given to another process reads as not running, and psutil refuses to signal
-it, so a process that is not ours is never ended.
+it, so a process that is not ours is never stopped, continued or ended.
 """
 
 from __future__ import annotations
@@ -66,6 +71,14 @@ def _stopped(process: psutil.Process) -> bool:
         return True  # ended
 
 
+def _started(process: psutil.Process) -> tuple[float, int]:
+    """A sort key, parents before their children: a process starts after its parent."""
+    try:
+        return process.create_time(), process.pid
+    except psutil.Error:
+        return 0.0, process.pid
+
+
 def _signal(process: psutil.Process, signum: int) -> None:
     # psutil checks the start time first: a pid reused by another process is never signalled
     with contextlib.suppress(psutil.Error):
@@ -90,6 +103,8 @@ class Descendants:
         except psutil.Error:  # gone already (and reaped): its children, if any, are init's now
             self._root = None
         self._known: dict[int, psutil.Process] = {}
+        # what a SIGSTOP from here stopped while it ran, until cont() continues it (or end() ends it)
+        self._held: set[psutil.Process] = set()
 
     def _add(self, process: psutil.Process) -> bool:
         """Note ``process``; True if it is new (a pid noted before may be a new process now)."""
@@ -140,7 +155,9 @@ class Descendants:
 
         A stopped process starts no other, so the processes returned (all that run, stopped
         unless stuck in the kernel) are everything under the child: none can slip out of the
-        tree between the last look and the signal that ends its parent.
+        tree between the last look and the signal that ends its parent. Those that were not
+        stopped already when signalled are held (for :meth:`cont`); one found stopped (by job
+        control, a debugger, its own code) is not this object's to continue.
         """
         stopped: set[psutil.Process] = set()
         while True:
@@ -150,6 +167,8 @@ class Descendants:
             if not new:
                 return alive
             for process in new:
+                if not _stopped(process):
+                    self._held.add(process)
                 _signal(process, signal.SIGSTOP)
                 stopped.add(process)
             # SIGSTOP takes effect once the process next runs: wait for it (a fork it was making
@@ -157,6 +176,41 @@ class Descendants:
             until = time.monotonic() + _STOP_WAIT_S
             while time.monotonic() < until and any(_running(p) and not _stopped(p) for p in new):
                 time.sleep(0.001)
+
+    def stop(self) -> tuple[int, ...]:
+        """SIGSTOP every process under the child that runs, by the tree and the marker, for a frozen span.
+
+        Call it once the child is stopped (by its process group, so that it starts no more):
+        what it started there is stopped already; this reaches what left the group or session.
+        Each is stopped and looked under again until no new one is found (:meth:`_freeze`),
+        then the marker is looked for once more: a double fork made before its parent was
+        stopped is out of the tree. A process found stopped stays stopped, until :meth:`cont`
+        and after: it is not continued by this object.
+
+        Returns:
+            The pids of every process held stopped (by this call and any earlier one since
+            the last :meth:`cont`): what :meth:`cont` will continue.
+
+        """
+        self._note_marked()
+        while True:
+            self._freeze()
+            if not self._note_marked():  # all stopped: nothing found now can start more
+                return tuple(sorted(p.pid for p in self._held))
+
+    def cont(self) -> tuple[int, ...]:
+        """SIGCONT exactly the processes :meth:`stop` held, each after its parent; returns their pids.
+
+        Parents first (by start time: a process starts after its parent), so that no process
+        runs again while the one it waits on (its parent, reading its pipe or its answer) is
+        still stopped. One that has ended since, or whose pid is another process's, is not
+        signalled.
+        """
+        held = sorted(self._held, key=_started)
+        self._held = set()
+        for process in held:
+            _signal(process, signal.SIGCONT)
+        return tuple(p.pid for p in held)
 
     def end(self, grace_s: float = GRACE_S) -> tuple[int, ...]:
         """SIGTERM every descendant noted or found now, and SIGKILL what still runs after ``grace_s``.
@@ -194,8 +248,10 @@ class Descendants:
             alive = self._freeze()
             # all ended: a last look for the marker, for a double fork's grandchild started meanwhile
             if not alive and not self._note_marked():
+                self._held = set()  # ended: none is left for cont()
                 return ()
             if time.monotonic() >= kill_until:
+                self._held = set()
                 return tuple(sorted(p.pid for p in alive))
             for process in alive:
                 _signal(process, signal.SIGKILL)

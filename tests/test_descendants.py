@@ -183,3 +183,56 @@ def test_what_a_descendant_starts_while_it_is_ended_is_ended_too(tmp_path, start
     assert descendants.end(grace_s=0.3) == ()
     left = [p for p in tagged() if p.pid != root.pid and p.is_running()]
     assert not left, f"left running: {[(p.pid, p.cmdline()) for p in left]}"
+
+
+def until(condition, within_s=5.0) -> bool:
+    """True as soon as ``condition()`` is, False if it is not within ``within_s``."""
+    end = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def stopped(pid: int) -> bool:
+    return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+
+
+def test_stop_holds_what_runs_under_the_child_and_cont_continues_exactly_that(tmp_path, started):
+    """A frozen child's own session's grandchild, a double fork's, and one that stopped itself."""
+    file = tmp_path / "pids"
+    env, token = marked(os.environ)
+    stops_itself = "import os, signal, time; os.kill(os.getpid(), signal.SIGSTOP); time.sleep(600)"
+    script = f"""
+        import subprocess, time
+        for argv in ({SLEEP_600!r}, [{PY!r}, "-c", {stops_itself!r}]):
+            child = subprocess.Popen(argv, start_new_session=True)
+            with open({str(file)!r}, "a") as f:
+                f.write(f"{{child.pid}}\\n")
+        subprocess.run(["sh", "-c", "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! >> {file}"])
+        time.sleep(600)
+    """
+    root = start(started, script, env=env)
+    runs, stopped_itself, orphan = pids_in(file, count=3)
+    started[1].extend([runs, stopped_itself, orphan])
+    unrelated = start(started, "import time; time.sleep(600)")
+    assert until(lambda: stopped(stopped_itself))
+    assert psutil.Process(orphan).ppid() != root.pid  # out of the tree: the marker alone finds it
+    descendants = Descendants(root.pid, token)
+    os.killpg(root.pid, signal.SIGSTOP)  # as WorkerProcess.freeze: the child's group first
+    assert until(lambda: stopped(root.pid))
+    assert sorted(descendants.stop()) == sorted([runs, orphan])  # held: the one found stopped is not
+    assert stopped(runs) and stopped(orphan) and stopped(stopped_itself)
+    assert not stopped(unrelated.pid), "stop() stopped a process that was not under the child"
+    assert descendants.stop() == tuple(sorted([runs, orphan]))  # again: still held, none added
+    os.killpg(root.pid, signal.SIGCONT)
+    assert sorted(descendants.cont()) == sorted([runs, orphan])
+    assert until(lambda: not stopped(runs) and not stopped(orphan)), "cont() left what stop() held stopped"
+    assert stopped(stopped_itself), "cont() continued a process that stop() found stopped"
+    assert descendants.cont() == ()  # continued once
+    descendants.stop()
+    os.killpg(root.pid, signal.SIGKILL)
+    assert descendants.end() == ()  # stopped ones too (SIGTERM, then SIGCONT)
+    assert all(gone(pid) for pid in (runs, stopped_itself, orphan))
+    assert running(unrelated.pid)

@@ -16,6 +16,7 @@ from nvmeter import errors, records
 from nvmeter.boards.simulated import Fault
 from nvmeter.score import procedure as scoring
 from nvmeter.score.config import ScoreConfig
+from nvmeter.score.method_client import MethodWorker
 from nvmeter.score.record import RunRecord
 from nvmeter.score.target import Target
 from nvmeter.worker.simulated import SimWorker
@@ -358,6 +359,54 @@ def test_ctrl_c_ends_what_the_method_started_in_a_session_of_its_own(tmp_path, d
         if pid is not None:
             with contextlib.suppress(psutil.Error):
                 psutil.Process(pid).kill()
+
+
+# -- a frozen idle span stops what the method started out of the worker's group too --------------------
+def stopped(process: psutil.Process) -> bool:
+    return process.status() == psutil.STATUS_STOPPED
+
+
+@pytest.mark.parametrize(
+    ("session", "end"),
+    [("setsid", "close"), ("setsid", "kill"), ("double-fork", "close")],  # a double fork: the marker alone
+)
+def test_freeze_stops_what_the_method_started_in_a_session_of_its_own_until_resume(
+    tmp_path, data, monkeypatch, session, end
+):
+    """It kept running (and drawing power) through an idle span measured as frozen."""
+    grandchildren = tmp_path / "grandchildren"
+    monkeypatch.setenv("NVMETER_TEST_GRANDCHILD", str(grandchildren))
+    monkeypatch.setenv("NVMETER_TEST_SESSION", session)
+    monkeypatch.setenv("NVMETER_TEST_THEN", "return")
+    worker = MethodWorker("cpu", call_timeout_s=60.0)
+    try:
+        worker.open_context()
+        worker.load(Target.parse(f"{METHODS}:spawns_a_session"))
+        worker.call("mnist", 0, 0, str(data), None)  # starts the grandchild, then returns
+        (pid,) = [int(line) for line in grandchildren.read_text().split()]
+        grandchild, leader = psutil.Process(pid), psutil.Process(worker.pid)
+        assert os.getsid(pid) != os.getsid(worker.pid) and not stopped(grandchild)
+        worker.freeze()
+        assert stopped(leader)
+        assert stopped(grandchild), "the method's grandchild in its own session ran on while frozen"
+        worker.resume()
+        deadline = time.monotonic() + 5
+        while (stopped(leader) or stopped(grandchild)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not stopped(leader) and not stopped(grandchild), "resume() left it stopped"
+        worker.freeze()  # frozen again, then ended: a stopped process must end too
+        assert stopped(grandchild)
+        if end == "kill":
+            worker._proc.kill()  # as a call's time limit ends it
+        else:
+            worker.close()
+        assert gone(worker.pid)
+        assert gone(pid), f"{end}() after a freeze left the method's grandchild behind"
+    finally:
+        worker.close()
+        for line in grandchildren.read_text().split() if grandchildren.exists() else []:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(int(line)).kill()
 
 
 # -- every output file gets the umask's mode -----------------------------------------------------------

@@ -167,7 +167,7 @@ def measure_quiescent(board: Board, duration_s: float = IDLE_SPAN_S) -> AlignedS
 
 
 class Freezable(Protocol):
-    """What freezing needs of a worker: stop and resume its process group."""
+    """What freezing needs of a worker: stop and resume its process group (and what it started elsewhere)."""
 
     def freeze(self) -> None:
         """SIGSTOP it."""
@@ -181,7 +181,7 @@ class Freezable(Protocol):
 def measure_frozen(
     board: Board, worker: Freezable, duration_s: float = IDLE_SPAN_S, settle_s: float = FREEZE_SETTLE_S
 ) -> AlignedSpan:
-    """An idle span with the worker's process group frozen; always resumed."""
+    """An idle span with the worker frozen (its group and what it started elsewhere); always resumed."""
     worker.freeze()
     try:
         board.clock.sleep(settle_s)

@@ -150,11 +150,11 @@ class MethodWorker:
         return self._proc.matmul(n, operands, seconds=seconds, count=count, check=check)
 
     def freeze(self) -> None:
-        """SIGSTOP the worker's process group."""
+        """SIGSTOP the worker's process group and what the method started out of it (WorkerProcess.freeze)."""
         self._proc.freeze()
 
     def resume(self) -> None:
-        """SIGCONT it."""
+        """SIGCONT them."""
         self._proc.resume()
 
     def close(self) -> None:

@@ -1,10 +1,11 @@
 """The parent side of a worker process: start it, talk to it, freeze, resume, time out, reap.
 
 The measuring process owns NVML, timing and the records; the worker owns the CUDA
-context, so the parent can freeze it (SIGSTOP of its process group), resume it, time it
-out and reap it. The child (:mod:`nvmeter.worker.child`) dies with its parent, so a
-SIGKILLed probe never leaves a frozen context behind. Requests and replies are JSON lines;
-backend ``"cuda"`` (torch on the board) or ``"cpu"`` (numpy, for tests).
+context, so the parent can freeze it (SIGSTOP of its process group, and of every process
+under it that left the group: :mod:`nvmeter.descendants`), resume it, time it out and reap
+it. The child (:mod:`nvmeter.worker.child`) dies with its parent, so a SIGKILLed probe never
+leaves a frozen context behind. Requests and replies are JSON lines; backend ``"cuda"``
+(torch on the board) or ``"cpu"`` (numpy, for tests).
 """
 
 from __future__ import annotations
@@ -288,16 +289,34 @@ class WorkerProcess:
             raise errors.WorkerError(f"the worker is gone: {self._stderr_tail()}") from exc
 
     def freeze(self) -> None:
-        """SIGSTOP the worker's process group and wait until the kernel shows it stopped."""
+        """SIGSTOP the worker's process group, wait until the kernel shows it stopped, then all else under it.
+
+        What the loaded code started in a group or session of its own (``start_new_session=True``,
+        ``setsid``, a double fork) is out of the group's reach and would go on running, and
+        drawing power, through an idle span measured as frozen: it is found by the process tree
+        and the environment's marker, and stopped too (:meth:`Descendants.stop
+        <nvmeter.descendants.Descendants.stop>`). The group first: stopped, the worker starts no
+        more, so the looks that follow find everything. A process found stopped already is left
+        as it is, and :meth:`resume` does not continue it.
+        """
         self._group_signal(signal.SIGSTOP)
         self.frozen = True
         self._wait_status(psutil.STATUS_STOPPED)
+        self._descendants.stop()
 
     def resume(self) -> None:
-        """SIGCONT the worker's process group."""
+        """SIGCONT the worker's process group, then exactly those out of it that :meth:`freeze` stopped."""
         if self.frozen:
-            self._group_signal(signal.SIGCONT)
-            self.frozen = False
+            # The group first, then the rest, each after its parent (Descendants.cont): the worker
+            # is the root of every one of them, so no process runs again while its parent (reading
+            # its pipe, or its answer) is still stopped. The other way round, a descendant
+            # continued first could block on its stopped parent. In a finally: a worker gone
+            # meanwhile (WorkerError) leaves nothing it started stopped.
+            try:
+                self._group_signal(signal.SIGCONT)
+                self.frozen = False
+            finally:
+                self._descendants.cont()
 
     def _wait_status(self, status: str) -> None:
         end = time.monotonic() + _SIGNAL_WAIT_S
@@ -335,6 +354,7 @@ class WorkerProcess:
         if self._exit_status(0.0) is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._proc.pid, signal.SIGCONT)
+            self._descendants.cont()  # what freeze() stopped out of the group, in resume()'s order
             self.frozen = False
             try:
                 self._proc.stdin.write(b'{"id": 0, "op": "exit"}\n')
