@@ -494,7 +494,7 @@ def show(
         for line in _record_lines(record_file, kind):
             print(line, file=_STDOUT)
         return
-    if kind is not None and kind != "probe":  # a record of nvmeter's, but not one show reads
+    if kind != "probe":  # a record of nvmeter's, but not one show reads
         raise errors.UsageError(
             f"{record_file} is a record of kind {kind!r}; nvmeter show reads probe records (nvmeter probe), "
             "run records (nvmeter run --json) and energy-budget records (pytest --energy-json)"
@@ -517,18 +517,34 @@ def _record_lines(path: Path, kind: str) -> list[str]:
     return load_budgets(path).lines()
 
 
-def _record_kind(path: Path) -> str | None:
-    """The record's ``kind`` (None if unreadable: the loader then says why)."""
+# What `nvmeter show` reads, for its messages
+_SHOWN = "an nvmeter probe, run or pytest-energy record"
+
+
+def _record_kind(path: Path) -> str:
+    """The record's ``kind``: a bounded regular file of JSON whose ``kind`` is a string.
+
+    Raises:
+        RecordError: anything else, in one line naming what show reads (the kind's own
+            loader then says what is wrong with a record of that kind).
+    """
     import json
 
-    from nvmeter import files
+    from nvmeter import files, formats
 
-    try:  # bounded, regular files only: the loader then says what is wrong with anything else
-        data = json.loads(files.read_bytes(path, files.RECORD_LIMIT_BYTES, "a record"))
-    except (errors.NvmeterError, UnicodeDecodeError, ValueError, RecursionError):
-        return None
+    raw = files.read_bytes(path, files.RECORD_LIMIT_BYTES, _SHOWN, errors.RecordError)
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise errors.RecordError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise errors.RecordError(f"{path}: not JSON (not UTF-8 text: {exc.reason})") from None
+    except (ValueError, RecursionError) as exc:  # nested past the parser's depth, a huge number
+        raise errors.RecordError(f"{path}: not {_SHOWN} ({type(exc).__name__})") from None
     kind = data.get("kind") if isinstance(data, dict) else None
-    return kind if isinstance(kind, str) else None  # anything else: the loader says what is wrong
+    if not isinstance(kind, str):
+        raise errors.RecordError(f"{path}: not {_SHOWN} ({formats.found_kind(data)})")
+    return kind
 
 
 @app.command(context_settings={"allow_interspersed_args": False})

@@ -92,7 +92,7 @@ class Format:
         if isinstance(data, dict) and "kind" not in data and self.unlabelled and self.unlabelled(data):
             data = {**data, "kind": self.kind, "schema_version": 1}
         if not isinstance(data, dict) or data.get("kind") != self.kind:
-            raise errors.RecordError(f"{where}: not an nvmeter {self.kind} record ({_found_kind(data)})")
+            raise errors.RecordError(f"{where}: not an nvmeter {self.kind} record ({found_kind(data)})")
         version = data.get("schema_version")
         known = [v.number for v in self.versions]
         # an int, not a bool or a float (5.0 == 5, but it is not a version nvmeter writes)
@@ -114,7 +114,7 @@ class Format:
         return data
 
 
-def _found_kind(data) -> str:
+def found_kind(data) -> str:
     """What a record that is not of the kind asked for holds instead, for its one-line error."""
     if not isinstance(data, dict):
         return f"a JSON {type(data).__name__}, not an object"

@@ -75,6 +75,7 @@ class _State:
                 records.check_writable(Path(self.json_path))
             except errors.UsageError as exc:
                 raise pytest.UsageError(f"--energy-json: {exc}") from None
+        self.json_written: Path | None = None  # where --energy-json went, once written
         self._boards: dict = {}
         self.entries: list[Entry] = []
 
@@ -138,10 +139,11 @@ class _State:
             pytest.fail(open_ + " (--energy-undecided=warn makes this a warning)", pytrace=False)
 
     def write_json(self) -> None:
-        """The ``--energy-json`` record."""
+        """Write the ``--energy-json`` record (``json_written`` then says where)."""
         if self.json_path is None:
             return
         records.write_json(Path(self.json_path), BudgetRecord(tuple(self.entries)).to_dict())
+        self.json_written = Path(self.json_path)
 
 
 def _said(entries: list[Entry], outcomes: tuple[str, ...]) -> str:
@@ -247,14 +249,20 @@ def pytest_runtest_teardown(item, nextitem) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    """One line per metered window."""
+    """One line per metered window, and where ``--energy-json`` went.
+
+    The summary comes after :func:`pytest_sessionfinish` (the terminal reporter prints it
+    once the session's other finishers have run), so the record is written by then.
+    """
     del exitstatus
     state = _state(config)
-    if not state.entries:
-        return
-    terminalreporter.section("nvmeter energy")
-    for entry in state.entries:
-        terminalreporter.write_line(entry.line())
+    if state.entries:
+        terminalreporter.section("nvmeter energy")
+        for entry in state.entries:
+            terminalreporter.write_line(entry.line())
+    if state.json_written is not None:
+        where = state.json_written
+        terminalreporter.write_line(f"nvmeter: wrote {where} (`nvmeter show {where}` reads it)")
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

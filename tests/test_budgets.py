@@ -71,9 +71,11 @@ def budget_run(tmp_path_factory):
 
 
 def _summary(stdout: str) -> list[str]:
-    """The lines of pytest's ``nvmeter energy`` section."""
+    """The window lines of pytest's ``nvmeter energy`` section (not the line naming the record)."""
     section = stdout.split(" nvmeter energy ", 1)[1].split("\n", 1)[1]
-    return section.split("\n=", 1)[0].strip().splitlines()
+    lines = section.split("\n=", 1)[0].strip().splitlines()
+    assert lines[-1].startswith("nvmeter: wrote ")
+    return lines[:-1]
 
 
 def test_show_counts_the_verdicts_then_gives_each_window_as_pytest_did(budget_run):

@@ -153,7 +153,7 @@ def test_the_mirror_route_without_pooch_says_which_extra(monkeypatch, tmp_path):
     from nvmeter.workloads import fetch
 
     monkeypatch.setitem(sys.modules, "pooch", None)
-    with pytest.raises(errors.UsageError) as caught:
+    with pytest.raises(errors.MissingPackage) as caught:  # exit 5: the package is what is missing
         fetch.fetch("kmnist", root=tmp_path, mirrors=("http://127.0.0.1:9/",), registries=False)
     assert "mirror: the mirrors need pooch: pip install 'nvmeter[workloads]'" in str(caught.value)
 

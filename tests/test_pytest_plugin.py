@@ -117,7 +117,12 @@ def test_two_blocks(energy):
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["*nvmeter energy*", "*test_two_blocks*MEASURED*", "*test_two_blocks*MEASURED*"]
+        [
+            "*nvmeter energy*",
+            "*test_two_blocks*MEASURED*",
+            "*test_two_blocks*MEASURED*",
+            f"nvmeter: wrote {out} (`nvmeter show {out}` reads it)",
+        ]
     )
     data = json.loads(out.read_text())
     assert data["kind"] == "pytest-energy" and data["schema_version"] == 1

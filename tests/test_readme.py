@@ -29,3 +29,13 @@ def test_layout_table_paths_exist():
             REPO / path if "/" in path else REPO / "nvmeter" / path
         )  # `formats.py` beside nvmeter/records.py
         assert where.exists(), path
+
+
+def test_the_simulated_board_example_runs_as_written_and_reads_its_40_ms_at_550_w():
+    block = next(b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "SimulatedBoard()" in b)
+    printed = []
+    exec(block, {"print": lambda *args: printed.append(args)})  # the README's own example
+    window, (per_call_mj, err_mj) = printed[0][0], printed[1]
+    truth_mj = 550.0 * 0.04 * 1e3
+    assert abs(window.per_call_mj - truth_mj) <= window.per_call_mj_err
+    assert abs(per_call_mj - truth_mj) <= err_mj and err_mj / per_call_mj < 0.02  # measure()'s default target

