@@ -98,6 +98,9 @@ def judge(m, budget: Budget | None) -> Verdict:
     figure = f"{m.per_call_mj:,.1f} ± {m.per_call_mj_err:,.1f} mJ/call"
     if not m.reliable:
         return Verdict("unreliable", f"energy {figure} is not reliable: {m.reason}")
+    # error model 1 (the plugin's first records) did not mark such a window; no budget passes on it
+    if m.per_call_mj + m.per_call_mj_err < 0:
+        return Verdict("unreliable", f"energy {figure} is below zero by more than its bound: not a reading")
     if budget is None:
         return Verdict("measured", f"energy {figure}")
     limit = f"the budget of {budget.max_mj_per_call:,.1f} mJ/call"

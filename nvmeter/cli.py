@@ -132,13 +132,19 @@ SimulateOpt = Annotated[
 ]
 
 
-def _say(line: str) -> None:
-    """One unwrapped line on stderr (rich would wrap it at the terminal width).
+def _printable(line: str) -> str:
+    r"""``line`` with control characters and lone surrogates shown escaped (``\r``, ``\x1b``, ``\ud800``).
 
-    Control characters (a newline or a terminal escape in a file or command name) are shown
-    escaped, so the line stays one line and cannot drive the terminal.
+    A newline or a terminal escape in a file name, a command or a record's test id would
+    otherwise split the line or drive the terminal, and a surrogate (a file name that was not
+    UTF-8) cannot be written at all.
     """
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+
+
+def _say(line: str) -> None:
+    """One unwrapped line on stderr (rich would wrap it at the terminal width), :func:`_printable`."""
+    line = _printable(line)
     with contextlib.suppress(OSError):  # a full stderr: the exit status still says what happened
         print(line, file=sys.stderr, flush=True)
 
@@ -491,8 +497,9 @@ def show(
             f"{record_file} is a {kind} record: read it with `{elsewhere[kind]} {record_file}`"
         )
     if kind in ("run", "pytest-energy"):
-        for line in _record_lines(record_file, kind):
-            print(line, file=_STDOUT)
+        # built whole and made printable first: an error leaves no half-printed record behind
+        lines = [_printable(line) for line in _record_lines(record_file, kind)]
+        print("\n".join(lines), file=_STDOUT)
         return
     if kind != "probe":  # a record of nvmeter's, but not one show reads
         raise errors.UsageError(

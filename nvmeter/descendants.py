@@ -146,6 +146,15 @@ class Descendants:
                     new = self._add(process) or new
         return new
 
+    def marked_pids(self) -> tuple[int, ...]:
+        """The processes that carry the child's marker and still run (none without a marker).
+
+        For what a child that has ended left running, wherever it went: its group, its session
+        or a session of its own.
+        """
+        self._note_marked()
+        return tuple(sorted(p.pid for p in self._known.values() if _running(p) and p.pid != self.root_pid))
+
     def pids(self) -> tuple[int, ...]:
         """The processes noted so far that still run."""
         return tuple(sorted(p.pid for p in self._known.values() if _running(p)))

@@ -203,7 +203,30 @@ def read_json(path: Path, kind: str) -> dict:
         raise errors.RecordError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from exc
     except ValueError as exc:  # an integer of thousands of digits (Python's int limit), ...
         raise errors.RecordError(f"{path}: not an nvmeter {kind} record ({exc})") from exc
+    if _deeper_than(data, MAX_DEPTH):  # the upgrade's deepcopy recurses further than the parser
+        raise errors.RecordError(f"{path}: not an nvmeter {kind} record (nested too deeply)")
     return formats.upgrade(data, kind, str(path))
+
+
+# No record of nvmeter's nests past ~8 levels (a run record's boards, window, raw series, values);
+# 100 leaves room, and is far under what copying or comparing one needs of Python's stack.
+MAX_DEPTH = 100
+
+
+def _deeper_than(data, limit: int) -> bool:
+    """True when lists and objects nest more than ``limit`` deep (iterative: no stack of its own)."""
+    level, depth = [data], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node if isinstance(node, list) else ())
+            if isinstance(child, (dict, list))
+        ]
+    return False
 
 
 def verify(path: Path, kind: str) -> None:

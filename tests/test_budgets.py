@@ -4,12 +4,13 @@ import json
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from test_hostile_files import set_at
 
 from nvmeter import errors, records
-from nvmeter.budgets import Budget, BudgetRecord, load_budgets
+from nvmeter.budgets import Budget, BudgetRecord, judge, load_budgets
 
 # Four windows in three tests on the simulated board: within its budget, over it, no calls
 # declared (not reliable) and no budget (measured). The board is deterministic.
@@ -199,3 +200,25 @@ def test_another_version_is_refused_by_name(tmp_path, budget_run):
     path = _changed(tmp_path, budget_run[0], set_at("schema_version", 2))
     line = one_line_error(nvmeter("show", path), 2)
     assert f"{path}: pytest-energy schema_version 2 is not one this nvmeter reads" in line
+
+
+def test_a_test_id_that_would_drive_the_terminal_is_shown_escaped_on_one_line(tmp_path, budget_run):
+    # a test id is the record's own text, not a figure: it is shown, never obeyed (\r, an escape,
+    # a file name that was not UTF-8), and the window's line stays one line
+    odd = "test_demo.py::a\rFAKE\x1b[2J\n\ud800"
+    path = _changed(tmp_path, budget_run[0], set_at("entries", 0, "nodeid", odd))
+    shown = nvmeter("show", path)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 1 + len(json.loads(path.read_text())["entries"])
+    assert lines[1].startswith(r"test_demo.py::a\rFAKE\x1b[2J\n\ud800: ")
+    assert not set("\r\x1b") & set(shown.stdout)
+
+
+def test_a_figure_below_zero_by_more_than_its_bound_passes_no_budget():
+    # error model 1 (the plugin's first records) did not mark such a window not reliable
+    window = SimpleNamespace(reliable=True, reason=None, per_call_mj=-20_000.0, per_call_mj_err=500.0)
+    verdict = judge(window, Budget(max_mj_per_call=40_000.0))
+    assert verdict.outcome == "unreliable" and "below zero by more than its bound" in verdict.text
+    within = SimpleNamespace(**{**vars(window), "per_call_mj": -400.0})  # zero inside its bound: a reading
+    assert judge(within, Budget(max_mj_per_call=40_000.0)).outcome == "pass"

@@ -407,7 +407,7 @@ def test_processes_the_command_left_running_are_named_and_recorded(tmp_path, mon
     try:
         left = int(Path("pid").read_text())
         assert result.left_running == (left,)
-        assert any(f"left 1 process of its session running ({left})" in line for line in result.lines())
+        assert any(f"left 1 process it started running ({left})" in line for line in result.lines())
         again = CommandRun.from_dict(json.loads(json.dumps(result.to_dict())))
         assert again.left_running == (left,)
     finally:
@@ -527,7 +527,7 @@ def test_an_executable_file_of_no_known_format_is_exit_126(tmp_path):
 
 
 def test_a_zombie_of_the_session_is_not_left_running():
-    from nvmeter.command.process import session_survivors, spawn
+    from nvmeter.command.process import spawn, survivors
 
     # the shell's child ends at once; the shell becomes `sleep 5`, which never reaps it: a zombie
     proc = spawn(["sh", "-c", "sleep 0 & exec sleep 5"])
@@ -540,7 +540,7 @@ def test_a_zombie_of_the_session_is_not_left_running():
             zombies = [c for c in psutil.Process(proc.pid).children() if c.status() == psutil.STATUS_ZOMBIE]
             time.sleep(0.02)
         assert zombies, "no zombie to test with"
-        assert session_survivors(proc) == ()
+        assert survivors(proc) == ()
     finally:
         proc.kill()
         proc.wait()
@@ -572,6 +572,42 @@ def test_nvmeter_failing_while_the_command_runs_ends_what_it_started_in_a_sessio
     grandchild = noted(pids, "grandchild")
     assert sessions == [grandchild]  # a session of its own: out of the command's group and session
     assert reaches(grandchild, GONE), "the command's grandchild in its own session outlived nvmeter's failure"
+
+
+def test_a_process_the_command_left_in_a_session_of_its_own_is_named_too(pids):
+    board = SimulatedBoard(SimConfig(seed=3))
+    script = (
+        "import subprocess, pathlib\n"
+        "child = subprocess.Popen(['sleep', '30'], start_new_session=True)\n"
+        f"pathlib.Path({str(pids / 'child')!r}).write_text(str(child.pid))\n"
+    )
+    result = run_command([PY, "-c", script], [board], life=SimulatedLife(board))
+    assert result.left_running == (noted(pids, "child"),)  # out of its session, found by the marker
+
+
+def test_nvmeter_failing_ends_a_double_forks_grandchild_that_left_the_tree_at_once(tmp_path, pids):
+    """Its parent exits at once, so it is init's before any look at the tree: the marker finds it."""
+    script = (
+        "import os, time, pathlib\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        pathlib.Path({str(pids / 'grandchild')!r}).write_text(str(os.getpid()))\n"
+        "        time.sleep(600)\n"
+        "    os._exit(0)\n"
+        "time.sleep(600)\n"
+    )
+
+    class Failing(SimulatedLife):
+        def tick(self):
+            super().tick()
+            if (pids / "grandchild").exists() and (pids / "grandchild").read_text():
+                raise RuntimeError("nvmeter failed (test)")
+
+    board = SimulatedBoard(SimConfig(seed=7))
+    with pytest.raises(RuntimeError, match="nvmeter failed"):
+        run_command([PY, "-c", script], [board], life=Failing(board))
+    assert reaches(noted(pids, "grandchild"), GONE), "the double fork's grandchild outlived nvmeter's failure"
 
 
 @pytest.mark.parametrize("wall_s", [1e300, 100.0])

@@ -54,6 +54,15 @@ def write(tmp_path, data, name="p.json"):
     return path
 
 
+@pytest.mark.parametrize("kind", ["probe", "run", "pytest-energy"])
+def test_a_record_nested_past_any_real_one_is_one_line(tmp_path, kind):
+    # 600 levels: the parser takes them, the upgrade's copy did not (a traceback of ~3,000 lines)
+    path = tmp_path / "deep.json"
+    path.write_text(f'{{"kind": "{kind}", "schema_version": 1, "x": {"[" * 600}{"]" * 600}}}')
+    line = one_line_error(nvmeter("show", path), 2)
+    assert line.endswith(f"not an nvmeter {kind} record (nested too deeply)")
+
+
 # -- only regular files, each kind within its limit ---------------------------------------------
 def test_show_dev_zero_is_one_line_at_once():
     t0 = time.monotonic()

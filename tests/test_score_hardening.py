@@ -385,6 +385,10 @@ def test_freeze_stops_what_the_method_started_in_a_session_of_its_own_until_resu
         worker.call("mnist", 0, 0, str(data), None)  # starts the grandchild, then returns
         (pid,) = [int(line) for line in grandchildren.read_text().split()]
         grandchild, leader = psutil.Process(pid), psutil.Process(worker.pid)
+        # the double fork's setsid runs just after its pid is written: wait for its own session
+        deadline = time.monotonic() + 5
+        while os.getsid(pid) == os.getsid(worker.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert os.getsid(pid) != os.getsid(worker.pid) and not stopped(grandchild)
         worker.freeze()
         assert stopped(leader)

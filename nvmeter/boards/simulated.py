@@ -34,6 +34,9 @@ from nvmeter.arguments import finite
 from nvmeter.boards.protocol import BoardIdentity, BoardState, ClockSample, PowerSample, Utilization
 from nvmeter.clock import VirtualClock
 
+# The shortest history a board may keep: over the longest look-back of its own model and of any
+# replay (the 1 s average, the sample buffer's ~2.4 s, an edge's 0.35 s time-out), with margin
+MIN_HISTORY_S = 10.0
 _GRID_S = 0.0005  # simulation step: fine against the ~20 ms bursts the probes resolve
 # What the faults name; NOT_SUPPORTED and NOT_READY hit the power reads only
 _PROCESSES = "the compute processes"
@@ -95,7 +98,8 @@ class SimConfig:
             run keeps bounded memory (it grew ~64 KiB a virtual second, the 0.5 ms power grid;
             with 600 s kept it stays under ~70 MiB).
             600 s is over any window a replay reaches back to (a counter period, the sample
-            buffer's ~2.4 s) and any test's span.
+            buffer's ~2.4 s) and any test's span; at least :data:`MIN_HISTORY_S` (10 s), finite
+            (the model's own 1 s average reads back into it: under ~2 s the counter read low).
         seed: RNG seed.
         name, uuid: The identity it reports (another name models another family, e.g. a
             GH200 whose counter covers the module; another UUID a second board). With no
@@ -272,6 +276,10 @@ class SimulatedBoard:
     def __init__(self, config: SimConfig | None = None, clock: VirtualClock | None = None) -> None:
         self._lock = threading.RLock()
         self.config = config or SimConfig()
+        history_s = self.config.history_s
+        if not (isinstance(history_s, (int, float)) and MIN_HISTORY_S <= history_s < math.inf):
+            least = f"a finite number of seconds >= {MIN_HISTORY_S:g}"
+            raise errors.UsageError(f"SimConfig.history_s must be {least}, not {history_s!r}")
         if self.config.uuid is None:  # boards are told apart by UUID (open_boards, records, profiles)
             self.config = self.config.with_(uuid=next_uuid())
         self.clock = clock or VirtualClock()

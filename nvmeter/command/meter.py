@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Sequence
@@ -17,10 +18,11 @@ from nvmeter.command.process import (
     LateSignals,
     kill_everything,
     resolve_command,
-    session_survivors,
     spawn,
+    survivors,
 )
 from nvmeter.command.record import BoardRun, CommandRun
+from nvmeter.descendants import marked
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.window import EnergyWindow
 
@@ -125,15 +127,17 @@ def run_command(
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     # open before the child exists: a signal once it runs (and may say it is ready) is its
+    # a marker that whatever the command starts inherits, wherever it goes (nvmeter.descendants)
+    env, token = marked(os.environ)
     with Forwarding(late) as forwarding:
-        proc = spawn(argv)
+        proc = spawn(argv, env)
         try:
             forwarding.attach(proc)
             life.started(proc.pid)
             failure = _wait(proc, windows, life)
             wall_s = time.perf_counter() - t0
             life.ended()
-            left = session_survivors(proc)
+            left = survivors(proc, token)
             if failure is not None:
                 raise type(failure)(
                     f"{failure} (while the command ran; it ended with exit status "
@@ -143,7 +147,7 @@ def run_command(
                 w.__exit__(None, None, None)
         finally:
             if proc.poll() is None:  # nvmeter failed: leave nothing of the command behind
-                kill_everything(proc)
+                kill_everything(proc, token)
     return CommandRun(
         argv=tuple(argv),
         pid=proc.pid,

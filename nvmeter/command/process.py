@@ -48,8 +48,11 @@ def resolve_command(argv: Sequence[str]) -> str:
     return found
 
 
-def spawn(argv: Sequence[str]) -> subprocess.Popen:
+def spawn(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start ``argv`` with this process's standard streams, in a session of its own.
+
+    ``env``: its environment (default: this process's); nvmeter run adds the marker that
+    finds what the command starts wherever it goes (:func:`nvmeter.descendants.marked`).
 
     A session (not just a process group) so that the whole tree the command starts can be
     signalled and killed at once (:func:`signal_group`), and so that a command reading the
@@ -62,7 +65,7 @@ def spawn(argv: Sequence[str]) -> subprocess.Popen:
         CommandNotFound, CommandNotExecutable, UsageError: it could not be started.
     """
     try:
-        return subprocess.Popen(list(argv), start_new_session=True)
+        return subprocess.Popen(list(argv), start_new_session=True, env=env)
     except FileNotFoundError as exc:
         raise errors.CommandNotFound(f"command not found: {argv[0]}") from exc
     except PermissionError as exc:
@@ -85,33 +88,44 @@ def signal_group(proc: subprocess.Popen | None, signum: int) -> None:
             os.killpg(proc.pid, signum)
 
 
-def kill_everything(proc: subprocess.Popen) -> None:
+def kill_everything(proc: subprocess.Popen, token: str | None = None) -> None:
     """SIGKILL the command's process group, end every process under it wherever it went, reap it.
 
     For nvmeter's own failure while the command runs: nothing of the command may be left
     behind, and what it started in a group or session of its own (``start_new_session=True``,
     ``setsid``) is out of the group's reach; :class:`~nvmeter.descendants.Descendants` finds those
     by the process tree, looked at while the command still lives (once it has died, its
-    children are init's). Not for a command that ended by itself: what it left running stays
-    running, as a shell leaves it (:func:`session_survivors` names it).
+    children are init's), and by ``token``, the marker its environment carried (a double
+    fork's grandchild). Not for a command that ended by itself: what it left running stays
+    running, as a shell leaves it (:func:`survivors` names it).
     """
     from nvmeter.descendants import Descendants
 
     # stopped first, nothing in the group can start a process between the look and the kill
     signal_group(proc, signal.SIGSTOP)
-    descendants = Descendants(proc.pid)
+    descendants = Descendants(proc.pid, token)
     descendants.note()
     signal_group(proc, signal.SIGKILL)
     descendants.end()  # before the command is reaped: its pid cannot be another process's yet
     proc.wait()
 
 
-def session_survivors(proc: subprocess.Popen) -> tuple[int, ...]:
-    """Processes still in the command's session after it has exited (what it started and left).
+def survivors(proc: subprocess.Popen, token: str | None = None) -> tuple[int, ...]:
+    """Processes the command started and left running when it exited, wherever they went.
 
     The command led a session of its own (:func:`spawn`), so whatever it started and did not
-    wait for carries its session id, the command's pid, until it ends or starts its own.
+    wait for carries its session id, the command's pid, until it ends or starts its own; what
+    started its own session (``setsid``, a daemon's double fork) still carries ``token``, the
+    marker of the command's environment, unless it cleared its environment.
     """
+    from nvmeter.descendants import Descendants
+
+    marked = Descendants(proc.pid, token).marked_pids() if token else ()
+    return tuple(sorted({*_session_members(proc), *marked}))
+
+
+def _session_members(proc: subprocess.Popen) -> list[int]:
+    """Processes still in the command's session, but the command itself (and zombies)."""
     import psutil
 
     found = []
@@ -120,7 +134,7 @@ def session_survivors(proc: subprocess.Popen) -> tuple[int, ...]:
             # a zombie has ended (killed with its group, say): it waits only for its parent to reap it
             if pid != proc.pid and os.getsid(pid) == proc.pid and not _ended(psutil.Process(pid)):
                 found.append(pid)
-    return tuple(sorted(found))
+    return found
 
 
 def _ended(process) -> bool:

@@ -61,8 +61,9 @@ class CommandRun:
         boards: One :class:`BoardRun` per board, in the order given.
         started_utc: ISO 8601 time the child started.
         simulated: What :class:`SimulatedLife` imposed (None on a real board).
-        left_running: Processes of the command's session still running when it exited
-            (what it started and did not wait for): their draw after that is not in the window.
+        left_running: Processes the command started and left running when it exited (its
+            session's, and those that carry its environment's marker wherever they went):
+            their draw after that is not in the window.
     """
 
     argv: tuple[str, ...]
@@ -116,7 +117,7 @@ class CommandRun:
         if self.left_running:
             n = len(self.left_running)
             out.append(
-                f"the command left {n} process{'es' if n > 1 else ''} of its session running "
+                f"the command left {n} process{'es' if n > 1 else ''} it started running "
                 f"({', '.join(map(str, self.left_running))}): what they draw after it exited is not measured"
             )
         if self.simulated:
@@ -282,7 +283,7 @@ def _pid(value, where: str) -> int:
 def _left_running(pids, command_pid: int) -> None:
     """Processes the command left: each a process id, named once, and not the command's own.
 
-    nvmeter lists them once the command has exited and been reaped (``session_survivors``,
+    nvmeter lists them once the command has exited and been reaped (``survivors``,
     the command's pid excluded), each once.
     """
     records.items(pids, "left_running", _pid)

@@ -289,10 +289,8 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
         return False
     idle_w, idle_err_w = w.idle_at_entry
     model = errormodel.model(errormodel.CURRENT)
-    found = spread.powers_above(spread.batch_steps(steps, model), idle_w)
-    above = [a for a, _ in found]
-    mean = statistics.fmean(above)
-    halfwidth = spread.student_t_halfwidth(above, [v for _, v in found], model)
+    mean = statistics.fmean(a for a, _ in spread.powers_above(steps, idle_w))
+    halfwidth = spread.state_halfwidth_w(steps, idle_w, model)
     control_w, control_err_w = (mj / 1e3 / call_s for mj in stop.control_mj)
     net = mean - control_w
     if not net > 0 or halfwidth is None:
