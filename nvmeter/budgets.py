@@ -10,6 +10,7 @@ plugin stays light, and a record reads where pytest is not installed (it is no d
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -192,14 +193,22 @@ class BudgetRecord:
         return {**records.header(KIND), "entries": [e.to_dict() for e in self.entries]}
 
     @classmethod
-    def from_dict(cls, d: dict) -> BudgetRecord:
+    def from_dict(cls, d: dict, on_entry: Callable[[int, int], None] | None = None) -> BudgetRecord:
         """Rebuild from :meth:`to_dict` (figures and verdicts are recomputed, not read).
+
+        ``on_entry(done, total)``: called after each window is rebuilt (~60 ms each on CI's
+        CPU: a record of 800 windows takes most of a minute).
 
         Raises:
             BadField, KeyError: as :meth:`Entry.from_dict`, or ``entries`` not a list.
         """
         records.items(d["entries"], "entries", records.mapping)
-        return cls(tuple(Entry.from_dict(e, f"entries[{i}]") for i, e in enumerate(d["entries"])))
+        entries = []
+        for i, e in enumerate(d["entries"]):
+            entries.append(Entry.from_dict(e, f"entries[{i}]"))
+            if on_entry is not None:
+                on_entry(i + 1, len(d["entries"]))
+        return cls(tuple(entries))
 
     def lines(self) -> list[str]:
         """What ``nvmeter show`` prints: the verdicts counted, then each window's line as pytest gave it."""
@@ -217,8 +226,10 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def load_budgets(path: Path) -> BudgetRecord:
+def load_budgets(path: Path, on_entry: Callable[[int, int], None] | None = None) -> BudgetRecord:
     """Read a ``pytest-energy`` record, every window's figures and verdict verified against its raw readings.
+
+    ``on_entry(done, total)``: progress, after each window is rebuilt (:meth:`BudgetRecord.from_dict`).
 
     Raises:
         RecordError: unreadable, another kind or schema, damaged (a field of the wrong type
@@ -227,7 +238,7 @@ def load_budgets(path: Path) -> BudgetRecord:
     """
     data = records.read_json(path, KIND)
     with records.building(path, KIND):
-        record = BudgetRecord.from_dict(data)
+        record = BudgetRecord.from_dict(data, on_entry)
         checks = [
             check
             for i, entry in enumerate(record.entries)

@@ -521,7 +521,39 @@ def _record_lines(path: Path, kind: str) -> list[str]:
         return load_run(path).lines()
     from nvmeter.budgets import load_budgets
 
-    return load_budgets(path).lines()
+    with _RecordProgress() as progress:
+        return load_budgets(path, on_entry=progress.on_entry).lines()
+
+
+class _RecordProgress:
+    """A bar while a record's windows are rebuilt, on a terminal and past ``SHOWN_FROM`` of them.
+
+    Each window is rebuilt from its raw readings (~60 ms): a record of hundreds takes most of a
+    minute. Transient: the record's lines follow on stdout as if it had not been there.
+    """
+
+    SHOWN_FROM = 20
+
+    def __init__(self) -> None:
+        self._progress: Progress | None = None
+        self._task = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.stop()
+
+    def on_entry(self, done: int, total: int) -> None:
+        if total < self.SHOWN_FROM or not err.is_terminal:
+            return
+        if self._progress is None:
+            columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+            self._progress = Progress(*columns, console=err, transient=True)
+            self._task = self._progress.add_task("verifying windows", total=total)
+            self._progress.start()
+        self._progress.update(self._task, completed=done, description=f"verifying window {done} of {total}")
 
 
 # What `nvmeter show` reads, for its messages

@@ -222,3 +222,28 @@ def test_a_figure_below_zero_by_more_than_its_bound_passes_no_budget():
     assert verdict.outcome == "unreliable" and "below zero by more than its bound" in verdict.text
     within = SimpleNamespace(**{**vars(window), "per_call_mj": -400.0})  # zero inside its bound: a reading
     assert judge(within, Budget(max_mj_per_call=40_000.0)).outcome == "pass"
+
+
+def test_loading_reports_each_window_as_it_is_rebuilt(budget_run):
+    seen = []
+    record = load_budgets(budget_run[0], on_entry=lambda done, total: seen.append((done, total)))
+    n = len(record.entries)
+    assert seen == [(i, n) for i in range(1, n + 1)]
+
+
+def test_show_puts_a_transient_bar_on_a_terminal_while_many_windows_are_rebuilt(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from nvmeter import cli
+
+    screen = io.StringIO()
+    monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=100))
+    with cli._RecordProgress() as progress:
+        for done in range(1, 4):
+            progress.on_entry(done, 3)  # too few for a bar
+        assert screen.getvalue() == ""
+        for done in range(1, 31):
+            progress.on_entry(done, 30)
+    assert "verifying window" in screen.getvalue()
