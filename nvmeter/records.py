@@ -192,23 +192,37 @@ def read_json(path: Path, kind: str) -> dict:
 
     """
     path = Path(path)
-    raw = files.read_bytes(path, files.RECORD_LIMIT_BYTES, f"an nvmeter {kind} record", errors.RecordError)
-    try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-    except UnicodeDecodeError as exc:
-        raise errors.RecordError(f"{path}: not JSON (not UTF-8 text: {exc.reason})") from exc
-    except RecursionError as exc:
-        raise errors.RecordError(f"{path}: not an nvmeter {kind} record (nested too deeply)") from exc
-    except json.JSONDecodeError as exc:
-        raise errors.RecordError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from exc
-    except ValueError as exc:  # an integer of thousands of digits (Python's int limit), ...
-        raise errors.RecordError(f"{path}: not an nvmeter {kind} record ({exc})") from exc
+    data = parse_json(path, f"an nvmeter {kind} record")
     if _deeper_than(data, MAX_DEPTH):  # the upgrade's deepcopy recurses further than the parser
         raise errors.RecordError(f"{path}: not an nvmeter {kind} record (nested too deeply)")
     return formats.upgrade(data, kind, str(path))
 
 
-# No record of nvmeter's nests past ~8 levels (a run record's boards, window, raw series, values);
+def parse_json(path: Path, what: str):
+    """The JSON value a record file holds, before its kind or version is known.
+
+    Args:
+        path: The file.
+        what: What it should be, for the messages (``"an nvmeter probe record"``).
+
+    Raises:
+        RecordError: missing, not a regular file, over :data:`nvmeter.files.RECORD_LIMIT_BYTES`,
+            unreadable, not UTF-8, not JSON (NaN and Infinity are not), nested past the parser.
+    """
+    raw = files.read_bytes(path, files.RECORD_LIMIT_BYTES, what, errors.RecordError)
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_not_json)
+    except UnicodeDecodeError as exc:
+        raise errors.RecordError(f"{path}: not JSON (not UTF-8 text: {exc.reason})") from exc
+    except RecursionError as exc:
+        raise errors.RecordError(f"{path}: not {what} (nested too deeply)") from exc
+    except json.JSONDecodeError as exc:
+        raise errors.RecordError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from exc
+    except ValueError as exc:  # an integer of thousands of digits (Python's int limit), ...
+        raise errors.RecordError(f"{path}: not {what} ({exc})") from exc
+
+
+# The deepest committed record nests 10 levels (results/enclose/call26-7c23ffb-isoidle-enclose.json);
 # 100 leaves room, and is far under what copying or comparing one needs of Python's stack.
 MAX_DEPTH = 100
 

@@ -4,6 +4,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +12,7 @@ from test_hostile_files import set_at
 
 from nvmeter import errors, records
 from nvmeter.budgets import Budget, BudgetRecord, judge, load_budgets
+from nvmeter.meter.baseline import IdleBaseline
 
 # Four windows in three tests on the simulated board: within its budget, over it, no calls
 # declared (not reliable) and no budget (measured). The board is deterministic.
@@ -215,13 +217,15 @@ def test_a_test_id_that_would_drive_the_terminal_is_shown_escaped_on_one_line(tm
     assert not set("\r\x1b") & set(shown.stdout)
 
 
-def test_a_figure_below_zero_by_more_than_its_bound_passes_no_budget():
-    # error model 1 (the plugin's first records) did not mark such a window not reliable
-    window = SimpleNamespace(reliable=True, reason=None, per_call_mj=-20_000.0, per_call_mj_err=500.0)
+def test_a_figure_below_zero_by_more_than_its_bound_passes_no_budget(budget_run):
+    # error model 1 (the plugin's first records) did not look: a forged one read PASS
+    passed = load_budgets(budget_run[0]).entries[0].measurement
+    window = replace(passed, model_version=1, idle=IdleBaseline.given(1_000.0))  # above all it drew
+    assert window.per_call_mj + window.per_call_mj_err < 0
     verdict = judge(window, Budget(max_mj_per_call=40_000.0))
-    assert verdict.outcome == "unreliable" and "below zero by more than its bound" in verdict.text
-    within = SimpleNamespace(**{**vars(window), "per_call_mj": -400.0})  # zero inside its bound: a reading
-    assert judge(within, Budget(max_mj_per_call=40_000.0)).outcome == "pass"
+    assert verdict.outcome == "unreliable" and "below minus its bound" in verdict.text
+    within = SimpleNamespace(reliable=True, reason=None, per_call_mj=-400.0, per_call_mj_err=500.0)
+    assert judge(within, Budget(max_mj_per_call=40_000.0)).outcome == "pass"  # zero inside its bound
 
 
 def test_loading_reports_each_window_as_it_is_rebuilt(budget_run):

@@ -227,8 +227,8 @@ def test_model_9_batches_the_sub_windows_into_two_seconds_and_keeps_too_short_ru
     model_9, model_8 = errormodel.model(9), errormodel.model(8)
     steps = [(0.5 * i, 1000.0 * i, 0.001) for i in range(21)]  # a step every 0.5 s for 10 s
     assert [t for t, _, _ in spread.batch_steps(steps, model_9)] == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
-    eleven = steps[:14]  # 6.5 s: three batches, the last 2.5 s with the remainder in it
-    assert [t for t, _, _ in spread.batch_steps(eleven, model_9)] == [0.0, 2.0, 4.0, 6.5]
+    run_6_5_s = steps[:14]  # three batches, the last 2.5 s with the remainder in it
+    assert [t for t, _, _ in spread.batch_steps(run_6_5_s, model_9)] == [0.0, 2.0, 4.0, 6.5]
     assert spread.batch_steps(steps[:11], model_9) == steps[:11]  # 5 s: two batches, too few
     assert spread.batch_steps(steps, model_8) == steps
 

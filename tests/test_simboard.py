@@ -271,6 +271,6 @@ def test_a_long_run_forgets_history_past_its_horizon_and_keeps_the_truth_within_
 
 @pytest.mark.parametrize("history_s", [0.0, 5.0, -1.0, float("nan"), float("inf"), "600"])
 def test_a_history_too_short_or_not_a_number_is_refused(history_s):
-    # under ~2 s the model's own 1 s average read forgotten power, and the counter read 19% low
+    # at 0 and 0.05 s the model read forgotten power, and the counter read 19% low (an adversarial review)
     with pytest.raises(errors.UsageError, match="history_s must be a finite number of seconds >= 10"):
         SimulatedBoard(SimConfig(history_s=history_s))

@@ -137,7 +137,6 @@ def run_command(
             failure = _wait(proc, windows, life)
             wall_s = time.perf_counter() - t0
             life.ended()
-            left = survivors(proc, token)
             if failure is not None:
                 raise type(failure)(
                     f"{failure} (while the command ran; it ended with exit status "
@@ -145,6 +144,8 @@ def run_command(
                 )
             for w in reversed(windows):
                 w.__exit__(None, None, None)
+            # after the windows: the look reads every process's environment, not the command's work
+            left = survivors(proc, token)
         finally:
             if proc.poll() is None:  # nvmeter failed: leave nothing of the command behind
                 kill_everything(proc, token)

@@ -265,7 +265,8 @@ MODELS[8] = replace(
 MODELS[9] = replace(MODELS[8], version=9, batch_s=2.0)
 # The model new Measurements are made with. Model 8 became current once read on a board and a
 # kind of work it was not drawn from (an H100, FP32 4096² products; history 8); a model that
-# changes it goes on trial the same way (read with ``bench/single_phase.py --model N``).
+# changes it goes on trial the same way (read with ``--model N``: ``bench/window_accuracy.py
+# analyze``, ``bench/single_phase.py``).
 CURRENT = 8
 
 

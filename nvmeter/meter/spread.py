@@ -117,13 +117,15 @@ def state_halfwidth_w(
     read +4.0% outside a batches-only bound of ±1.2%). None with fewer than ``min_subwindows``
     sub-windows.
     """
-    found = powers_above(steps, idle_w)
-    own = student_t_halfwidth([v for v, _ in found], [e for _, e in found], model)
-    batches = batch_steps(steps, model)
+
+    def interval(cuts: list[tuple[float, float, float]]) -> float | None:
+        found = powers_above(cuts, idle_w)
+        return student_t_halfwidth([v for v, _ in found], [e for _, e in found], model)
+
+    own, batches = interval(steps), batch_steps(steps, model)
     if own is None or batches is steps:
         return own
-    found = powers_above(batches, idle_w)
-    return max(own, student_t_halfwidth([v for v, _ in found], [e for _, e in found], model) or 0.0)
+    return max(own, interval(batches) or 0.0)
 
 
 def student_t_halfwidth(values: list[float], edge_vars: list[float], model: ErrorModel) -> float | None:
