@@ -663,6 +663,18 @@ def _dist(values) -> dict | None:
     }
 
 
+def _within(g: dict) -> str:
+    share = g.get("nvmeter_within_5ms")
+    return "within 5 ms: -" if share is None else f"within 5 ms: {share:.0%}"
+
+
+def _parts(g: dict) -> str:
+    """The entry's parts' medians and maxima, ms, where the record timed them."""
+    parts = g.get("enter_parts_ms") or {}
+    shown = [f"{k.removesuffix('_ms')} {d['median']:.2f}/{d['max']:.2f}" for k, d in parts.items() if d]
+    return f"; entry's parts, median/max ms: {', '.join(shown)}" if shown else ""
+
+
 def gaps(kd: KindData) -> dict:
     """Warm windows: the gap before entry and nvmeter's own time at entry and exit, ms."""
     warm = [t.unit for t in kd.trials if t.mode == "warm"]
@@ -675,6 +687,12 @@ def gaps(kd: KindData) -> dict:
         "exit_ms": _dist(u["exit_ms"] for u in warm),
         "nvmeter_ms": _dist(meter),
         "nvmeter_within_5ms": _share([x <= 5.0 for x in meter]),
+        # where the entry's time went (records from before the parts were timed have none)
+        "enter_parts_ms": {
+            part: _dist(u["enter_parts_ms"][part] for u in warm if "enter_parts_ms" in u)
+            for part in ("sync_ms", "idle_ms", "samples_ms", "edge_ms")
+            if any("enter_parts_ms" in u for u in warm)
+        },
         "unbroken_lead_s_min": min((u.get("unbroken_s", 0.0) for u in warm), default=None),
         "lead_calls_total": sum(u.get("lead_calls", 0) for u in warm),
     }
@@ -906,7 +924,7 @@ def markdown(summary: dict) -> str:
             warm = (
                 f"Warm windows: gap before entry median {gap['median']:.2f} ms (max {gap['max']:.2f}); "
                 f"nvmeter's own time at entry and exit median {meter.get('median', math.nan):.2f} ms "
-                f"(max {meter.get('max', math.nan):.2f}). "
+                f"(max {meter.get('max', math.nan):.2f}; {_within(g)}){_parts(g)}. "
                 if "median" in gap
                 else "No warm windows. "  # a run of measure() alone (--only measure)
             )

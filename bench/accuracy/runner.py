@@ -555,7 +555,8 @@ class KindRun:
             self.meter_s.append((t1 - t0) + (t3 - t2))
             self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
         timings = self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before)
-        return w, {**timings, "exit": exit, **clocks}
+        parts = {k.removesuffix("_s") + "_ms": round(v * 1e3, 3) for k, v in w.entry_parts_s.items()}
+        return w, {**timings, "exit": exit, "enter_parts_ms": parts, **clocks}
 
     def _clock_trace(self, t0_s: float, t1_s: float) -> dict:
         """``sm_clock_samples``: the board's SM-clock samples around ``t0_s``-``t1_s``, as [t_s, MHz].

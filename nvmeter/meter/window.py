@@ -39,7 +39,7 @@ from nvmeter import errors
 from nvmeter.arguments import finite
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
-from nvmeter.boards.protocol import Board, PowerSample
+from nvmeter.boards.protocol import Board, BoardState, PowerSample
 from nvmeter.meter import fold
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.dither import PROCESS_DITHER
@@ -75,6 +75,10 @@ def _finite(value, name: str, *, minimum: float = -math.inf, maximum: float = ma
 # No window holds more calls: 10^12 calls of 1 us would be 11 days (and a per-call figure of so
 # many would round to nothing).
 MAX_CALLS = 10**12
+# The parts of a window's entry, timed in ``EnergyWindow.entry_parts_s``: the caller's sync, the
+# idle baseline (a quiescent span under idle="measure"), the sample buffer's read, the start edge
+# (a poller's thread started inside work; on a quiet board, the foreground reads to a step).
+ENTRY_PARTS = ("sync_s", "idle_s", "samples_s", "edge_s")
 
 
 def whole_calls(n) -> int:
@@ -130,7 +134,8 @@ class EnergyWindow:
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged). With ``exit="return"`` its first read waits for
-    the end step, unless :meth:`end_found` says it is in.
+    the end step, unless :meth:`end_found` says it is in. ``w.entry_parts_s`` says where the
+    entry's own time went, s by :data:`ENTRY_PARTS`.
 
     Raises:
         UsageError: bad arguments, or the window used out of order. TelemetryError: NVML
@@ -208,7 +213,8 @@ class EnergyWindow:
         self._max_rel_err = max_rel_err
         self._reads: list[tuple[PowerSample, ...]] = []
         self._last_read_s = -math.inf
-        self._states: list = []
+        self._states: list[BoardState | StepPoll] = []  # a poll reads its edge's state itself
+        self.entry_parts_s: dict[str, float] = {}
         self._inner: list[StepPoll] = []
         # (board s, calls declared) at each mark: where a provisional window ends
         self._marks: list[tuple[float, int]] = []
@@ -224,13 +230,19 @@ class EnergyWindow:
             raise errors.UsageError("this EnergyWindow was entered already: make a new one for each window")
         self._phase = "open"
         try:
+            marks = [self.clock.now()]
             self._sync()
+            marks.append(self.clock.now())
             self._idle_before = self._baseline_before()
+            marks.append(self.clock.now())
             self._read_samples()  # the lead-in: what the board did just before the work
-            self._states.append(self.board.state())
+            marks.append(self.clock.now())
             self._start = self._start_edge()
             self._dither_start()
             self._t0 = self.clock.now()
+            # where the entry's time went (the bench's record of nvmeter's own time)
+            marks.append(self._t0)
+            self.entry_parts_s = {k: b - a for k, a, b in zip(ENTRY_PARTS, marks, marks[1:], strict=False)}
         except BaseException:
             self._phase = "failed"
             raise
@@ -274,8 +286,7 @@ class EnergyWindow:
         """
         self._require_open("w.mark()")
         self._marks.append((self.clock.now(), self._counted))
-        self._inner.append(poll_in_background(self.board, self.profile.edge_timeout_s))
-        self._states.append(self.board.state())
+        self._inner.append(self._poll())
         self.tick()
 
     def mark_found(self) -> bool:
@@ -354,14 +365,14 @@ class EnergyWindow:
             return  # the caller's exception propagates unchanged; no measurement
         self._sync()
         t1 = self.clock.now()
-        self._states.append(self.board.state())
         spacing_s = self.profile.sample_spacing_s
         if self._exit == "return" and t1 - self._t0 < RETURN_MIN_SPACINGS * spacing_s:
             self._exit = "wait"  # too short for its samples to tell the work's trailing power
         if self._exit == "return":
             # the sample covering the end step lands up to one spacing (~20 ms) later
-            self._pending = (poll_in_background(self.board, self.profile.edge_timeout_s, 1.5 * spacing_s), t1)
+            self._pending = (self._poll(1.5 * spacing_s), t1)
             return
+        self._states.append(self.board.state())
         start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
         inner = tuple(p.result() for p in self._inner)
         self.clock.sleep_until(t1 + self._tail_s)
@@ -413,8 +424,19 @@ class EnergyWindow:
         single calls read far better so (results/window-accuracy-h200.json, singles).
         """
         if self.method in ("auto", "aligned") and not self._quiet():
-            return poll_in_background(self.board, self.profile.edge_timeout_s)
+            return self._poll()
+        self._states.append(self.board.state())
         return self._edge()
+
+    def _poll(self, samples_after_s: float | None = None) -> StepPoll:
+        """A poll for the next step inside the work, which also reads the board's state (edges' docstring)."""
+        poll = poll_in_background(self.board, self.profile.edge_timeout_s, samples_after_s, with_state=True)
+        self._states.append(poll)
+        return poll
+
+    def _board_states(self) -> tuple[BoardState, ...]:
+        """The states read at the edges so far, in order (a poll's once its thread has read it)."""
+        return tuple(s if isinstance(s, BoardState) else s.state() for s in self._states)
 
     def _dither_start(self) -> None:
         """After a start step polled on a quiet board, wait the dither's next share of a period."""
@@ -509,7 +531,7 @@ class EnergyWindow:
             tail_s=self._tail_s,
             profile=self.profile,
             inner=inner,
-            states=tuple(self._states),
+            states=self._board_states(),
             end_in_work=self._exit == "return",
             call_ends_s=tuple(self._call_ends) if self._call_ends and len(self._call_ends) == calls else (),
         )
