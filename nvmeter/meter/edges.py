@@ -37,6 +37,10 @@ from nvmeter.meter.span import SHARP_READS, joined, sharp, sharp_edge
 
 __all__ = ["SHARP_READS", "StepPoll", "poll_in_background", "sharp"]
 
+# A read that hangs in the driver must not hang the caller for ever: the caller gives up on a
+# poll's thread this long after the edge's time-out, s.
+HUNG_S = 30.0
+
 
 class StepPoll(Protocol):
     """A counter poll under way."""
@@ -90,6 +94,10 @@ class _ThreadPoll:
             if not self._state_in.is_set():
                 try:
                     self._state = board.state()
+                except BaseException as exc:
+                    # noted before the event: a waiter woken by it must find the error, not None
+                    self._error = exc
+                    raise
                 finally:
                     self._state_in.set()
             reads = sharp_edge(board, board.clock, self._timeout_s)
@@ -104,29 +112,31 @@ class _ThreadPoll:
         return not self._thread.is_alive()
 
     def result(self) -> CounterSeries:
-        # a read that hangs in the driver must not hang the caller for ever
-        self._thread.join(self._timeout_s + 30.0)
+        self._thread.join(self._timeout_s + HUNG_S)
         if self._error is not None:
             raise self._error
         if self._reads is None:
-            from nvmeter import errors
-
-            raise errors.TelemetryError(
-                "the energy counter did not answer within 30 s of its edge's time-out"
-            )
+            # the read that hung: the state's, before the counter's, when it never came in
+            what = "the energy counter" if self._state_in.is_set() else "the board's state"
+            raise _hung(what)
         return self._reads
 
     def samples(self) -> tuple[PowerSample, ...]:
         return self._samples
 
     def state(self) -> BoardState | None:
-        if not self._state_in.wait(self._timeout_s + 30.0):
-            from nvmeter import errors
-
-            raise errors.TelemetryError("the board's state did not answer within 30 s of its edge's time-out")
+        if not self._state_in.wait(self._timeout_s + HUNG_S):
+            raise _hung("the board's state")
         if self._state is None and self._error is not None:
             raise self._error
         return self._state
+
+
+def _hung(what: str):
+    """The TelemetryError for a read that has not answered ``HUNG_S`` after its edge's time-out."""
+    from nvmeter import errors
+
+    return errors.TelemetryError(f"{what} did not answer within {HUNG_S:g} s of its edge's time-out")
 
 
 class _ReplayPoll:

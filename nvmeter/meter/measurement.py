@@ -109,9 +109,13 @@ class Measurement:
         return errormodel.model(self.model_version)
 
     # -- edges -------------------------------------------------------------
-    @property
+    @functools.cached_property
     def _edges(self) -> tuple[float, float, float, float, float, float]:
-        """(t_a, t_b, E_a mJ, E_b mJ, half-width a, half-width b) for counter methods."""
+        """(t_a, t_b, E_a mJ, E_b mJ, half-width a, half-width b) for counter methods.
+
+        Cached (the Measurement is frozen): every figure and its bound asks for it, ~900
+        times a window, and `nvmeter show` rebuilds hundreds of windows.
+        """
         if self.method == "aligned" and self._span.aligned:
             # a poller may go past a blurred step: each edge is its sharpest step
             (t_a, e_a, hw_a), (t_b, e_b, hw_b) = self.start.edge_step(self.work_t1_s), self.end.edge_step()
@@ -137,7 +141,7 @@ class Measurement:
         t_a, t_b, *_ = self._edges
         return (t_a, t_b)
 
-    @property
+    @functools.cached_property
     def _span(self) -> AlignedSpan:
         return AlignedSpan(self.start, self.end, self.samples)
 
@@ -426,7 +430,7 @@ class Measurement:
         lead = [s.power_w for s in self.samples if t - self.model.lead_s <= s.t_s < t]
         return statistics.fmean(lead) if lead else math.nan
 
-    @property
+    @functools.cached_property
     def cold(self) -> bool:
         """True when the window started from idle (a lead-in under the model's share of the work's power).
 
@@ -483,7 +487,7 @@ class Measurement:
         ends = [b for a, b in itertools.pairwise(marks) if b - a > longest_s]
         return t - ends[-1] if ends else None
 
-    @property
+    @functools.cached_property
     def transient(self) -> bool:
         """True when the window started cold or after a pause (its calls may cost more or less)."""
         if self.model_version < 2:

@@ -223,6 +223,7 @@ class EnergyWindow:
         self._pending: tuple | None = None  # (end poll, build args) until an end in later work is in
         self._phase = "new"
         self._result: Measurement | None = None
+        self._failure: BaseException | None = None  # what the end in later work failed with
 
     # -- the block -------------------------------------------------------------
     def __enter__(self) -> EnergyWindow:
@@ -285,8 +286,11 @@ class EnergyWindow:
         sub-windows between those steps is the bound's state part.
         """
         self._require_open("w.mark()")
-        self._marks.append((self.clock.now(), self._counted))
+        mark = (self.clock.now(), self._counted)
         self._inner.append(self._poll())
+        # kept once its poll is made: a poll that failed (its state read, on a virtual clock)
+        # must not leave a mark behind that shifts the later ones' polls by one
+        self._marks.append(mark)
         self.tick()
 
     def mark_found(self) -> bool:
@@ -389,16 +393,23 @@ class EnergyWindow:
         With ``exit="return"`` the first read waits for the end step if it is not in yet.
 
         Raises:
-            TelemetryError: NVML failed while the end step was polled.
+            TelemetryError: NVML failed while an edge inside the work was polled (on every
+                read: a later one must not read as a block that raised).
         """
         if self._pending is not None:
             end_poll, t1 = self._pending
             self._pending = None
-            start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
-            inner = tuple(p.result() for p in self._inner)
-            end = end_poll.result()
-            self._reads.append(end_poll.samples())
-            self._result = self._build(t1, start, end, inner)
+            try:
+                start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
+                inner = tuple(p.result() for p in self._inner)
+                end = end_poll.result()
+                self._reads.append(end_poll.samples())
+                self._result = self._build(t1, start, end, inner)
+            except BaseException as exc:
+                self._failure = exc
+                raise
+        if self._failure is not None:
+            raise self._failure
         return self._result
 
     def end_found(self) -> bool:
@@ -435,8 +446,13 @@ class EnergyWindow:
         return poll
 
     def _board_states(self) -> tuple[BoardState, ...]:
-        """The states read at the edges so far, in order (a poll's once its thread has read it)."""
-        return tuple(s if isinstance(s, BoardState) else s.state() for s in self._states)
+        """The states read at the edges so far, in the order read (a poll's once its thread has read it).
+
+        By time, not by edge: a poller's thread may read its state after the caller's later
+        read (a very short block on a busy machine), and the first and last states are compared.
+        """
+        states = (s if isinstance(s, BoardState) else s.state() for s in self._states)
+        return tuple(sorted(states, key=lambda s: s.t_s))
 
     def _dither_start(self) -> None:
         """After a start step polled on a quiet board, wait the dither's next share of a period."""
