@@ -723,7 +723,10 @@ def check(
 
         report = load_report(probe_file)
         if "reference" not in report.probes:
-            raise errors.RecordError(f"{probe_file} has no reference probe; run nvmeter probe without --only")
+            raise errors.RecordError(
+                f"{probe_file} has no reference probe: run nvmeter probe without --only, "
+                "or with --only reference"
+            )
         board, trial = report.board, report.probes["reference"].trials["constant"]
     else:
         from nvmeter.probes.reference import run_trial

@@ -67,7 +67,9 @@ class _State:
 
         try:
             self.idle = idle_spec(config.getoption("energy_idle"))
-        except errors.UsageError as exc:
+            if isinstance(self.idle, Path):  # a file that is no probe is said before any test runs
+                records.read_json(self.idle, "probe")
+        except (errors.UsageError, errors.RecordError) as exc:
             raise pytest.UsageError(f"--energy-idle: {exc}".replace("--idle takes", "it takes")) from None
         self.json_path = config.getoption("energy_json")
         if self.json_path is not None:
@@ -95,6 +97,25 @@ class _State:
             reason = str(found).replace("--simulate", "--energy-simulate")
             pytest.skip(f"no GPU to meter: {reason}")
         return found
+
+    def idle_for(self, board):
+        """The idle a window on ``board`` subtracts: ``--energy-idle``'s, a probe file read for this board.
+
+        A test's process on a GPU holds a CUDA context, so a probe file gives its context idle;
+        a simulated board has one only once the test opens it (``set_context``), and until
+        then its idle is the probe's no-context one (the context's idle subtracted from a
+        board without one read 16% low, marked reliable). A probe of another board ends the
+        session in one line (exit 4), as a bad option would have.
+        """
+        if not isinstance(self.idle, Path):
+            return self.idle
+        from nvmeter.meter.baseline import IdleBaseline
+
+        level = "no_context" if getattr(board, "context_open", True) is False else "context"
+        try:
+            return IdleBaseline.from_probe(self.idle, board, level=level)
+        except errors.RecordError as exc:
+            pytest.exit(f"--energy-idle: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
     def _sim_config(self):
         """The simulated board's config: the UUID `nvmeter probe --simulate` records.
@@ -191,7 +212,7 @@ def pytest_addoption(parser) -> None:
         metavar="FILE|W",
         default=None,
         help="The idle subtracted: a probe file of the board, or watts (default: measured around "
-        "each window).",
+        "each window). Write it --energy-idle=FILE: pytest takes a path after a space into its rootdir.",
     )
     group.addoption(
         "--energy-simulate", action="store_true", help="Meter the simulated board (no GPU needed)."
@@ -235,7 +256,7 @@ def pytest_runtest_call(item):
         from nvmeter.meter.window import EnergyWindow
 
         board = state.board(budget.device)
-        with EnergyWindow(board, idle=state.idle, calls=budget.calls) as w:
+        with EnergyWindow(board, idle=state.idle_for(board), calls=budget.calls) as w:
             result = yield
         state.record(item, w.result, budget)
     state.settle(item)
@@ -291,7 +312,7 @@ class EnergyMeter:
         from nvmeter.meter.window import EnergyWindow
 
         board = self._state.board(device)
-        window_kwargs.setdefault("idle", self._state.idle)
+        window_kwargs.setdefault("idle", self._state.idle_for(board))
         with EnergyWindow(board, **window_kwargs) as w:
             yield w
         self._state.record(self._item, w.result, self._budget)

@@ -290,6 +290,8 @@ def cli_here(*args, data_root):
     [
         (["score", "nowhere.py:method", "-n", "1"], "nowhere.py: no such file"),
         (["score", f"{METHODS}:missing", "-n", "1"], "has no top-level function 'missing' (its functions: "),
+        # more than eight: the rest are counted, never cut silently
+        (["score", f"{METHODS}:missing", "-n", "1"], " more)"),
         (["score", f"{METHODS}:tiny"], "--difficulty is required"),
         (["score", f"{METHODS}:tiny", "-n", "7"], "difficulty 7 is not one of"),
         (["score", "no_such_method", "-n", "1"], "unknown method 'no_such_method'"),

@@ -325,6 +325,11 @@ class SimulatedBoard:
         return f"SimulatedBoard(t={self.clock.now():.3f} s, target={self._target_w:.1f} W)"
 
     # -- the worker's side -------------------------------------------------
+    @property
+    def context_open(self) -> bool:
+        """True while a simulated CUDA context is open (:meth:`set_context`)."""
+        return self._context
+
     @_locked
     def set_context(self, open_: bool, pid: int = 0) -> None:
         """A CUDA context opens (held by process ``pid``) or closes (each change kept in ``context_log``)."""

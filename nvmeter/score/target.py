@@ -85,8 +85,10 @@ class Target:
         if function not in names:
             defs = (ast.FunctionDef, ast.AsyncFunctionDef)
             public = [n.name for n in tree.body if isinstance(n, defs) and not n.name.startswith("_")]
-            known = sorted(public)[:8]
-            found = f" (its functions: {', '.join(known)})" if known else " (it defines no function)"
+            known = sorted(public)
+            more = f" and {len(known) - 8} more" if len(known) > 8 else ""  # never cut silently
+            listed = f"its functions: {', '.join(known[:8])}{more}" if known else "it defines no function"
+            found = f" ({listed})"
             raise errors.UsageError(f"{path} has no top-level function {function!r}{found}")
         return cls(
             name=f"{path.name}:{function}",
