@@ -101,19 +101,16 @@ class _State:
     def idle_for(self, board):
         """The idle a window on ``board`` subtracts: ``--energy-idle``'s, a probe file read for this board.
 
-        A test's process on a GPU holds a CUDA context, so a probe file gives its context idle;
-        a simulated board has one only once the test opens it (``set_context``), and until
-        then its idle is the probe's no-context one (the context's idle subtracted from a
-        board without one read 16% low, marked reliable). A probe of another board ends the
-        session in one line (exit 4), as a bad option would have.
+        A probe file gives the idle at the board's level (:func:`~nvmeter.meter.baseline.context_level`),
+        read here rather than by the window so that a probe of another board ends the session
+        in one line (exit 4), as a bad option would have, not each test in a traceback.
         """
         if not isinstance(self.idle, Path):
             return self.idle
-        from nvmeter.meter.baseline import IdleBaseline
+        from nvmeter.meter.baseline import IdleBaseline, context_level
 
-        level = "no_context" if getattr(board, "context_open", True) is False else "context"
         try:
-            return IdleBaseline.from_probe(self.idle, board, level=level)
+            return IdleBaseline.from_probe(self.idle, board, level=context_level(board))
         except errors.RecordError as exc:
             pytest.exit(f"--energy-idle: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 

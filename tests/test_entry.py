@@ -191,3 +191,25 @@ def test_a_failed_end_in_later_work_fails_every_read_of_the_result():
     for _ in range(2):
         with pytest.raises(errors.TelemetryError, match="energy counter"):
             _ = w.result
+
+
+def test_a_probe_files_idle_is_read_at_the_simulated_boards_level(tmp_path):
+    import subprocess
+    import sys
+
+    from nvmeter.boards.simulated import FIRST_UUID
+
+    probe = tmp_path / "probe.json"
+    cmd = [sys.executable, "-m", "nvmeter", "probe", "--simulate", "--only", "idle", "--out", str(probe)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    for context in (False, True):
+        board = SimulatedBoard(SimConfig(uuid=FIRST_UUID, seed=3))
+        board.set_context(context)
+        board.clock.sleep(1.0)
+        with EnergyWindow(board, sync="none", idle=probe) as w:
+            board.set_load(300.0)
+            board.clock.sleep(1.0)
+            board.set_load(0.0)
+            w.call(10)
+        # 300 W for 1 s over 10 calls; the context's ~42 W subtracted from a board without one read 16% low
+        assert abs(w.result.per_call_mj / 30_000 - 1) < 0.03, (context, w.result)

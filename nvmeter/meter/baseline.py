@@ -190,6 +190,17 @@ def measure_frozen(
         worker.resume()
 
 
+def context_level(board: Board) -> str:
+    """The probe file's idle level that ``board`` draws at now: ``"context"`` or ``"no_context"``.
+
+    A process metering a GPU holds a CUDA context (its own work opened one), so a real board
+    reads ``"context"``; a simulated board holds one only once it is opened
+    (``SimulatedBoard.set_context``), and the probe's context idle subtracted from a simulated
+    board without one read 16% low, marked reliable (a new user's trial, 2026-12-05).
+    """
+    return "no_context" if getattr(board, "context_open", True) is False else "context"
+
+
 def idle_spec(text: str | None) -> str | Path | float:
     """An ``--idle`` option as a window's ``idle=``: None (measure), watts, or a probe file's path.
 

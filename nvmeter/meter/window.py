@@ -41,7 +41,7 @@ from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, BoardState, PowerSample
 from nvmeter.meter import fold
-from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+from nvmeter.meter.baseline import IdleBaseline, context_level, measure_quiescent
 from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import MAX_TAIL_S, Measurement
@@ -498,7 +498,7 @@ class EnergyWindow:
         if spec == "measure":
             return measure_quiescent(self.board)
         if isinstance(spec, (str, Path)):
-            return IdleBaseline.from_probe(Path(spec), self.board)
+            return IdleBaseline.from_probe(Path(spec), self.board, level=context_level(self.board))
         raise errors.UsageError(
             f"idle must be 'measure', a probe file, watts or an IdleBaseline, not {spec!r}"
         )
