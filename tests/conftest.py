@@ -33,6 +33,18 @@ def sim_rig(sim_board) -> Rig:
 
 
 @pytest.fixture(scope="session")
+def simulated_idle_probe(tmp_path_factory):
+    """An idle probe file of the simulated board the CLI and the plugin open (its first UUID)."""
+    import subprocess
+    import sys
+
+    path = tmp_path_factory.mktemp("probe") / "probe.json"
+    cmd = [sys.executable, "-m", "nvmeter", "probe", "--simulate", "--only", "idle", "--out", str(path)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    return path
+
+
+@pytest.fixture(scope="session")
 def data_root(tmp_path_factory):
     return tmp_path_factory.mktemp("nvmeter-data")
 

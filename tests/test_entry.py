@@ -193,15 +193,10 @@ def test_a_failed_end_in_later_work_fails_every_read_of_the_result():
             _ = w.result
 
 
-def test_a_probe_files_idle_is_read_at_the_simulated_boards_level(tmp_path):
-    import subprocess
-    import sys
-
+def test_a_probe_files_idle_is_read_at_the_simulated_boards_level(simulated_idle_probe):
     from nvmeter.boards.simulated import FIRST_UUID
 
-    probe = tmp_path / "probe.json"
-    cmd = [sys.executable, "-m", "nvmeter", "probe", "--simulate", "--only", "idle", "--out", str(probe)]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    probe = simulated_idle_probe
     for context in (False, True):
         board = SimulatedBoard(SimConfig(uuid=FIRST_UUID, seed=3))
         board.set_context(context)

@@ -1,8 +1,6 @@
 """The pytest plugin, through pytest's own pytester, on the simulated board."""
 
 import json
-import subprocess
-import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -273,15 +271,7 @@ def test_over_budget(energy_board):
     result.stdout.fnmatch_lines(["*test_over_budget*exceeds the budget*"])
 
 
-def _simulated_probe(tmp_path):
-    """A probe file of the simulated board the plugin opens (`nvmeter probe --simulate --only idle`)."""
-    path = tmp_path / "probe.json"
-    cmd = [sys.executable, "-m", "nvmeter", "probe", "--simulate", "--only", "idle", "--out", str(path)]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-    return path
-
-
-def test_a_probe_files_idle_is_the_one_the_simulated_boards_context_draws(pytester, tmp_path):
+def test_a_probe_files_idle_is_the_one_the_simulated_boards_context_draws(pytester, simulated_idle_probe):
     # the board has no context until a test opens one: the probe's no-context idle is its idle
     # (its context idle, 42 W more, read 25,285 mJ a call here, 16% low, marked reliable)
     body = f"""
@@ -289,7 +279,7 @@ def test_a_probe_files_idle_is_the_one_the_simulated_boards_context_draws(pytest
 def test_step(energy_board):
     work(energy_board)
 """
-    result = run(pytester, body, f"--energy-idle={_simulated_probe(tmp_path)}")
+    result = run(pytester, body, f"--energy-idle={simulated_idle_probe}")
     result.assert_outcomes(passed=1)
     (line,) = [x for x in result.stdout.lines if "test_step: " in x and "mJ/call" in x]
     figure_mj = float(line.split("test_step: ")[1].split(" ")[0].replace(",", ""))
