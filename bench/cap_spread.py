@@ -39,7 +39,6 @@ KIND = "bf16cap"
 MODEL = 8
 BLOCK_S = (0.5, 1.0, 2.0)
 SLACK_S = 0.05  # a block ends at the first step at least BLOCK_S - SLACK_S after its start
-SW_POWER_CAP = 0x4
 
 
 @dataclass
@@ -71,7 +70,7 @@ def records(paths: list[Path]):
 
 def at_cap(m) -> bool:
     """True when any edge state of ``m`` reported the software power cap (bit 0x4)."""
-    return any(s.clock_event_reasons > 0 and s.clock_event_reasons & SW_POWER_CAP for s in m.states)
+    return any(s.clock_event_reasons > 0 and s.clock_event_reasons & analysis.SW_POWER_CAP for s in m.states)
 
 
 def gather(paths: list[Path]) -> dict[str, Board]:

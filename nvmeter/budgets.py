@@ -193,9 +193,8 @@ class BudgetRecord:
     def from_dict(cls, d: dict, on_entry: Callable[[int, int], None] | None = None) -> BudgetRecord:
         """Rebuild from :meth:`to_dict` (figures and verdicts are recomputed, not read).
 
-        ``on_entry(done, total)``: called after each window is rebuilt (an adversarial review's
-        record of 800 windows took 51 s to show on a 2-core machine before a Measurement cached
-        its edges; a simulated one of 800, 9 MB, takes 2.3 s).
+        ``on_entry(done, total)``: called after each window is rebuilt (a record of hundreds
+        takes seconds: docs/everyday.md).
 
         Raises:
             BadField, KeyError: as :meth:`Entry.from_dict`, or ``entries`` not a list.

@@ -527,8 +527,7 @@ def _record_lines(path: Path, kind: str) -> list[str]:
 class _RecordProgress:
     """A bar while a record's windows are rebuilt, on a terminal and past ``SHOWN_FROM`` of them.
 
-    Each window is rebuilt from its raw readings: a simulated record of 800 (9 MB) takes
-    2.3 s on a 2-core machine, a review's 45 MB one took 51 s before the edges were cached.
+    Each window is rebuilt from its raw readings (how long that takes: docs/everyday.md).
     Transient: the record's lines follow on stdout as if it had not been there.
     """
 

@@ -56,7 +56,7 @@ def marked(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
     return {**env, MARKER: token}, token
 
 
-def _running(process: psutil.Process) -> bool:
+def running(process: psutil.Process) -> bool:
     """True while ``process`` (that very process, not a later one with its pid) runs; a zombie has ended."""
     try:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
@@ -123,7 +123,7 @@ class Descendants:
         """
         found_under: set[int] = set()
         parents = [self._root] if self._root is not None else []
-        parents += [p for p in self._known.values() if _running(p)]
+        parents += [p for p in self._known.values() if running(p)]
         for parent in parents:
             if parent.pid in found_under:  # already under one looked at in this pass
                 continue
@@ -153,11 +153,11 @@ class Descendants:
         or a session of its own.
         """
         self._note_marked()
-        return tuple(sorted(p.pid for p in self._known.values() if _running(p) and p.pid != self.root_pid))
+        return tuple(sorted(p.pid for p in self._known.values() if running(p) and p.pid != self.root_pid))
 
     def pids(self) -> tuple[int, ...]:
         """The processes noted so far that still run."""
-        return tuple(sorted(p.pid for p in self._known.values() if _running(p)))
+        return tuple(sorted(p.pid for p in self._known.values() if running(p)))
 
     def _freeze(self) -> list[psutil.Process]:
         """SIGSTOP every noted process that runs, then look again, until no new one is found.
@@ -171,7 +171,7 @@ class Descendants:
         stopped: set[psutil.Process] = set()
         while True:
             self.note()
-            alive = [p for p in self._known.values() if _running(p)]
+            alive = [p for p in self._known.values() if running(p)]
             new = [p for p in alive if p not in stopped]
             if not new:
                 return alive
@@ -183,7 +183,7 @@ class Descendants:
             # SIGSTOP takes effect once the process next runs: wait for it (a fork it was making
             # is then done, and its child is in the next look)
             until = time.monotonic() + _STOP_WAIT_S
-            while time.monotonic() < until and any(_running(p) and not _stopped(p) for p in new):
+            while time.monotonic() < until and any(running(p) and not _stopped(p) for p in new):
                 time.sleep(0.001)
 
     def stop(self) -> tuple[int, ...]:
@@ -236,10 +236,9 @@ class Descendants:
             unless one is stuck in the kernel.
 
         """
-        self.note()
         self._note_marked()
         termed: set[psutil.Process] = set()
-        alive = self._freeze()
+        alive = self._freeze()  # which looks at the tree first
         term_until = time.monotonic() + grace_s
         while alive and time.monotonic() < term_until:
             for process in alive:
@@ -251,7 +250,7 @@ class Descendants:
                 _signal(process, signal.SIGCONT)
             time.sleep(_POLL_S)
             self.note()  # what they started meanwhile (a cleanup may start processes)
-            alive = [p for p in self._known.values() if _running(p)]
+            alive = [p for p in self._known.values() if running(p)]
         kill_until = time.monotonic() + KILL_WAIT_S
         while True:
             alive = self._freeze()

@@ -8,7 +8,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from test_hostile_files import set_at
+from test_hostile_files import nvmeter, one_line_error, set_at
 
 from nvmeter import errors, records
 from nvmeter.budgets import Budget, BudgetRecord, judge, load_budgets
@@ -44,19 +44,6 @@ def test_measured(energy, energy_board):
         work(energy_board, 100.0, 0.5)
 """
 HEAD = "4 windows of 3 tests: 1 pass, 1 fail, 1 unreliable, 1 measured (no budget); 3 of 4 reliable"
-
-
-def nvmeter(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "nvmeter.cli", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
-
-
-def one_line_error(result, code):
-    assert result.returncode == code, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

@@ -290,8 +290,6 @@ def cli_here(*args, data_root):
     [
         (["score", "nowhere.py:method", "-n", "1"], "nowhere.py: no such file"),
         (["score", f"{METHODS}:missing", "-n", "1"], "has no top-level function 'missing' (its functions: "),
-        # more than eight: the rest are counted, never cut silently
-        (["score", f"{METHODS}:missing", "-n", "1"], " more)"),
         (["score", f"{METHODS}:tiny"], "--difficulty is required"),
         (["score", f"{METHODS}:tiny", "-n", "7"], "difficulty 7 is not one of"),
         (["score", "no_such_method", "-n", "1"], "unknown method 'no_such_method'"),
@@ -306,6 +304,18 @@ def test_bad_input_is_one_line(tmp_path, data, args, match):
     code, _, err = cli_here(*args, *(["--simulate"] if args[0] == "score" else []), data_root=data)
     assert code == 2
     assert match in one_line(err)
+
+
+def test_a_missing_method_lists_eight_functions_and_counts_the_rest(data):
+    import ast
+
+    tree = ast.parse(METHODS.read_text())
+    defs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    public = sorted(name for name in defs if not name.startswith("_"))
+    assert len(public) > 8  # else nothing is left out to count
+    code, _, err = cli_here("score", f"{METHODS}:missing", "-n", "1", "--simulate", data_root=data)
+    assert code == 2
+    assert f"(its functions: {', '.join(public[:8])} and {len(public) - 8} more)" in one_line(err)
 
 
 def test_a_missing_dataset_is_one_line_and_leaves_no_folder(tmp_path, data):

@@ -95,8 +95,8 @@ class SimConfig:
             over 20 s at ~690 W; these give 2.6 °C). A model to test the drift detector, not a fit.
         history_s: Virtual seconds of the past kept for replays and the test oracle
             (:meth:`SimulatedBoard.true_energy_j`); older is forgotten, so that a long simulated
-            run keeps bounded memory (it grew ~64 KiB a virtual second, the 0.5 ms power grid;
-            with 600 s kept, 3,000 virtual seconds held 70 MiB).
+            run keeps bounded memory (traced by tracemalloc: unbounded it grew 63 KiB a virtual
+            second, the 0.5 ms power grid; with 600 s kept, 3,000 virtual seconds held 69 MiB).
             600 s is over any window a replay reaches back to (a counter period, the sample
             buffer's ~2.4 s) and any test's span; at least :data:`MIN_HISTORY_S` (10 s), finite
             (the model's own 1 s average reads back into it: at 0 and 0.05 s the counter read

@@ -128,19 +128,15 @@ def _session_members(proc: subprocess.Popen) -> list[int]:
     """Processes still in the command's session, but the command itself (and zombies)."""
     import psutil
 
+    from nvmeter.descendants import running
+
     found = []
     for pid in psutil.pids():
         with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
             # a zombie has ended (killed with its group, say): it waits only for its parent to reap it
-            if pid != proc.pid and os.getsid(pid) == proc.pid and not _ended(psutil.Process(pid)):
+            if pid != proc.pid and os.getsid(pid) == proc.pid and running(psutil.Process(pid)):
                 found.append(pid)
     return found
-
-
-def _ended(process) -> bool:
-    import psutil
-
-    return process.status() == psutil.STATUS_ZOMBIE
 
 
 class LateSignals:

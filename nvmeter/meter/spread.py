@@ -72,20 +72,12 @@ def batch_steps(
     return cuts
 
 
-def _subwindows(m: Measurement) -> list[tuple[float, float]]:
-    """(per-call mJ, its variance from the two edges' placement, mJ²) of each sub-window."""
-    if not m.calls or not m.work_s > 0:
-        return []
-    mj_per_w = m.work_s / m.calls * 1e3
-    return [
-        (above_w * mj_per_w - m.control_mj, var_w2 * mj_per_w**2)
-        for above_w, var_w2 in powers_above(boundaries(m), m.idle_w)
-    ]
-
-
 def subwindow_mj(m: Measurement) -> tuple[float, ...]:
     """Per-call energy above idle, less the control, of each sub-window, mJ, shape (k,)."""
-    return tuple(value for value, _ in _subwindows(m))
+    if not m.calls or not m.work_s > 0:
+        return ()
+    mj_per_w = m.work_s / m.calls * 1e3
+    return tuple(above_w * mj_per_w - m.control_mj for above_w, _ in powers_above(boundaries(m), m.idle_w))
 
 
 def state_halfwidth_mj(m: Measurement) -> float | None:
