@@ -1,0 +1,315 @@
+"""Does the energy counter see all of a short burst, wherever it falls in the counter's period?
+
+    python bench/counter_coverage.py run --out FILE [--seconds 24] [--period-ms 305] [--burst-ms 10]
+    python bench/counter_coverage.py analyze FILE [FILE ...] [--plot PNG]
+
+Yang, Adamek and Armour (SC24, arXiv 2312.02741; docs/facts.md) found that on A100 and H100
+the power sensor samples about 25 ms of each ~100 ms. If the energy counter summed only those
+samples, a 10 ms burst would add about four times its energy when it fell inside the sampled
+share and nothing otherwise; a counter that integrates continuously adds the same energy
+wherever it falls. Single short calls and duty-cycled work (issue 10) depend on which it is.
+
+``run`` (CUDA only) fires bursts of FP32 4096² products every ``--period-ms`` (305 ms: the
+burst's place in the ~100 ms counter period slides by ~5 ms a burst, so 24 s cover the period
+about four times), while a thread polls the counter back to back; 2 s quiet spans before and
+after give the idle (the polling's own artefact is in both, so it cancels). The driver's power
+samples are read in the gaps. ``analyze`` gives each burst the energy above idle between the
+step before it and the step before the next burst (the burst's whole response, lag included),
+from the counter and from the samples, against where the burst's middle fell after the step
+before it, as a share of the counter's period. ``selftest`` runs the analysis on synthetic
+counters of both kinds.
+
+Record (version 1): board, burst_ms, period_ms, polls [[t_before_s, t_after_s, energy_mj]],
+bursts [[t_start_s, t_end_s]], samples [[t_s, power_w]], quiet [[a_s, b_s], [a_s, b_s]]; times on
+one monotonic clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+VERSION = 1
+QUIET_S = 2.0
+# Share-of-period bins for the table: ten, so a 25 ms sampled share (Yang et al.) spans ~3.
+BINS = 10
+
+
+def _poll(board, stop: threading.Event, polls: list) -> None:
+    clock = board.clock
+    while not stop.is_set():
+        t0 = clock.now()
+        mj = board.energy_mj()
+        polls.append((t0, clock.now(), mj))
+
+
+def _burst_fn(burst_ms: float):
+    import torch
+
+    a = torch.randn(4096, 4096, device="cuda")
+    b = torch.randn(4096, 4096, device="cuda")
+    torch.cuda.synchronize()
+    # ~2.7 ms a product at ~50 TFLOP/s; calibrate to the board
+    for _ in range(3):
+        torch.mm(a, b)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        torch.mm(a, b)
+    torch.cuda.synchronize()
+    per_s = (time.perf_counter() - t0) / 20
+    count = max(1, round(burst_ms / 1000 / per_s))
+
+    def burst() -> None:
+        for _ in range(count):
+            torch.mm(a, b)
+        torch.cuda.synchronize()
+
+    return burst, count, per_s
+
+
+def run(out: Path, seconds: float, period_ms: float, burst_ms: float) -> None:
+    from nvmeter.boards.factory import open_board
+
+    board = open_board(0)
+    clock = board.clock
+    burst, count, per_s = _burst_fn(burst_ms)
+    polls: list = []
+    stop = threading.Event()
+    poller = threading.Thread(target=_poll, args=(board, stop, polls), daemon=True)
+    samples: dict[float, float] = {}
+
+    def read_samples() -> None:
+        for s in board.power_samples():
+            samples[s.t_s] = s.power_w
+
+    poller.start()
+    q0 = clock.now()
+    clock.sleep(QUIET_S)
+    quiet = [[q0, clock.now()]]
+    read_samples()
+    bursts = []
+    start = clock.now() + 0.05
+    k = 0
+    while clock.now() - start < seconds:
+        clock.sleep_until(start + k * period_ms / 1000)
+        t0 = clock.now()
+        burst()
+        bursts.append([t0, clock.now()])
+        k += 1
+        read_samples()  # in the gap, so the buffer (~1-2 s deep) never wraps
+    clock.sleep_until(start + k * period_ms / 1000)
+    q1 = clock.now()
+    clock.sleep(QUIET_S)
+    quiet.append([q1, clock.now()])
+    stop.set()
+    poller.join(1.0)
+    read_samples()
+    rec = {
+        "version": VERSION,
+        "board": board.identity().to_dict(),
+        "burst_ms": burst_ms,
+        "products_per_burst": count,
+        "product_s": per_s,
+        "period_ms": period_ms,
+        "polls": polls,
+        "bursts": bursts,
+        "samples": sorted(samples.items()),
+        "quiet": quiet,
+    }
+    tmp = out.with_suffix(out.suffix + ".part")
+    tmp.write_text(json.dumps(rec))
+    tmp.replace(out)
+    burst_s = count * per_s
+    print(f"{len(bursts)} bursts of {count} products ({burst_s * 1e3:.1f} ms), {len(polls)} polls -> {out}")
+
+
+# ---------------------------------------------------------------- analysis
+
+
+def steps(polls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times s, counter mJ) of each step: midway between the last old read and the first new."""
+    mj = polls[:, 2]
+    new = np.flatnonzero(np.diff(mj) != 0) + 1
+    mid = (polls[:, 0] + polls[:, 1]) / 2
+    return (mid[new - 1] + mid[new]) / 2, mj[new]
+
+
+def _counter_mj_at(step_t: np.ndarray, step_mj: np.ndarray, t: float) -> tuple[float, float]:
+    """The last step at or before ``t``: (its time, its value)."""
+    i = np.searchsorted(step_t, t, side="right") - 1
+    return step_t[i], step_mj[i]
+
+
+def _quiet_w(step_t, step_mj, span) -> float:
+    inside = (step_t >= span[0]) & (step_t <= span[1])
+    t, e = step_t[inside], step_mj[inside]
+    return (e[-1] - e[0]) / 1000 / (t[-1] - t[0])
+
+
+def _samples_j(samples: np.ndarray, a: float, b: float) -> float:
+    """Sample-and-hold integral of the power samples over [a, b], J."""
+    t, w = samples[:, 0], samples[:, 1]
+    edges = np.clip(np.append(t, b), a, b)
+    i0 = max(np.searchsorted(t, a, side="right") - 1, 0)
+    return float(np.sum(w[i0:] * np.diff(edges[i0:])))
+
+
+def _samples_quiet_w(samples, span) -> float:
+    inside = (samples[:, 0] >= span[0] + 0.2) & (samples[:, 0] <= span[1])
+    return float(samples[inside, 1].mean())
+
+
+def per_burst(rec: dict) -> dict:
+    """Each burst's energy above idle (counter, samples; J) and phase (share of the period)."""
+    polls = np.asarray(rec["polls"], dtype=float)
+    step_t, step_mj = steps(polls)
+    period_s = float(np.median(np.diff(step_t)))
+    q = rec["quiet"]
+    idle_w = [_quiet_w(step_t, step_mj, s) for s in q]
+    samples = np.asarray(rec["samples"], dtype=float)
+    s_idle_w = [_samples_quiet_w(samples, s) for s in q] if len(samples) else [np.nan, np.nan]
+    mid_q = [(s[0] + s[1]) / 2 for s in q]
+    bursts = rec["bursts"]
+    out = {"phase": [], "counter_j": [], "samples_j": [], "period_s": period_s, "idle_w": idle_w}
+    for k in range(len(bursts) - 1):
+        t0, t1 = bursts[k]
+        a, ea = _counter_mj_at(step_t, step_mj, t0)
+        b, eb = _counter_mj_at(step_t, step_mj, bursts[k + 1][0])
+        iw = np.interp((a + b) / 2, mid_q, idle_w)
+        out["counter_j"].append((eb - ea) / 1000 - iw * (b - a))
+        out["phase"].append(((t0 + t1) / 2 - a) / period_s)
+        if len(samples):
+            siw = np.interp((a + b) / 2, mid_q, s_idle_w)
+            out["samples_j"].append(_samples_j(samples, a, b) - siw * (b - a))
+    return {k: np.asarray(v) if isinstance(v, list) else v for k, v in out.items()}
+
+
+def table(d: dict) -> list[str]:
+    """Per phase bin: bursts, counter and samples energy as shares of their means (mean, SD)."""
+    before_w, after_w = d["idle_w"]
+    rows = [f"period {d['period_s'] * 1e3:.1f} ms; idle {before_w:.2f} W before, {after_w:.2f} W after"]
+    rows.append("phase      n   counter mean (SD)   samples mean (SD)")
+    c = d["counter_j"] / np.mean(d["counter_j"])
+    s = d["samples_j"] / np.mean(d["samples_j"]) if len(d["samples_j"]) else None
+    for i in range(BINS):
+        sel = (d["phase"] % 1 >= i / BINS) & (d["phase"] % 1 < (i + 1) / BINS)
+        if not sel.any():
+            continue
+        share = f"{i / BINS:.1f}-{(i + 1) / BINS:.1f}"
+        line = f"{share}  {sel.sum():3d}   {c[sel].mean():.3f} ({c[sel].std():.3f})"
+        if s is not None:
+            line += f"       {s[sel].mean():.3f} ({s[sel].std():.3f})"
+        rows.append(line)
+    rows.append(verdict(d))
+    return rows
+
+
+def verdict(d: dict) -> str:
+    """Continuous or part-time, from the spread of the counter's per-bin means."""
+    c = d["counter_j"] / np.mean(d["counter_j"])
+    means = [c[(d["phase"] % 1 >= i / BINS) & (d["phase"] % 1 < (i + 1) / BINS)].mean() for i in range(BINS)]
+    means = np.asarray([m for m in means if np.isfinite(m)])
+    lo, hi = means.min(), means.max()
+    kind = "part-time (bins differ by over 2x)" if hi > 2 * max(lo, 1e-9) else "continuous"
+    return (
+        f"counter: {kind}; bin means {lo:.3f}-{hi:.3f}, all bursts SD {c.std():.3f}, "
+        f"{np.mean(d['counter_j']):.2f} J above idle on average"
+    )
+
+
+def plot(ds: list[tuple[str, dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, d in ds:
+        c = d["counter_j"] / np.mean(d["counter_j"])
+        ax.plot(d["phase"] % 1, c, "o", ms=3, label=f"{name}: counter")
+        if len(d["samples_j"]):
+            s = d["samples_j"] / np.mean(d["samples_j"])
+            ax.plot(d["phase"] % 1, s, "x", ms=3, label=f"{name}: samples")
+    ax.axhline(1, color="grey", lw=0.5)
+    ax.set_xlabel("burst's middle after the step before it (share of the counter's period)")
+    ax.set_ylabel("energy above idle / mean")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+# ---------------------------------------------------------------- self-test
+
+
+def synthetic(part_time: bool, seed: int = 0) -> dict:
+    """A record of a simulated counter: integrating, or summing a 25 ms share of each 100 ms."""
+    rng = np.random.default_rng(seed)
+    idle_w, burst_w, period, dt = 130.0, 500.0, 0.1, 0.0005
+    t = np.arange(0, 28, dt)
+    bursts = [[2.05 + k * 0.305, 2.05 + k * 0.305 + 0.01] for k in range(78)]
+    p = np.full_like(t, idle_w)
+    for a, b in bursts:
+        p[(t >= a) & (t < b)] += burst_w
+    seen = ((t % period) < 0.025) if part_time else np.ones_like(t, bool)
+    gain = 4.0 if part_time else 1.0
+    ends = np.arange(period, 28, period)
+    per_step = [gain * np.sum(p[(t >= s - period) & (t < s) & seen]) * dt for s in ends]
+    counter = np.cumsum(per_step) * 1000
+    polls, tp = [], 0.0
+    while tp < 27.9:
+        i = int(tp // period)
+        polls.append([tp, tp + 0.003, float(counter[i - 1]) if i > 0 else 0.0])
+        tp += 0.003 + rng.uniform(0, 0.0005)
+    return {"polls": polls, "bursts": bursts, "samples": [], "quiet": [[0.0, 2.0], [26.0, 27.9]]}
+
+
+def selftest() -> int:
+    ok = True
+    for part_time in (False, True):
+        d = per_burst(synthetic(part_time))
+        v = verdict(d)
+        print(("part-time" if part_time else "continuous") + " counter -> " + v)
+        ok &= ("part-time" in v.split(";")[0]) == part_time
+    print("selftest " + ("passed" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--seconds", type=float, default=24.0)
+    r.add_argument("--period-ms", type=float, default=305.0)
+    r.add_argument("--burst-ms", type=float, default=10.0)
+    a = sub.add_parser("analyze")
+    a.add_argument("files", type=Path, nargs="+")
+    a.add_argument("--plot", type=Path)
+    sub.add_parser("selftest")
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        run(args.out, args.seconds, args.period_ms, args.burst_ms)
+        return 0
+    if args.cmd == "selftest":
+        return selftest()
+    ds = []
+    for f in args.files:
+        rec = json.loads(f.read_text())
+        d = per_burst(rec)
+        print(f"## {f.name}: {rec.get('board', {}).get('uuid', '?')}, {rec.get('burst_ms')} ms bursts")
+        print("\n".join(table(d)))
+        ds.append((f.stem, d))
+    if args.plot:
+        plot(ds, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

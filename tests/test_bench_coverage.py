@@ -1,0 +1,28 @@
+"""bench/counter_coverage.py's analysis tells an integrating counter from a part-time one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import counter_coverage
+
+
+def test_integrating_counter_reads_every_burst_alike():
+    d = counter_coverage.per_burst(counter_coverage.synthetic(part_time=False))
+    share = d["counter_j"] / d["counter_j"].mean()
+    assert share.std() < 0.1
+    # 10 ms at 500 W above idle
+    assert abs(d["counter_j"].mean() - 5.0) < 0.25
+    assert counter_coverage.verdict(d).startswith("counter: continuous")
+
+
+def test_part_time_counter_misses_bursts_outside_its_share():
+    d = counter_coverage.per_burst(counter_coverage.synthetic(part_time=True))
+    share = d["counter_j"] / d["counter_j"].mean()
+    assert np.mean(share < 0.2) > 0.5  # most bursts fall outside the 25 ms share
+    assert counter_coverage.verdict(d).startswith("counter: part-time")
