@@ -15,11 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from nvmeter import errors, records, verify
-from nvmeter.meter import sanity
 
 KIND = "pytest-energy"
-# The keys the energy marker takes.
-_MARK_KEYS = ("max_mj_per_call", "calls", "device")
+# The keys the energy marker takes, each as it is when not given (no budget: refused).
+_MARK_DEFAULTS = {"max_mj_per_call": None, "calls": 1, "device": None}
 # A verdict's outcomes, in the order a summary counts them, and what a count of each says.
 OUTCOMES = ("pass", "fail", "undecided", "unreliable", "measured")
 _COUNTED = {"undecided": "undecided (the bound straddles the budget)", "measured": "measured (no budget)"}
@@ -44,21 +43,19 @@ class Budget:
         """The marker's budget.
 
         Raises:
-            UsageError: unknown keys, a missing or non-positive budget, bad calls.
+            UsageError: unknown keys, a missing or non-positive budget, bad calls or device
+                (:meth:`from_dict` refuses the same).
         """
         kwargs = dict(mark.kwargs)
         if mark.args:
             kwargs.setdefault("max_mj_per_call", mark.args[0])
-        unknown = sorted(set(kwargs) - set(_MARK_KEYS))
+        unknown = sorted(set(kwargs) - set(_MARK_DEFAULTS))
         if unknown:
-            raise errors.UsageError(f"energy marker: unknown key(s) {unknown}; known: {list(_MARK_KEYS)}")
-        budget = kwargs.get("max_mj_per_call")
-        if not isinstance(budget, (int, float)) or isinstance(budget, bool) or not budget > 0:
-            raise errors.UsageError(f"energy marker: max_mj_per_call must be a number > 0, not {budget!r}")
-        calls = kwargs.get("calls", 1)
-        if not isinstance(calls, int) or isinstance(calls, bool) or calls < 1:
-            raise errors.UsageError(f"energy marker: calls must be a whole number >= 1, not {calls!r}")
-        return cls(float(budget), calls, kwargs.get("device"))
+            raise errors.UsageError(f"energy marker: unknown key(s) {unknown}; known: {list(_MARK_DEFAULTS)}")
+        try:
+            return cls._checked({**_MARK_DEFAULTS, **kwargs}, "energy marker: ")
+        except records.BadField as exc:  # the marker's mistake, not a record's
+            raise errors.UsageError(str(exc)) from exc
 
     @classmethod
     def from_dict(cls, d, where: str) -> Budget:
@@ -67,15 +64,25 @@ class Budget:
         Raises:
             BadField: a field no marker gives, named under ``where``; KeyError for a missing one.
         """
-        records.mapping(d, where)
-        budget = records.number(d["max_mj_per_call"], f"{where}.max_mj_per_call")
+        return cls._checked(records.mapping(d, where), f"{where}.")
+
+    @classmethod
+    def _checked(cls, d: dict, prefix: str) -> Budget:
+        """The budget ``d`` holds, each field's name led by ``prefix`` in a refusal.
+
+        One check for a marker and a record: a marker the plugin takes writes a record that show reads.
+
+        Raises:
+            BadField: a field of the wrong type or out of range; KeyError for a missing one.
+        """
+        budget = records.number(d["max_mj_per_call"], f"{prefix}max_mj_per_call")
         if not budget > 0:
-            raise records.BadField(f"{where}.max_mj_per_call is {budget!r}, not a number > 0")
-        calls = records.integer(d["calls"], f"{where}.calls", at_least=1)
+            raise records.BadField(f"{prefix}max_mj_per_call is {budget!r}, not a number > 0")
+        calls = records.integer(d["calls"], f"{prefix}calls", at_least=1)
         device = d["device"]
         if device is not None and (isinstance(device, bool) or not isinstance(device, (int, str))):
             raise records.BadField(
-                f"{where}.device is {verify.short(device)}, not a CUDA index, a GPU-… UUID or null"
+                f"{prefix}device is {verify.short(device)}, not a CUDA index, a GPU-… UUID or null"
             )
         return cls(float(budget), calls, device)
 
@@ -149,30 +156,17 @@ class Entry:
                 real, named under ``where``; KeyError for a missing field (both become a
                 RecordError under :func:`nvmeter.records.building`).
         """
-        from nvmeter.meter.measurement import Measurement  # the meter loads only when a record is read
+        from nvmeter.meter import measurement  # the meter loads only when a record is read
 
-        _check_entry(d, where)
+        records.mapping(d, where)
+        records.text(d["nodeid"], f"{where}.nodeid")
+        measurement.check_dict(d["window"], f"{where}.window")
         budget = None if d["budget"] is None else Budget.from_dict(d["budget"], f"{where}.budget")
         try:
-            m = Measurement.from_dict(d["window"])
+            m = measurement.Measurement.from_dict(d["window"])
         except errors.RecordError as exc:  # it cannot say which of the record's windows it was
             raise records.BadField(f"{where}.window: {exc}") from exc
         return cls(d["nodeid"], m, budget, judge(m, budget))
-
-
-def _check_entry(d, where: str) -> None:
-    """An entry's test id is text, and its window's board and raw series can be real.
-
-    Raises:
-        BadField: the first field that is wrong (a dotted path); KeyError for a missing one.
-    """
-    records.mapping(d, where)
-    records.text(d["nodeid"], f"{where}.nodeid")
-    window = records.mapping(d["window"], f"{where}.window")
-    records.board(window["device"], f"{where}.window.device")
-    records.counters(window, f"{where}.window")
-    for at, why in sanity.faults(window, f"{where}.window"):
-        raise records.BadField(f"{why} (at {at})")
 
 
 @dataclass(frozen=True)
@@ -223,17 +217,20 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def load_budgets(path: Path, on_entry: Callable[[int, int], None] | None = None) -> BudgetRecord:
+def load_budgets(
+    path: Path, on_entry: Callable[[int, int], None] | None = None, parsed: dict | None = None
+) -> BudgetRecord:
     """Read a ``pytest-energy`` record, every window's figures and verdict verified against its raw readings.
 
     ``on_entry(done, total)``: progress, after each window is rebuilt (:meth:`BudgetRecord.from_dict`).
+    ``parsed``: the file's JSON, where the caller has parsed it already (:func:`nvmeter.records.parse_json`).
 
     Raises:
         RecordError: unreadable, another kind or schema, damaged (a field of the wrong type
             or out of range, a raw series that cannot be real: :mod:`nvmeter.meter.sanity`),
             or a stored figure or verdict that differs from its recomputation.
     """
-    data = records.read_json(path, KIND)
+    data = records.read_json(path, KIND, parsed)
     with records.building(path, KIND):
         record = BudgetRecord.from_dict(data, on_entry)
         checks = [

@@ -489,7 +489,7 @@ def show(
     A stored derived figure (or budget verdict) that differs from its recomputation is an error
     (exit 2), named in one line.
     """
-    kind = _record_kind(record_file)
+    kind, data = _parse_record(record_file)
     elsewhere = {"score": "nvmeter summarize", "workloads": "python -m nvmeter.workloads.evaluate --table"}
     if kind in elsewhere:  # records that another command reads
         raise errors.UsageError(
@@ -497,7 +497,7 @@ def show(
         )
     if kind in ("run", "pytest-energy"):
         # built whole and made printable first: an error leaves no half-printed record behind
-        lines = [_printable(line) for line in _record_lines(record_file, kind)]
+        lines = [_printable(line) for line in _record_lines(record_file, kind, data)]
         print("\n".join(lines), file=_STDOUT)
         return
     if kind != "probe":  # a record of nvmeter's, but not one show reads
@@ -507,21 +507,21 @@ def show(
         )
     from nvmeter.probes.report import load_report
 
-    report = load_report(record_file)
+    report = load_report(record_file, parsed=data)
     board = report.board
     out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
 
 
-def _record_lines(path: Path, kind: str) -> list[str]:
+def _record_lines(path: Path, kind: str, data: dict) -> list[str]:
     """A verified run or pytest-energy record's lines (each reader loads only for its own kind)."""
     if kind == "run":
         from nvmeter.command import load_run
 
-        return load_run(path).lines()
+        return load_run(path, data).lines()
     from nvmeter.budgets import load_budgets
 
     with _RecordProgress() as progress:
-        return load_budgets(path, on_entry=progress.on_entry).lines()
+        return load_budgets(path, on_entry=progress.on_entry, parsed=data).lines()
 
 
 class _RecordProgress:
@@ -559,8 +559,10 @@ class _RecordProgress:
 _SHOWN = "an nvmeter probe, run or pytest-energy record"
 
 
-def _record_kind(path: Path) -> str:
-    """The record's ``kind``: a bounded regular file of JSON whose ``kind`` is a string.
+def _parse_record(path: Path) -> tuple[str, dict]:
+    """The record's ``kind`` and its JSON: a bounded regular file of JSON whose ``kind`` is a string.
+
+    The JSON goes to the kind's loader, so a record of hundreds of windows is parsed once.
 
     Raises:
         RecordError: anything else, in one line naming what show reads (the kind's own
@@ -572,7 +574,7 @@ def _record_kind(path: Path) -> str:
     kind = data.get("kind") if isinstance(data, dict) else None
     if not isinstance(kind, str):
         raise errors.RecordError(f"{path}: not {_SHOWN} ({formats.found_kind(data)})")
-    return kind
+    return kind, data
 
 
 @app.command(context_settings={"allow_interspersed_args": False})

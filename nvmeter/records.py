@@ -180,10 +180,16 @@ def _not_json(constant: str):
     raise json.JSONDecodeError(f"{constant} is not a JSON value", constant, 0)
 
 
-def read_json(path: Path, kind: str) -> dict:
+def read_json(path: Path, kind: str, parsed=None) -> dict:
     """Read a record of ``kind``, of any version this nvmeter knows, in the current version.
 
     Older versions are upgraded step by step (:mod:`nvmeter.formats`); the file is not changed.
+
+    Args:
+        path: The file.
+        kind: The kind it must be.
+        parsed: The file's JSON value where the caller has parsed it already (:func:`parse_json`,
+            to learn its kind): the file is not read again. None: it is read here.
 
     Raises:
         RecordError: missing, not a regular file, over :data:`nvmeter.files.RECORD_LIMIT_BYTES`,
@@ -192,7 +198,7 @@ def read_json(path: Path, kind: str) -> dict:
 
     """
     path = Path(path)
-    data = parse_json(path, f"an nvmeter {kind} record")
+    data = parse_json(path, f"an nvmeter {kind} record") if parsed is None else parsed
     if _deeper_than(data, MAX_DEPTH):  # the upgrade's deepcopy recurses further than the parser
         raise errors.RecordError(f"{path}: not an nvmeter {kind} record (nested too deeply)")
     return formats.upgrade(data, kind, str(path))

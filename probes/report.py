@@ -108,10 +108,11 @@ class ProbeReport:
         )
 
 
-def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
+def load_report(path: Path, board: BoardIdentity | None = None, parsed: dict | None = None) -> ProbeReport:
     """Read a probe file (any version: docs/formats.md), its derived figures verified.
 
-    With ``board``, check that it was made on that board (UUID).
+    With ``board``, check that it was made on that board (UUID). ``parsed``: the file's JSON,
+    where the caller has parsed it already (:func:`nvmeter.records.parse_json`).
 
     Raises:
         RecordError: unreadable, another schema, another board, malformed, no probes, a raw
@@ -120,7 +121,7 @@ def load_report(path: Path, board: BoardIdentity | None = None) -> ProbeReport:
             figure that differs from its recomputation from the raw series.
 
     """
-    data = records.read_json(path, "probe")
+    data = records.read_json(path, "probe", parsed)
     with records.building(path, "probe"):
         records.board(data["board"], "board")
         records.text(data["started_utc"], "started_utc")

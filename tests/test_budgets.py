@@ -8,7 +8,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from test_hostile_files import nvmeter, one_line_error, set_at
+from test_hostile_files import nvmeter, one_line_error, reads_by_show, set_at
 
 from nvmeter import errors, records
 from nvmeter.budgets import Budget, BudgetRecord, judge, load_budgets
@@ -87,6 +87,29 @@ def test_load_budgets_rebuilds_each_window_its_budget_and_verdict(budget_run):
     assert [e.budget for e in record.entries] == [Budget(40000.0), Budget(20000.0, 10), None, None]
     assert [e.measurement.reliable for e in record.entries] == [True, True, False, True]
     assert record.entries[1].measurement.per_call_mj == pytest.approx(30_000, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("max_mj_per_call", None, "max_mj_per_call is None, not a finite number"),
+        ("max_mj_per_call", True, "max_mj_per_call is True, not a finite number"),
+        ("max_mj_per_call", float("inf"), "max_mj_per_call is inf, not a finite number"),
+        ("max_mj_per_call", 0, "max_mj_per_call is 0, not a number > 0"),
+        ("calls", 2.0, "calls is 2.0, not an integer >= 1"),
+        ("device", 1.5, "device is 1.5, not a CUDA index"),
+        ("device", False, "device is False, not a CUDA index"),
+    ],
+)
+def test_a_marker_and_a_record_refuse_a_budget_alike(field, value, why):
+    # a marker the plugin took wrote a record that show refused (an infinite budget became null)
+    given = {"max_mj_per_call": 5.0, "calls": 1, "device": None, field: value}
+    with pytest.raises(errors.UsageError) as marker:
+        Budget.from_mark(SimpleNamespace(args=(), kwargs=given))
+    with pytest.raises(records.BadField) as record:
+        Budget.from_dict(given, "entries[0].budget")
+    assert str(marker.value).startswith(f"energy marker: {why}")
+    assert str(record.value).startswith(f"entries[0].budget.{why}")
 
 
 def test_a_record_reads_without_pytest(budget_run):
@@ -213,6 +236,10 @@ def test_a_figure_below_zero_by_more_than_its_bound_passes_no_budget(budget_run)
     assert verdict.outcome == "unreliable" and "below minus its bound" in verdict.text
     within = SimpleNamespace(reliable=True, reason=None, per_call_mj=-400.0, per_call_mj_err=500.0)
     assert judge(within, Budget(max_mj_per_call=40_000.0)).outcome == "pass"  # zero inside its bound
+
+
+def test_show_reads_the_record_once(budget_run, monkeypatch):
+    assert reads_by_show(budget_run[0], monkeypatch) == 1
 
 
 def test_loading_reports_each_window_as_it_is_rebuilt(budget_run):

@@ -353,6 +353,28 @@ def test_an_undamaged_run_record_shows(tmp_path, run_data):
     assert result.stdout.startswith("true exited 0")
 
 
+def reads_by_show(path: Path, monkeypatch) -> int:
+    """How many times ``nvmeter show path``, run in this process, read the file."""
+    from nvmeter import cli
+
+    read, seen = files.read_bytes, []
+
+    def counted(where, *args, **kwargs):
+        seen.append(Path(where))
+        return read(where, *args, **kwargs)
+
+    monkeypatch.setattr(files, "read_bytes", counted)
+    cli.show(path)
+    return seen.count(path)
+
+
+@pytest.mark.parametrize("kind", ["run", "probe"])
+def test_show_reads_a_record_once(tmp_path, run_data, probe_data, monkeypatch, kind):
+    # it parsed a record to learn its kind, then its loader parsed it again (~6% of a large one's time)
+    path = write(tmp_path, run_data if kind == "run" else probe_data)
+    assert reads_by_show(path, monkeypatch) == 1
+
+
 def _jump_reference(d: dict) -> None:
     """The reference's load span ends 10^9 mJ later: a counter that jumped, not a hotter board."""
     end = d["probes"]["reference"]["raw"]["trials"]["constant"]["load"]["end"]

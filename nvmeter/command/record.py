@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvmeter import __version__, records, verify
-from nvmeter.meter import sanity
+from nvmeter.meter import measurement
 from nvmeter.meter.measurement import Measurement
 
 # A command shorter than this also gets the sample buffer's reading beside the edges':
@@ -210,15 +210,17 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def load_run(path: Path) -> CommandRun:
+def load_run(path: Path, parsed: dict | None = None) -> CommandRun:
     """Read a run record, every derived figure verified against its raw readings.
+
+    ``parsed``: the file's JSON, where the caller has parsed it already (:func:`nvmeter.records.parse_json`).
 
     Raises:
         RecordError: unreadable, another kind or schema, damaged (a field of the wrong type
             or out of range, a raw series that cannot be real: :mod:`nvmeter.meter.sanity`),
             or a stored figure that differs from its recomputation.
     """
-    data = records.read_json(path, "run")
+    data = records.read_json(path, "run", parsed)
     with records.building(path, "run"):
         check_run(data)
         run = CommandRun.from_dict(data)
@@ -258,11 +260,7 @@ def check_run(d: dict) -> None:
         where = f"boards[{i}]"
         if b["other_pids"] is not None:
             records.items(b["other_pids"], f"{where}.other_pids", records.integer)
-        window = records.mapping(b["window"], f"{where}.window")
-        records.board(window["device"], f"{where}.window.device")
-        records.counters(window, f"{where}.window")
-        for at, why in sanity.faults(window, f"{where}.window"):
-            raise records.BadField(f"{why} (at {at})")
+        window = measurement.check_dict(b["window"], f"{where}.window")
         _wall_inside(d["wall_s"], window, where)
     if records.mapping(d.get("simulated"), "simulated", none=True) is not None:
         _simulated_life(d["simulated"], d["boards"])

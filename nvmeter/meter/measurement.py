@@ -38,7 +38,7 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 
-from nvmeter import errors
+from nvmeter import errors, records
 from nvmeter.arguments import finite
 from nvmeter.boards.profile import H200_V1, BoardProfile
 from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample
@@ -940,6 +940,23 @@ class Measurement:
     def with_method(self, method: str) -> Measurement:
         """The same readings, read another way (``aligned`` readings also hold samples)."""
         return replace(self, method=method)
+
+
+def check_dict(d, where: str) -> dict:
+    """``d`` if it is a stored window (:meth:`Measurement.to_dict`) whose board and raw series can be real.
+
+    Every record that holds windows checks each here before :meth:`Measurement.from_dict`,
+    which cannot say where in the record the window was.
+
+    Raises:
+        BadField: the first field that is wrong, a dotted path under ``where``; KeyError for a missing one.
+    """
+    window = records.mapping(d, where)
+    records.board(window["device"], f"{where}.device")
+    records.counters(window, where)
+    for at, why in sanity.faults(window, where):
+        raise records.BadField(f"{why} (at {at})")
+    return window
 
 
 # The longest wait after the work for its power to come down, s: the H200's falls within ~60 ms
