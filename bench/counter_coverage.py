@@ -1,6 +1,6 @@
 """Does the energy counter see all of a short burst, wherever it falls in the counter's period?
 
-    python bench/counter_coverage.py run --out FILE [--seconds 24] [--period-ms 305] [--burst-ms 10]
+    python bench/counter_coverage.py run --out FILE [--seconds S] [--period-ms P] [--burst-ms B] [--unpolled]
     python bench/counter_coverage.py analyze FILE [FILE ...] [--plot PNG]
 
 Yang, Adamek and Armour (SC24, arXiv 2312.02741; docs/facts.md) found that on A100 and H100
@@ -16,17 +16,20 @@ after give the idle (the polling's own artefact is in both, so it cancels). The 
 samples are read in the gaps. ``analyze`` gives each burst the energy above idle between the
 step before it and the step before the next burst (the burst's whole response, lag included),
 from the counter and from the samples, against where the burst's middle fell after the step
-before it, as a share of the counter's period. ``selftest`` runs the analysis on synthetic
+before it, as a share of the counter's period. With ``--unpolled`` every other burst runs with
+the polls paused (a meter's window reads nothing during its work), to tell the counter's own
+response from one the polling makes. ``selftest`` runs the analysis on synthetic
 counters of both kinds.
 
 Record (version 1): board, burst_ms, period_ms, polls [[t_before_s, t_after_s, energy_mj]],
-bursts [[t_start_s, t_end_s]], samples [[t_s, power_w]], quiet [[a_s, b_s], [a_s, b_s]]; times on
+bursts [[t_start_s, t_end_s, polled 0/1]], samples [[t_s, power_w]], quiet [[a_s, b_s], [a_s, b_s]]; times on
 one monotonic clock.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import threading
@@ -41,12 +44,14 @@ QUIET_S = 2.0
 BINS = 10
 
 
-def _poll(board, stop: threading.Event, polls: list) -> None:
+def _poll(board, stop: threading.Event, polls: list, lock: threading.Lock) -> None:
     clock = board.clock
     while not stop.is_set():
-        t0 = clock.now()
-        mj = board.energy_mj()
-        polls.append((t0, clock.now(), mj))
+        with lock:  # held by the caller through an unpolled burst
+            t0 = clock.now()
+            mj = board.energy_mj()
+            polls.append((t0, clock.now(), mj))
+        time.sleep(0)  # let a waiting burst take the lock
 
 
 def _burst_fn(burst_ms: float):
@@ -74,7 +79,7 @@ def _burst_fn(burst_ms: float):
     return burst, count, per_s
 
 
-def run(out: Path, seconds: float, period_ms: float, burst_ms: float) -> None:
+def run(out: Path, seconds: float, period_ms: float, burst_ms: float, unpolled: bool) -> None:
     from nvmeter.boards.factory import open_board
 
     board = open_board(0)
@@ -82,7 +87,8 @@ def run(out: Path, seconds: float, period_ms: float, burst_ms: float) -> None:
     burst, count, per_s = _burst_fn(burst_ms)
     polls: list = []
     stop = threading.Event()
-    poller = threading.Thread(target=_poll, args=(board, stop, polls), daemon=True)
+    lock = threading.Lock()
+    poller = threading.Thread(target=_poll, args=(board, stop, polls, lock), daemon=True)
     samples: dict[float, float] = {}
 
     def read_samples() -> None:
@@ -99,9 +105,11 @@ def run(out: Path, seconds: float, period_ms: float, burst_ms: float) -> None:
     k = 0
     while clock.now() - start < seconds:
         clock.sleep_until(start + k * period_ms / 1000)
-        t0 = clock.now()
-        burst()
-        bursts.append([t0, clock.now()])
+        polled = not (unpolled and k % 2)
+        with lock if not polled else contextlib.nullcontext():
+            t0 = clock.now()
+            burst()
+            bursts.append([t0, clock.now(), int(polled)])
         k += 1
         read_samples()  # in the gap, so the buffer (~1-2 s deep) never wraps
     clock.sleep_until(start + k * period_ms / 1000)
@@ -134,7 +142,11 @@ def run(out: Path, seconds: float, period_ms: float, burst_ms: float) -> None:
 
 
 def steps(polls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(times s, counter mJ) of each step: midway between the last old read and the first new."""
+    """(times s, counter mJ) of each step: midway between the last old read and the first new.
+
+    A step that fell while the polls paused (an unpolled burst) is timed only to the pause;
+    it is never a burst's edge, which is the last step before a burst's start (polled).
+    """
     mj = polls[:, 2]
     new = np.flatnonzero(np.diff(mj) != 0) + 1
     mid = (polls[:, 0] + polls[:, 1]) / 2
@@ -177,9 +189,17 @@ def per_burst(rec: dict) -> dict:
     s_idle_w = [_samples_quiet_w(samples, s) for s in q] if len(samples) else [np.nan, np.nan]
     mid_q = [(s[0] + s[1]) / 2 for s in q]
     bursts = rec["bursts"]
-    out = {"phase": [], "counter_j": [], "samples_j": [], "period_s": period_s, "idle_w": idle_w}
+    out = {
+        "phase": [],
+        "counter_j": [],
+        "samples_j": [],
+        "polled": [],
+        "period_s": period_s,
+        "idle_w": idle_w,
+    }
     for k in range(len(bursts) - 1):
-        t0, t1 = bursts[k]
+        t0, t1 = bursts[k][:2]
+        out["polled"].append(bool(bursts[k][2]) if len(bursts[k]) > 2 else True)
         a, ea = _counter_mj_at(step_t, step_mj, t0)
         b, eb = _counter_mj_at(step_t, step_mj, bursts[k + 1][0])
         iw = np.interp((a + b) / 2, mid_q, idle_w)
@@ -192,14 +212,30 @@ def per_burst(rec: dict) -> dict:
 
 
 def table(d: dict) -> list[str]:
-    """Per phase bin: bursts, counter and samples energy as shares of their means (mean, SD)."""
+    """Per phase bin: bursts, counter and samples energy as shares of their means (mean, SD).
+
+    Where some bursts ran with the polls paused, one table for each, both as shares of the
+    polled bursts' means.
+    """
     before_w, after_w = d["idle_w"]
     rows = [f"period {d['period_s'] * 1e3:.1f} ms; idle {before_w:.2f} W before, {after_w:.2f} W after"]
-    rows.append("phase      n   counter mean (SD)   samples mean (SD)")
-    c = d["counter_j"] / np.mean(d["counter_j"])
-    s = d["samples_j"] / np.mean(d["samples_j"]) if len(d["samples_j"]) else None
+    groups = (
+        [("polled", d["polled"]), ("unpolled", ~d["polled"])] if (~d["polled"]).any() else [("", d["polled"])]
+    )
+    norm = [np.mean(d["counter_j"][d["polled"]])]
+    norm.append(np.mean(d["samples_j"][d["polled"]]) if len(d["samples_j"]) else np.nan)
+    for name, keep in groups:
+        rows += _bins(d, keep, norm, name)
+    rows.append(verdict(d))
+    return rows
+
+
+def _bins(d: dict, keep: np.ndarray, norm: list[float], name: str) -> list[str]:
+    rows = [f"{name + ' ' if name else ''}phase  n   counter mean (SD)   samples mean (SD)"]
+    c = d["counter_j"] / norm[0]
+    s = d["samples_j"] / norm[1] if len(d["samples_j"]) else None
     for i in range(BINS):
-        sel = (d["phase"] % 1 >= i / BINS) & (d["phase"] % 1 < (i + 1) / BINS)
+        sel = keep & (d["phase"] % 1 >= i / BINS) & (d["phase"] % 1 < (i + 1) / BINS)
         if not sel.any():
             continue
         share = f"{i / BINS:.1f}-{(i + 1) / BINS:.1f}"
@@ -207,7 +243,6 @@ def table(d: dict) -> list[str]:
         if s is not None:
             line += f"       {s[sel].mean():.3f} ({s[sel].std():.3f})"
         rows.append(line)
-    rows.append(verdict(d))
     return rows
 
 
@@ -232,8 +267,11 @@ def plot(ds: list[tuple[str, dict]], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, d in ds:
-        c = d["counter_j"] / np.mean(d["counter_j"])
-        ax.plot(d["phase"] % 1, c, "o", ms=3, label=f"{name}: counter")
+        c = d["counter_j"] / np.mean(d["counter_j"][d["polled"]])
+        ax.plot(d["phase"][d["polled"]] % 1, c[d["polled"]], "o", ms=3, label=f"{name}: counter")
+        if (~d["polled"]).any():
+            un = ~d["polled"]
+            ax.plot(d["phase"][un] % 1, c[un], "s", ms=3, mfc="none", label=f"{name}: counter, unpolled")
         if len(d["samples_j"]):
             s = d["samples_j"] / np.mean(d["samples_j"])
             ax.plot(d["phase"] % 1, s, "x", ms=3, label=f"{name}: samples")
@@ -248,12 +286,15 @@ def plot(ds: list[tuple[str, dict]], path: Path) -> None:
 # ---------------------------------------------------------------- self-test
 
 
-def synthetic(part_time: bool, seed: int = 0) -> dict:
-    """A record of a simulated counter: integrating, or summing a 25 ms share of each 100 ms."""
+def synthetic(part_time: bool, seed: int = 0, unpolled: bool = False, burst_s: float = 0.01) -> dict:
+    """A record of a simulated counter: integrating, or summing a 25 ms share of each 100 ms.
+
+    ``unpolled``: every other burst's polls are dropped, as ``run --unpolled`` pauses them.
+    """
     rng = np.random.default_rng(seed)
     idle_w, burst_w, period, dt = 130.0, 500.0, 0.1, 0.0005
     t = np.arange(0, 28, dt)
-    bursts = [[2.05 + k * 0.305, 2.05 + k * 0.305 + 0.01] for k in range(78)]
+    bursts = [[2.05 + k * 0.305, 2.05 + k * 0.305 + burst_s] for k in range(78)]
     p = np.full_like(t, idle_w)
     for a, b in bursts:
         p[(t >= a) & (t < b)] += burst_w
@@ -263,10 +304,13 @@ def synthetic(part_time: bool, seed: int = 0) -> dict:
     per_step = [gain * np.sum(p[(t >= s - period) & (t < s) & seen]) * dt for s in ends]
     counter = np.cumsum(per_step) * 1000
     polls, tp = [], 0.0
+    paused = [(a, b) for k, (a, b) in enumerate(bursts) if unpolled and k % 2]
     while tp < 27.9:
         i = int(tp // period)
-        polls.append([tp, tp + 0.003, float(counter[i - 1]) if i > 0 else 0.0])
+        if not any(a <= tp <= b for a, b in paused):
+            polls.append([tp, tp + 0.003, float(counter[i - 1]) if i > 0 else 0.0])
         tp += 0.003 + rng.uniform(0, 0.0005)
+    bursts = [[a, b, int(not (unpolled and k % 2))] for k, (a, b) in enumerate(bursts)]
     return {"polls": polls, "bursts": bursts, "samples": [], "quiet": [[0.0, 2.0], [26.0, 27.9]]}
 
 
@@ -289,13 +333,14 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seconds", type=float, default=24.0)
     r.add_argument("--period-ms", type=float, default=305.0)
     r.add_argument("--burst-ms", type=float, default=10.0)
+    r.add_argument("--unpolled", action="store_true", help="every other burst runs with the polls paused")
     a = sub.add_parser("analyze")
     a.add_argument("files", type=Path, nargs="+")
     a.add_argument("--plot", type=Path)
     sub.add_parser("selftest")
     args = p.parse_args(argv)
     if args.cmd == "run":
-        run(args.out, args.seconds, args.period_ms, args.burst_ms)
+        run(args.out, args.seconds, args.period_ms, args.burst_ms, args.unpolled)
         return 0
     if args.cmd == "selftest":
         return selftest()

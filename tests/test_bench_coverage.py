@@ -26,3 +26,13 @@ def test_part_time_counter_misses_bursts_outside_its_share():
     share = d["counter_j"] / d["counter_j"].mean()
     assert np.mean(share < 0.2) > 0.5  # most bursts fall outside the 25 ms share
     assert counter_coverage.verdict(d).startswith("counter: part-time")
+
+
+def test_bursts_with_the_polls_paused_read_as_the_polled_ones():
+    record = counter_coverage.synthetic(part_time=False, unpolled=True, burst_s=0.025)
+    d = counter_coverage.per_burst(record)
+    polled, unpolled = d["counter_j"][d["polled"]], d["counter_j"][~d["polled"]]
+    assert len(unpolled) > 30
+    # a step timed as its 25 ms pause's middle, taken as an edge, would be up to 12 ms off: 1.6 J
+    assert abs(unpolled.mean() - polled.mean()) < 0.1
+    assert np.abs(unpolled - np.median(polled)).max() < 0.5
