@@ -15,6 +15,9 @@ is out of reach of ``killpg`` and used to outlive the run. :class:`Descendants` 
   fork's grandchild. Only processes started under the child inherit it (a process that
   clears its environment loses it; the tree still finds it while the child lives).
 
+Each look is one reading of the process table (each process's parent, and the marker of each
+not noted yet), and both ways find what they find in that one reading.
+
 The same looks stop them for a frozen idle span (:meth:`Descendants.stop`, which
 ``WorkerProcess.freeze`` calls once the worker's group is stopped) and continue exactly those
 stopped (:meth:`Descendants.cont`): a process in a session of its own would otherwise go on
@@ -23,18 +26,26 @@ running, and drawing power, through an idle span measured as frozen.
 A process is named by a psutil ``Process``, which carries its start time: a pid that the
 kernel has since given to another process reads as not running, and psutil refuses to signal
 it, so a process that is not ours is never stopped, continued or ended.
+
+:func:`end_tree` is the one way a child and all it started are ended: its group stopped,
+looked under, killed, then every process found out of the group ended, then the child reaped.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import secrets
 import signal
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, NamedTuple
 
 import psutil
+
+if TYPE_CHECKING:
+    import subprocess  # end_tree's leader
 
 # The environment variable that marks every process started under one child (its value a
 # random token, one per child).
@@ -85,12 +96,36 @@ def _signal(process: psutil.Process, signum: int) -> None:
         process.send_signal(signum)
 
 
+def _with_ppid(process: psutil.Process) -> tuple[psutil.Process, int]:
+    """``process`` (or the process now at its pid) and its parent's pid.
+
+    Raises:
+        psutil.Error: no process at its pid now, or its parent cannot be read.
+
+    """
+    try:
+        return process, process.ppid()
+    except psutil.NoSuchProcess:
+        # psutil's table keeps a pid's earlier process until it sees the pid reused (its ppid()
+        # looks, and raises): the process at that pid now is read at once, not a look later
+        process = psutil.Process(process.pid)
+        return process, process.ppid()
+
+
+class _Entry(NamedTuple):
+    """One process as a reading of the process table found it."""
+
+    process: psutil.Process
+    ppid: int
+    marker: str | None  # its environment's MARKER, if read and set
+
+
 class Descendants:
     """The processes started under ``root_pid``, noted while it lives, so they can all be ended.
 
     Args:
-        root_pid: The child nvmeter started. It is never signalled here: its owner stops it
-            (by its process group) and reaps it.
+        root_pid: The child nvmeter started. This class never signals it: it is stopped by its
+            process group (by its owner, or :func:`end_tree`) and reaped by its owner.
         token: The marker's token the child was started with (:func:`marked`), if any.
 
     """
@@ -116,34 +151,85 @@ class Descendants:
         return True
 
     def note(self) -> None:
-        """Note every process now under the child, and under those noted before.
+        """Note every process now under the child, under those noted before, or carrying the child's marker.
 
         Call it while the child lives, just before stopping it: a process whose parent has
         died is no longer under the child (the marker may still find it).
         """
-        found_under: set[int] = set()
-        parents = [self._root] if self._root is not None else []
-        parents += [p for p in self._known.values() if running(p)]
-        for parent in parents:
-            if parent.pid in found_under:  # already under one looked at in this pass
-                continue
-            with contextlib.suppress(psutil.Error):  # ended, or its pid is another process's now
-                for process in parent.children(recursive=True):
-                    found_under.add(process.pid)
-                    self._add(process)
+        self._look()
 
-    def _note_marked(self) -> bool:
-        """Note the processes that carry the child's marker; True if any was new."""
-        if not self._token:
-            return False
-        new = False
+    def _look(self) -> bool:
+        """Note, from one reading of the process table, what is under the child or carries its marker.
+
+        A reading lists the pids, then reads each: a double fork's middle process that ends
+        before it is read, after starting its grandchild past the listing, leaves both out.
+        The grandchild, out of the tree, is in the next reading (by the marker): hence one
+        more look, once one found nothing new, before all counts as found.
+
+        Returns:
+            True if a process was noted for the first time.
+
+        """
+        table = self._read_table()
+        # the marker first: what it finds is looked under in the same reading
+        marked_new = self._note_marked(table)
+        return self._note_tree(table) or marked_new
+
+    def _read_table(self) -> list[_Entry]:
+        """Every process with its parent's pid and marker, in one pass over the process table.
+
+        One that ends before its parent's pid is read is left out. Its marker is read only
+        where it may be new (a token, a process not noted yet); it reads None where it cannot
+        be read: another user's process (AccessDenied), a zombie, a kernel thread, one that
+        ended just after its parent's pid was read.
+        """
+        table = []
         for process in psutil.process_iter():
-            if self._known.get(process.pid) == process:  # noted already
-                continue
-            # another user's process (AccessDenied), a zombie or one that ended: not ours to end
             with contextlib.suppress(psutil.Error):
-                if process.environ().get(MARKER) == self._token:
-                    new = self._add(process) or new
+                process, ppid = _with_ppid(process)
+                table.append(_Entry(process, ppid, self._marker(process)))
+        return table
+
+    def _marker(self, process: psutil.Process) -> str | None:
+        """The marker in ``process``'s environment, if it may be new here; None where it cannot be read."""
+        if not self._token or self._known.get(process.pid) == process:  # none to find, or noted already
+            return None
+        try:
+            return process.environ().get(MARKER)
+        except psutil.Error:
+            return None
+
+    def _note_tree(self, table: list[_Entry]) -> bool:
+        """Note the processes of ``table`` under the child or under one noted before; True if one is new."""
+        now = {entry.process.pid: entry.process for entry in table}
+        children: dict[int, list[psutil.Process]] = collections.defaultdict(list)
+        for entry in table:
+            children[entry.ppid].append(entry.process)
+        # Only a parent that is still that process (psutil compares pid and start time): a pid
+        # reused by another process would make that process's children ours. A child's ppid
+        # and the process at that pid come from one reading, so start times are not compared
+        # (psutil's are clock times, cached when first read: a clock step in between misorders them).
+        parents = [self._root] if self._root is not None else []
+        parents += self._known.values()
+        stack = [p for p in parents if now.get(p.pid) == p]
+        looked_under: set[int] = set()
+        new = False
+        while stack:
+            parent = stack.pop()
+            if parent.pid in looked_under:
+                continue
+            looked_under.add(parent.pid)
+            for child in children[parent.pid]:
+                new = self._add(child) or new
+                stack.append(child)
+        return new
+
+    def _note_marked(self, table: list[_Entry]) -> bool:
+        """Note the processes of ``table`` that carry the child's marker; True if one is new."""
+        new = False
+        for entry in table:
+            if self._token and entry.marker == self._token:
+                new = self._add(entry.process) or new
         return new
 
     def marked_pids(self) -> tuple[int, ...]:
@@ -152,7 +238,7 @@ class Descendants:
         For what a child that has ended left running, wherever it went: its group, its session
         or a session of its own.
         """
-        self._note_marked()
+        self._note_marked(self._read_table())
         return tuple(sorted(p.pid for p in self._known.values() if running(p) and p.pid != self.root_pid))
 
     def pids(self) -> tuple[int, ...]:
@@ -160,7 +246,7 @@ class Descendants:
         return tuple(sorted(p.pid for p in self._known.values() if running(p)))
 
     def _freeze(self) -> list[psutil.Process]:
-        """SIGSTOP every noted process that runs, then look again, until no new one is found.
+        """SIGSTOP every noted process that runs, then look again (tree and marker), until none is new.
 
         A stopped process starts no other, so the processes returned (all that run, stopped
         unless stuck in the kernel) are everything under the child: none can slip out of the
@@ -170,7 +256,7 @@ class Descendants:
         """
         stopped: set[psutil.Process] = set()
         while True:
-            self.note()
+            self._look()
             alive = [p for p in self._known.values() if running(p)]
             new = [p for p in alive if p not in stopped]
             if not new:
@@ -192,19 +278,18 @@ class Descendants:
         Call it once the child is stopped (by its process group, so that it starts no more):
         what it started there is stopped already; this reaches what left the group or session.
         Each is stopped and looked under again until no new one is found (:meth:`_freeze`),
-        then the marker is looked for once more: a double fork made before its parent was
-        stopped is out of the tree. A process found stopped stays stopped, until :meth:`cont`
-        and after: it is not continued by this object.
+        then looked for once more (a reading may miss a double fork: :meth:`_look`). A
+        process found stopped stays stopped, until :meth:`cont` and after: it is not
+        continued by this object.
 
         Returns:
             The pids of every process held stopped (by this call and any earlier one since
             the last :meth:`cont`): what :meth:`cont` will continue.
 
         """
-        self._note_marked()
         while True:
             self._freeze()
-            if not self._note_marked():  # all stopped: nothing found now can start more
+            if not self._look():  # all stopped: nothing found now can start more
                 return tuple(sorted(p.pid for p in self._held))
 
     def cont(self) -> tuple[int, ...]:
@@ -228,17 +313,16 @@ class Descendants:
         (its pid cannot then be another process's). All are stopped (SIGSTOP) and looked at
         again before each signal, so none starts a process between the last look and its
         parent's end; during the grace, when a SIGTERM handler may run, they are looked at
-        every ``_POLL_S`` (and for the marker once all have ended), and what they started is
-        ended too.
+        every ``_POLL_S`` (and once more when all have ended: :meth:`_look`), and what they
+        started is ended too.
 
         Returns:
             The pids still running when it gave up (``KILL_WAIT_S`` after the SIGKILL): none,
             unless one is stuck in the kernel.
 
         """
-        self._note_marked()
         termed: set[psutil.Process] = set()
-        alive = self._freeze()  # which looks at the tree first
+        alive = self._freeze()  # which looks first
         term_until = time.monotonic() + grace_s
         while alive and time.monotonic() < term_until:
             for process in alive:
@@ -249,13 +333,12 @@ class Descendants:
                 # SIGCONT also resumes one that was stopped before (a frozen worker's group)
                 _signal(process, signal.SIGCONT)
             time.sleep(_POLL_S)
-            self.note()  # what they started meanwhile (a cleanup may start processes)
+            self._look()  # what they started meanwhile (a cleanup may start processes)
             alive = [p for p in self._known.values() if running(p)]
         kill_until = time.monotonic() + KILL_WAIT_S
         while True:
             alive = self._freeze()
-            # all ended: a last look for the marker, for a double fork's grandchild started meanwhile
-            if not alive and not self._note_marked():
+            if not alive and not self._look():  # all ended, and one more look missed none
                 self._held = set()  # ended: none is left for cont()
                 return ()
             if time.monotonic() >= kill_until:
@@ -264,3 +347,34 @@ class Descendants:
             for process in alive:
                 _signal(process, signal.SIGKILL)
             time.sleep(_POLL_S)
+
+
+def end_tree(leader: subprocess.Popen, descendants: Descendants) -> tuple[int, ...]:
+    """SIGKILL the process group ``leader`` leads, end every process under it wherever it went, reap it.
+
+    The leader started in a session of its own, so its pid is its group's id; ``descendants``
+    is its :class:`Descendants`. The group is stopped first, so that nothing in it starts a
+    process between the look and the kill; the look comes before the kill, so that what the
+    group started is found under it while it lives (a leader that may have ended by itself
+    is looked under by its owner before: once it has died, its children are init's). What
+    left the group is ended after (:meth:`Descendants.end`), before the leader is reaped:
+    until then its zombie holds its pid and its group's id, so no signal here reaches
+    another process.
+
+    Returns:
+        The pids still running when :meth:`Descendants.end` gave up: none, unless one is
+        stuck in the kernel.
+
+    """
+    _signal_group(leader, signal.SIGSTOP)
+    descendants.note()
+    _signal_group(leader, signal.SIGKILL)
+    left = descendants.end()
+    leader.wait()
+    return left
+
+
+def _signal_group(leader: subprocess.Popen, signum: int) -> None:
+    if leader.returncode is None:  # once reaped, its group's id may be another group's
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(leader.pid, signum)

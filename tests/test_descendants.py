@@ -147,6 +147,27 @@ def test_the_marker_finds_a_double_fork_that_left_the_tree(tmp_path, started):
     assert gone(orphan), "the marker did not find the double fork's grandchild"
 
 
+def test_what_a_marked_process_started_without_the_marker_is_found_under_it(tmp_path, started):
+    """A double fork's grandchild (the marker finds it) and its child with an empty environment (the tree)."""
+    file = tmp_path / "pids"
+    env, token = marked(os.environ)
+    inner = f"env -i sleep 600 & echo $! >> {file}; echo $$ >> {file}; wait"
+    script = f"""
+        import subprocess
+        subprocess.run(["sh", "-c", "setsid sh -c '{inner}' </dev/null >/dev/null 2>&1 &"])
+    """
+    root = start(started, script, env=env)
+    descendants = Descendants(root.pid, token)  # as the worker: taken when the root starts
+    unmarked, orphan = pids_in(file, count=2)
+    started[1].extend([unmarked, orphan])
+    root.wait(timeout=30)
+    assert psutil.Process(orphan).environ().get(MARKER) == token
+    assert MARKER not in psutil.Process(unmarked).environ() and psutil.Process(unmarked).ppid() == orphan
+    assert Descendants(root.pid).end() == () and running(orphan) and running(unmarked)
+    assert descendants.end() == ()
+    assert gone(orphan) and gone(unmarked), "the child of a process the marker found was not ended"
+
+
 def test_what_a_descendant_starts_while_it_is_ended_is_ended_too(tmp_path, started):
     """A grandchild in its own session that ignores SIGTERM and starts a process every 10 ms."""
     tag = uuid.uuid4().hex  # not nvmeter's marker: only to find every process this test started

@@ -1,11 +1,14 @@
 """The real worker process: jobs, freeze/resume, reaping, dying with its parent."""
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import uuid
 
 import psutil
 import pytest
@@ -115,3 +118,56 @@ def test_preload_then_the_context_and_a_job(worker):
     worker.preload(wait=True)  # twice is once; waiting takes the reply once
     assert worker.open_context() is None  # the cpu backend has no device
     assert worker.matmul(64, "constant", count=2, check=True).result().max_abs_err == 0.0
+
+
+# A process of the worker's group that forks every millisecond; each child leaves the group (setsid) and
+# the marker (an empty environment), and so the tree too once the spawner has died.
+SPAWNER = """
+import os, sys, time
+sleep, tag = sys.argv[1:]
+for _ in range(1000):
+    if os.fork() == 0:
+        os.setsid()
+        os.execve(sleep, [tag, "600"], {})
+    time.sleep(0.001)
+time.sleep(600)
+"""
+SPAWNING_HANDLERS = """
+import subprocess, sys
+def spawn(request, engine):
+    return {"pid": subprocess.Popen([sys.executable, "-c", request["script"], *request["args"]]).pid}
+HANDLERS = {"spawn": spawn}
+"""
+
+
+def tagged(tag: str) -> list[psutil.Process]:
+    """The spawner and its children (forked or started), by ``tag`` in their command lines."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if tag in process.cmdline() and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except psutil.Error:
+            pass
+    return found
+
+
+def test_kill_stops_the_group_before_it_looks_so_nothing_it_forks_meanwhile_escapes(tmp_path, monkeypatch):
+    """Killed without stopping its group first, a fork between the look and the kill outlived the worker."""
+    (tmp_path / "spawning_handlers.py").write_text(SPAWNING_HANDLERS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    tag = f"nvmeter-test-{uuid.uuid4().hex}"
+    try:
+        with WorkerProcess("cpu", handlers="spawning_handlers") as worker:
+            worker.request("spawn", script=SPAWNER, args=[shutil.which("sleep"), tag])
+            end = time.monotonic() + 30
+            while len(tagged(tag)) < 40 and time.monotonic() < end:  # the spawner forking
+                time.sleep(0.01)
+            assert len(tagged(tag)) >= 40
+            worker.kill()
+        left = [p.pid for p in tagged(tag) if not gone(p.pid, within_s=1.0)]
+        assert not left, f"{len(left)} of what the worker's group forked outlived its kill"
+    finally:
+        for process in tagged(tag):
+            with contextlib.suppress(psutil.Error):
+                process.kill()

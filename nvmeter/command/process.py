@@ -97,17 +97,12 @@ def kill_everything(proc: subprocess.Popen, token: str | None = None) -> None:
     by the process tree, looked at while the command still lives (once it has died, its
     children are init's), and by ``token``, the marker its environment carried (a double
     fork's grandchild). Not for a command that ended by itself: what it left running stays
-    running, as a shell leaves it (:func:`survivors` names it).
+    running, as a shell leaves it (:func:`survivors` names it). The sequence (stop the group,
+    look, kill it, end the rest, reap) is :func:`~nvmeter.descendants.end_tree`'s.
     """
-    from nvmeter.descendants import Descendants
+    from nvmeter.descendants import Descendants, end_tree
 
-    # stopped first, nothing in the group can start a process between the look and the kill
-    signal_group(proc, signal.SIGSTOP)
-    descendants = Descendants(proc.pid, token)
-    descendants.note()
-    signal_group(proc, signal.SIGKILL)
-    descendants.end()  # before the command is reaped: its pid cannot be another process's yet
-    proc.wait()
+    end_tree(proc, Descendants(proc.pid, token))
 
 
 def survivors(proc: subprocess.Popen, token: str | None = None) -> tuple[int, ...]:

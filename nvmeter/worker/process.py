@@ -23,7 +23,7 @@ import time
 import psutil
 
 from nvmeter import errors
-from nvmeter.descendants import Descendants, marked
+from nvmeter.descendants import Descendants, end_tree, marked
 from nvmeter.worker.protocol import MatmulRun
 
 # Replies to quick commands (context, calibration) should come within this; a CUDA
@@ -327,13 +327,14 @@ class WorkerProcess:
             time.sleep(0.001)
 
     def kill(self) -> None:
-        """SIGKILL the worker's whole process group at once, end all else under it, reap it. Idempotent."""
+        """SIGKILL the worker's whole process group at once, end all else under it, reap it. Idempotent.
+
+        Not asked to exit first: a hung worker would not read the request. The group is
+        stopped before the look and the kill (:func:`~nvmeter.descendants.end_tree`).
+        """
         if not self._closed:
-            self._descendants.note()  # while the worker lives: once it dies, its children are init's
-            # never reaped before close(), so the group id is still ours
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-        self.close()
+            self._closed = True
+            self._end()
 
     def close(self) -> None:
         """Resume (if frozen), ask to exit, kill its process group, end what it left, reap it. Idempotent.
@@ -344,7 +345,8 @@ class WorkerProcess:
         ``setsid``) is out of the group's reach: those are found by the process tree, taken
         here while the worker still lives, and by the environment's marker (for those whose
         parent died first), then SIGTERMed and, after a short grace, SIGKILLed
-        (:meth:`Descendants.end <nvmeter.descendants.Descendants.end>`).
+        (:func:`~nvmeter.descendants.end_tree`, :meth:`Descendants.end
+        <nvmeter.descendants.Descendants.end>`).
         """
         if self._closed:
             return
@@ -361,15 +363,13 @@ class WorkerProcess:
                 self._proc.stdin.flush()
             except OSError:
                 pass
-            if self._exit_status(5.0) is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self._proc.pid, signal.SIGKILL)
-        # the leader is a zombie (or reaped already): the group id cannot have been reused
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        # the group is dead, so nothing in it starts more; the unreaped leader still holds its pid
-        self._descendants.end()
-        self._proc.wait()
+            self._exit_status(5.0)  # a worker that has not exited by then is killed with its group
+        self._end()
+
+    def _end(self) -> None:
+        """Kill the worker's group, end every process under it, reap it, close its pipes."""
+        # never reaped before this, so the group's id is still the worker's
+        end_tree(self._proc, self._descendants)
         self.frozen = False
         self._selector.close()
         for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
