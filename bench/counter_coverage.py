@@ -9,9 +9,10 @@ samples, a 10 ms burst would add about four times its energy when it fell inside
 share and nothing otherwise; a counter that integrates continuously adds the same energy
 wherever it falls. Single short calls and duty-cycled work (issue 10) depend on which it is.
 
-``run`` (CUDA only) fires bursts of FP32 4096² products every ``--period-ms`` (305 ms: the
-burst's place in the ~100 ms counter period slides by ~5 ms a burst, so 24 s cover the period
-about four times), while a thread polls the counter back to back; 2 s quiet spans before and
+``run`` (CUDA only) fires bursts of FP32 4096² products every ``--period-ms`` (338.2 ms: the
+burst's place in the ~100 ms counter period moves by a golden-ratio share of it, 38.2 ms, so
+successive bursts, and every other burst, fall all over the period; at 305 ms, calls 38-40's,
+they fell on 20 places only), while a thread polls the counter back to back; 2 s quiet spans before and
 after give the idle (the polling's own artefact is in both, so it cancels). The driver's power
 samples are read in the gaps. ``analyze`` gives each burst the energy above idle between the
 step before it and the step before the next burst (the burst's whole response, lag included),
@@ -331,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run")
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--seconds", type=float, default=24.0)
-    r.add_argument("--period-ms", type=float, default=305.0)
+    r.add_argument("--period-ms", type=float, default=338.2)
     r.add_argument("--burst-ms", type=float, default=10.0)
     r.add_argument("--unpolled", action="store_true", help="every other burst runs with the polls paused")
     a = sub.add_parser("analyze")
