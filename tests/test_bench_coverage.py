@@ -19,6 +19,8 @@ def test_integrating_counter_reads_every_burst_alike():
     # 10 ms at 500 W above idle
     assert abs(d["counter_j"].mean() - 5.0) < 0.25
     assert counter_coverage.verdict(d).startswith("counter: continuous")
+    # back to back, the same bursts read the same: 10 ms at 500 W, over whole periods
+    assert abs(d["steady_j"] - 5.0) < 0.05
 
 
 def test_part_time_counter_misses_bursts_outside_its_share():
