@@ -90,10 +90,14 @@ def _started(process: psutil.Process) -> tuple[float, int]:
         return 0.0, process.pid
 
 
-def _signal(process: psutil.Process, signum: int) -> None:
+def _signal(process: psutil.Process, signum: int) -> bool:
+    """Send ``signum``; False if it was not sent: ``process`` has ended, or is not this user's to signal."""
     # psutil checks the start time first: a pid reused by another process is never signalled
-    with contextlib.suppress(psutil.Error):
+    try:
         process.send_signal(signum)
+    except psutil.Error:  # NoSuchProcess, or AccessDenied (another user's: a sudo under the child)
+        return False
+    return True
 
 
 def _with_ppid(process: psutil.Process) -> tuple[psutil.Process, int]:
@@ -249,27 +253,39 @@ class Descendants:
         """SIGSTOP every noted process that runs, then look again (tree and marker), until none is new.
 
         A stopped process starts no other, so the processes returned (all that run, stopped
-        unless stuck in the kernel) are everything under the child: none can slip out of the
-        tree between the last look and the signal that ends its parent. Those that were not
-        stopped already when signalled are held (for :meth:`cont`); one found stopped (by job
-        control, a debugger, its own code) is not this object's to continue.
+        unless stuck in the kernel or not this user's to signal) are everything under the
+        child: none can slip out of the tree between the last look and the signal that ends its
+        parent. It returns once two looks in a row found none new to stop (a reading may miss a
+        double fork: :meth:`_look`). Those that were not stopped already when signalled are
+        held (for :meth:`cont`); one found stopped (by job control, a debugger, its own code)
+        is not this object's to continue. One that refuses the signal (another user's, a
+        ``sudo`` under the child) is neither stopped nor held, and what it starts meanwhile
+        does not keep the looks going: it would, for ever, while it forks. Nor does anything
+        after ``KILL_WAIT_S``.
         """
         stopped: set[psutil.Process] = set()
+        quiet = False  # the look before found none new to stop
+        give_up = time.monotonic() + KILL_WAIT_S
         while True:
             self._look()
             alive = [p for p in self._known.values() if running(p)]
             new = [p for p in alive if p not in stopped]
-            if not new:
-                return alive
+            sent = []
             for process in new:
                 if not _stopped(process):
-                    self._held.add(process)
-                _signal(process, signal.SIGSTOP)
+                    self._held.add(process)  # before the signal: an exception in between leaves it held
+                if _signal(process, signal.SIGSTOP):
+                    sent.append(process)
+                else:  # ended, or not this user's to stop
+                    self._held.discard(process)
                 stopped.add(process)
+            if (not sent and quiet) or time.monotonic() >= give_up:
+                return alive
+            quiet = not sent
             # SIGSTOP takes effect once the process next runs: wait for it (a fork it was making
             # is then done, and its child is in the next look)
             until = time.monotonic() + _STOP_WAIT_S
-            while time.monotonic() < until and any(running(p) and not _stopped(p) for p in new):
+            while time.monotonic() < until and any(running(p) and not _stopped(p) for p in sent):
                 time.sleep(0.001)
 
     def stop(self) -> tuple[int, ...]:
@@ -277,20 +293,17 @@ class Descendants:
 
         Call it once the child is stopped (by its process group, so that it starts no more):
         what it started there is stopped already; this reaches what left the group or session.
-        Each is stopped and looked under again until no new one is found (:meth:`_freeze`),
-        then looked for once more (a reading may miss a double fork: :meth:`_look`). A
-        process found stopped stays stopped, until :meth:`cont` and after: it is not
-        continued by this object.
+        Each is stopped and looked under again until no new one is found (:meth:`_freeze`). A
+        process found stopped stays stopped, until :meth:`cont` and after: it is not continued
+        by this object. One that is not this user's to signal runs on.
 
         Returns:
             The pids of every process held stopped (by this call and any earlier one since
             the last :meth:`cont`): what :meth:`cont` will continue.
 
         """
-        while True:
-            self._freeze()
-            if not self._look():  # all stopped: nothing found now can start more
-                return tuple(sorted(p.pid for p in self._held))
+        self._freeze()
+        return tuple(sorted(p.pid for p in self._held))
 
     def cont(self) -> tuple[int, ...]:
         """SIGCONT exactly the processes :meth:`stop` held, each after its parent; returns their pids.
@@ -318,7 +331,7 @@ class Descendants:
 
         Returns:
             The pids still running when it gave up (``KILL_WAIT_S`` after the SIGKILL): none,
-            unless one is stuck in the kernel.
+            unless one is stuck in the kernel or is not this user's to signal.
 
         """
         termed: set[psutil.Process] = set()
@@ -363,7 +376,7 @@ def end_tree(leader: subprocess.Popen, descendants: Descendants) -> tuple[int, .
 
     Returns:
         The pids still running when :meth:`Descendants.end` gave up: none, unless one is
-        stuck in the kernel.
+        stuck in the kernel or is not this user's to signal.
 
     """
     _signal_group(leader, signal.SIGSTOP)

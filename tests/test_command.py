@@ -643,3 +643,42 @@ def test_a_signal_noted_before_a_failed_record_write_is_said(tmp_path, monkeypat
     assert result.exit_code != 0
     assert "SIGTERM came after the command ended, before its record was written" in result.output
     assert "disk full" in str(result.exception) + result.output
+
+
+def test_a_signal_during_nvmeter_s_kill_does_not_continue_the_group_it_looks_at(tmp_path, pids, monkeypatch):
+    """The kill stops the command's group before it looks under it; a forwarded signal's SIGCONT undid that.
+
+    Ctrl-C (or a batch system's SIGTERM) that came while nvmeter, failing, ended the command was
+    passed on to the group with a SIGCONT: the group ran again through the look, and a fork it
+    made then, in a session of its own with an empty environment, outlived the kill.
+    """
+    from nvmeter import descendants
+
+    script = (
+        "import os, signal, time, pathlib\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"pathlib.Path({str(pids / 'child')!r}).write_text(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    states = []
+    look = descendants.Descendants.note
+
+    def note_with_a_signal(self):
+        os.kill(os.getpid(), signal.SIGTERM)  # the user's, as the look begins
+        time.sleep(0.05)  # Python's handler has run: the look is the next thing it does
+        states.append(state(self.root_pid))
+        look(self)
+
+    monkeypatch.setattr(descendants.Descendants, "note", note_with_a_signal)
+
+    class Failing(SimulatedLife):
+        def tick(self):
+            super().tick()
+            if (pids / "child").exists() and (pids / "child").read_text():
+                raise RuntimeError("nvmeter failed (test)")
+
+    board = SimulatedBoard(SimConfig(seed=7))
+    with pytest.raises(RuntimeError, match="nvmeter failed"):
+        run_command([PY, "-c", script], [board], life=Failing(board))
+    assert states == ["T"], f"the command's group ran during the look: {states}"
+    assert reaches(noted(pids, "child"), GONE)

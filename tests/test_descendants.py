@@ -1,7 +1,9 @@
 """Ending what a child started in a session of its own (nvmeter.descendants), with real processes."""
 
 import contextlib
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +15,7 @@ import psutil
 import pytest
 from processes import gone
 
-from nvmeter.descendants import MARKER, Descendants, marked
+from nvmeter.descendants import GRACE_S, KILL_WAIT_S, MARKER, Descendants, marked
 
 PY = sys.executable
 SLEEP_600 = [PY, "-c", "import time; time.sleep(600)"]
@@ -257,3 +259,43 @@ def test_stop_holds_what_runs_under_the_child_and_cont_continues_exactly_that(tm
     assert descendants.end() == ()  # stopped ones too (SIGTERM, then SIGCONT)
     assert all(gone(pid) for pid in (runs, stopped_itself, orphan))
     assert running(unrelated.pid)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"),
+    reason="needs root and setpriv: a looker that may not signal",
+)
+def test_a_forking_process_it_may_not_signal_does_not_hang_stop_or_end(tmp_path, started):
+    """Another user's process under the child (``sudo make -j``) that keeps forking: not waited on for ever.
+
+    Each look found its new children, so stop() and end() looked again, without end: the probe's
+    freeze and nvmeter run's kill hung (end() past the ``KILL_WAIT_S`` after which it says it gives up).
+    """
+    file = tmp_path / "pids"
+    forker = (
+        "import subprocess, time\nwhile True:\n    subprocess.Popen(['sleep', '0.5']); time.sleep(0.005)\n"
+    )
+    root = start(started, new_session_grandchild(file, argv=[PY, "-c", forker]))
+    (forking,) = pids_in(file)
+    started[1].append(forking)
+    side = f"""
+        import json, time
+        from nvmeter.descendants import Descendants
+        descendants = Descendants({root.pid})
+        descendants.note()
+        t0 = time.monotonic()
+        held = descendants.stop()
+        t1 = time.monotonic()
+        left = descendants.end(grace_s=0.2)
+        print(json.dumps({{"held": held, "stop_s": t1 - t0, "left": left, "end_s": time.monotonic() - t1}}))
+    """
+    # nobody may not signal root's processes: as a user's nvmeter may find a root process under its child
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    argv = [*nobody, PY, "-c", textwrap.dedent(side)]
+    looker = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert looker.returncode == 0, looker.stderr
+    found = json.loads(looker.stdout)
+    assert found["held"] == [], "stop() said it held a process it may not signal"
+    assert found["stop_s"] < 5.0, found
+    assert forking in found["left"] and found["end_s"] < 2 * GRACE_S + KILL_WAIT_S + 5.0, found
+    assert running(forking)  # not ours to end: named, and left

@@ -148,6 +148,7 @@ def run_command(
             left = survivors(proc, token)
         finally:
             if proc.poll() is None:  # nvmeter failed: leave nothing of the command behind
+                forwarding.detach()  # a signal's SIGCONT would undo the kill's stop of the group
                 kill_everything(proc, token)
     return CommandRun(
         argv=tuple(argv),

@@ -206,6 +206,14 @@ class Forwarding:
         for signum in pending:
             self._send(signum)
 
+    def detach(self) -> None:
+        """From now on, signals are noted and not passed on: nvmeter is killing the command's group.
+
+        :func:`kill_everything` stops the group before it looks under it; a signal passed on
+        then (with its SIGCONT) would let the group run, and fork out of reach, through the look.
+        """
+        self._proc = None
+
     def _handle(self, signum: int, _frame) -> None:
         self.received.append(signal.Signals(signum).name)
         if self._proc is None:
