@@ -22,7 +22,7 @@ import time
 
 import psutil
 
-from nvmeter import errors
+from nvmeter import errors, interrupts
 from nvmeter.descendants import Descendants, end_tree, marked
 from nvmeter.worker.protocol import MatmulRun
 
@@ -33,6 +33,8 @@ _START_TIMEOUT_S = 120.0
 _JOB_MARGIN_S = 60.0
 # Time to wait after SIGSTOP/SIGCONT for the kernel to report the new state.
 _SIGNAL_WAIT_S = 5.0
+# close() waits this long for a worker asked to exit before killing its group, s (a Ctrl-C cuts it short).
+_EXIT_WAIT_S = 5.0
 
 
 # --------------------------------------------------------------------------
@@ -334,7 +336,8 @@ class WorkerProcess:
         """
         if not self._closed:
             self._closed = True
-            self._end()
+            with interrupts.held():  # a Ctrl-C now would leave the group stopped, or its strays running
+                self._end()
 
     def close(self) -> None:
         """Resume (if frozen), ask to exit, kill its process group, end what it left, reap it. Idempotent.
@@ -351,20 +354,25 @@ class WorkerProcess:
         if self._closed:
             return
         self._closed = True
-        # before the worker exits: its children then go to init and are no longer under it
-        self._descendants.note()
-        if self._exit_status(0.0) is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGCONT)
-            self._descendants.cont()  # what freeze() stopped out of the group, in resume()'s order
-            self.frozen = False
-            try:
-                self._proc.stdin.write(b'{"id": 0, "op": "exit"}\n')
-                self._proc.stdin.flush()
-            except OSError:
-                pass
-            self._exit_status(5.0)  # a worker that has not exited by then is killed with its group
-        self._end()
+        # Held back to the end: interrupted before the SIGCONT, a frozen group would stay stopped
+        # for ever (orphaned already, it gets no SIGCONT when the worker dies). One that comes
+        # cuts the courtesy wait short; the kill and the look are never cut.
+        with interrupts.held() as interrupted:
+            # before the worker exits: its children then go to init and are no longer under it
+            self._descendants.note()
+            if self._exit_status(0.0) is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGCONT)
+                self._descendants.cont()  # what freeze() stopped out of the group, in resume()'s order
+                self.frozen = False
+                try:
+                    self._proc.stdin.write(b'{"id": 0, "op": "exit"}\n')
+                    self._proc.stdin.flush()
+                except OSError:
+                    pass
+                # a worker that has not exited by then is killed with its group
+                self._exit_status(_EXIT_WAIT_S, give_up=lambda: bool(interrupted))
+            self._end()
 
     def _end(self) -> None:
         """Kill the worker's group, end every process under it, reap it, close its pipes."""
@@ -378,11 +386,12 @@ class WorkerProcess:
             with contextlib.suppress(OSError):
                 stream.close()
 
-    def _exit_status(self, timeout_s: float) -> int | None:
+    def _exit_status(self, timeout_s: float, give_up=lambda: False) -> int | None:
         """The leader's exit status (-N: killed by signal N) once it has exited, else None.
 
-        Waits up to ``timeout_s`` without reaping it: until close() reaps it, the zombie
-        keeps the process group's id, so killing the group can never hit a stranger.
+        Waits up to ``timeout_s``, or until ``give_up()``, without reaping it: until close()
+        reaps it, the zombie keeps the process group's id, so killing the group can never hit a
+        stranger.
         """
         end = time.monotonic() + timeout_s
         while True:
@@ -394,6 +403,6 @@ class WorkerProcess:
                 return self._proc.returncode
             if found is not None:
                 return found.si_status if found.si_code == os.CLD_EXITED else -found.si_status
-            if time.monotonic() >= end:
+            if time.monotonic() >= end or give_up():
                 return None
             time.sleep(0.005)
