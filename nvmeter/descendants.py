@@ -56,6 +56,12 @@ GRACE_S = 1.0
 # After SIGKILL, how long to wait for the kernel to end them (a process in an uninterruptible
 # wait, D, ends only once the wait is over).
 KILL_WAIT_S = 5.0
+# A freeze gives up after this long, s: a process that may not be stopped (another user's)
+# and forks on would keep its looks finding new ones for ever.
+FREEZE_GIVE_UP_S = 5.0
+# The leader is reaped within this, s, after its group's SIGKILL; one stuck in the kernel (D) is
+# left unreaped and named, not waited on for ever.
+REAP_WAIT_S = 5.0
 _POLL_S = 0.02
 # How long to wait for a process to show as stopped after SIGSTOP (one stuck in the kernel may not).
 _STOP_WAIT_S = 0.2
@@ -252,20 +258,21 @@ class Descendants:
     def _freeze(self) -> list[psutil.Process]:
         """SIGSTOP every noted process that runs, then look again (tree and marker), until none is new.
 
-        A stopped process starts no other, so the processes returned (all that run, stopped
-        unless stuck in the kernel or not this user's to signal) are everything under the
-        child: none can slip out of the tree between the last look and the signal that ends its
-        parent. It returns once two looks in a row found none new to stop (a reading may miss a
-        double fork: :meth:`_look`). Those that were not stopped already when signalled are
-        held (for :meth:`cont`); one found stopped (by job control, a debugger, its own code)
-        is not this object's to continue. One that refuses the signal (another user's, a
-        ``sudo`` under the child) is neither stopped nor held, and what it starts meanwhile
-        does not keep the looks going: it would, for ever, while it forks. Nor does anything
-        after ``KILL_WAIT_S``.
+        A stopped process starts no other, so the processes returned (all that run, stopped unless stuck
+        in the kernel or not this user's to signal) are everything under the child: none can slip out of
+        the tree between the last look and the signal that ends its parent. It returns once two looks in
+        a row found none new to stop and every process signalled shows as stopped (a reading may miss a
+        double fork: :meth:`_look`; a process still running after its SIGSTOP may be mid-fork). Those
+        that were not stopped already when signalled are held (for :meth:`cont`); one found stopped (by
+        job control, a debugger, its own code) is not this object's to continue. One that refuses the
+        signal (another user's, a ``sudo`` under the child) is neither stopped nor held, and what it
+        starts meanwhile does not keep the looks going: it would, for ever, while it forks. Nor does
+        anything after ``FREEZE_GIVE_UP_S``.
         """
         stopped: set[psutil.Process] = set()
+        pending: set[psutil.Process] = set()  # sent SIGSTOP, not yet seen stopped
         quiet = False  # the look before found none new to stop
-        give_up = time.monotonic() + KILL_WAIT_S
+        give_up = time.monotonic() + FREEZE_GIVE_UP_S
         while True:
             self._look()
             alive = [p for p in self._known.values() if running(p)]
@@ -279,13 +286,14 @@ class Descendants:
                 else:  # ended, or not this user's to stop
                     self._held.discard(process)
                 stopped.add(process)
-            if (not sent and quiet) or time.monotonic() >= give_up:
+            pending = {p for p in pending | set(sent) if running(p) and not _stopped(p)}
+            if (not sent and not pending and quiet) or time.monotonic() >= give_up:
                 return alive
-            quiet = not sent
+            quiet = not sent and not pending
             # SIGSTOP takes effect once the process next runs: wait for it (a fork it was making
             # is then done, and its child is in the next look)
             until = time.monotonic() + _STOP_WAIT_S
-            while time.monotonic() < until and any(running(p) and not _stopped(p) for p in sent):
+            while time.monotonic() < until and any(running(p) and not _stopped(p) for p in pending):
                 time.sleep(0.001)
 
     def stop(self) -> tuple[int, ...]:
@@ -375,15 +383,21 @@ def end_tree(leader: subprocess.Popen, descendants: Descendants) -> tuple[int, .
     another process.
 
     Returns:
-        The pids still running when :meth:`Descendants.end` gave up: none, unless one is
-        stuck in the kernel or is not this user's to signal.
+        The pids still running when :meth:`Descendants.end` gave up, and the leader's if it was
+        not reaped within ``REAP_WAIT_S``: none, unless one is stuck in the kernel or is not
+        this user's to signal.
 
     """
     _signal_group(leader, signal.SIGSTOP)
     descendants.note()
     _signal_group(leader, signal.SIGKILL)
     left = descendants.end()
-    leader.wait()
+    try:
+        leader.wait(timeout=REAP_WAIT_S)
+    except (
+        subprocess.TimeoutExpired
+    ):  # stuck in the kernel: a hung driver call ignores SIGKILL until it returns
+        return (*left, leader.pid)
     return left
 
 

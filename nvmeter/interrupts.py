@@ -1,14 +1,16 @@
 """Ctrl-C, SIGTERM and SIGHUP held back while nvmeter ends the processes it started.
 
 The console turns these signals into ``KeyboardInterrupt`` (:mod:`nvmeter.cli`), so that a
-command's cleanup runs. A second one landing *inside* that cleanup would cut it short: a worker
-whose group was frozen (the probe's idle with the process stopped) and interrupted before its
-SIGCONT stays stopped for ever, its group orphaned already, and what it started outside its group
-runs on (tests/test_worker.py). :func:`held` keeps them out of such a stretch: each is noted, the
-stretch can ask whether one came (to skip what is only courtesy, such as waiting for a worker to
-exit by itself), and the first is delivered to the handler that was there once the stretch is
-over. The stretch itself is bounded (``descendants.KILL_WAIT_S`` and the worker's own waits), so
-a held Ctrl-C is late by seconds at most, never lost.
+command's cleanup runs. One landing *inside* that cleanup would cut it short: a worker whose
+group was frozen (the probe's idle with the process stopped) and interrupted before its SIGCONT
+stays stopped for ever, its group orphaned already, and what it started outside its group runs
+on (tests/test_worker.py). :func:`held` keeps such signals out of the stretch: each is noted,
+the stretch can ask whether one came (to skip what is only courtesy, such as waiting for a worker
+to exit by itself), and they go to the handlers that were there once the stretch is over, even if
+it raised. A second Ctrl-C is held too: the way out of a cleanup that hangs is that none can.
+Every wait in it has a limit (:mod:`nvmeter.descendants`: ``FREEZE_GIVE_UP_S``, ``GRACE_S``,
+``KILL_WAIT_S``, ``REAP_WAIT_S``), reached only when a process is stuck in the kernel or is
+another user's; otherwise the stretch takes about a second.
 """
 
 from __future__ import annotations
@@ -23,43 +25,61 @@ HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Held:
-    """The signals that came while held, in order (``signums``); true once one has."""
+    """The signals that came while held (``signums``, in order); true once one has."""
 
     def __init__(self) -> None:
         self.signums: list[int] = []
+        self._previous: dict[int, object] = {}
+        self._delivered = False
 
     def __bool__(self) -> bool:
         return bool(self.signums)
 
+    def _hold(self) -> None:
+        for signum in HELD:
+            if signal.getsignal(signum) is not signal.SIG_IGN:  # an ignored one stays ignored
+                self._previous[signum] = signal.signal(signum, self._note)
+
+    def _release(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
     def _note(self, signum: int, _frame) -> None:
         self.signums.append(signum)
+
+    def deliver(self) -> None:
+        """The signals held, in order and once, each to the handler it would have gone to.
+
+        A handler that raises (the console's KeyboardInterrupt) ends the delivery there.
+        """
+        if self._delivered:
+            return
+        self._delivered = True
+        for signum in self.signums:
+            _deliver(signum, self._previous[signum])
 
 
 @contextlib.contextmanager
 def held() -> Iterator[Held]:
-    """Hold back SIGINT, SIGTERM and SIGHUP through the block; then deliver the first that came.
+    """Hold back SIGINT, SIGTERM and SIGHUP through the block; deliver them after it.
 
     Only in the main thread (Python runs signal handlers there; elsewhere the block runs as
-    it is, and the signals go where they would have). A signal that was ignored stays ignored.
-    After the block the handlers are restored and the first held signal goes to its handler: a
-    Python handler is called (the console's raises KeyboardInterrupt), a default one is
-    re-raised on this process (SIGTERM's default then ends it, as it would have).
+    it is, and the signals go where they would have). After the block, raised or not, the
+    handlers are restored and the held signals go to their handlers, in order: a Python handler
+    is called (the console's raises KeyboardInterrupt, which ends the delivery there and replaces
+    an exception the block raised, keeping it as its ``__context__``); a default one is re-raised
+    on this process (SIGTERM's default then ends it, as it would have).
     """
     got = Held()
     if threading.current_thread() is not threading.main_thread():
         yield got
         return
-    previous = {}
     try:
-        for signum in HELD:
-            if signal.getsignal(signum) is not signal.SIG_IGN:
-                previous[signum] = signal.signal(signum, got._note)
+        got._hold()
         yield got
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-    if got:
-        _deliver(got.signums[0], previous[got.signums[0]])
+        got._release()
+        got.deliver()
 
 
 def _deliver(signum: int, handler) -> None:

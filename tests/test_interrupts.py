@@ -25,9 +25,34 @@ def seen():
 def test_a_signal_in_the_block_reaches_its_handler_after_it(seen):
     with interrupts.held() as interrupted:
         os.kill(os.getpid(), signal.SIGTERM)
-        os.kill(os.getpid(), signal.SIGINT)
+        assert seen == [] and interrupted.signums == [signal.SIGTERM]
+    assert seen == [signal.SIGTERM]
+
+
+def test_every_signal_is_held_and_each_delivered_once_in_order(seen):
+    with interrupts.held() as interrupted:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C cannot cut the cleanup either
         assert seen == [] and interrupted.signums == [signal.SIGTERM, signal.SIGINT]
-    assert seen == [signal.SIGTERM]  # the first, once: the handler decides what a second would do
+    assert seen == [signal.SIGTERM, signal.SIGINT]
+
+
+def test_a_held_signal_is_delivered_when_the_block_raises(seen):
+    with pytest.raises(RuntimeError), interrupts.held():
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise RuntimeError("the cleanup failed")
+    assert seen == [signal.SIGTERM]
+
+
+def test_the_console_s_ctrl_c_replaces_a_failure_of_the_block_and_keeps_it():
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as raised, interrupts.held():
+            os.kill(os.getpid(), signal.SIGINT)
+            raise RuntimeError("the cleanup failed")
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert isinstance(raised.value.__context__, RuntimeError)
 
 
 def test_no_signal_no_delivery_and_the_handlers_restored(seen):
@@ -40,9 +65,14 @@ def test_no_signal_no_delivery_and_the_handlers_restored(seen):
 
 def test_the_console_s_ctrl_c_is_raised_after_the_block():
     steps = []
-    with pytest.raises(KeyboardInterrupt), interrupts.held():
-        os.kill(os.getpid(), signal.SIGINT)  # pytest's SIGINT handler raises KeyboardInterrupt
-        steps.append("the block ran to its end")
+    # Python's own handler, as the console has it while a command runs (not whatever an earlier test left)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts.held():
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("the block ran to its end")
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert steps == ["the block ran to its end"]
 
 

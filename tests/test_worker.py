@@ -173,7 +173,17 @@ def test_kill_stops_the_group_before_it_looks_so_nothing_it_forks_meanwhile_esca
                 process.kill()
 
 
-def test_a_ctrl_c_as_close_begins_leaves_nothing_of_a_frozen_worker_stopped(tmp_path, monkeypatch):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own SIGINT handler, as the console has it while a command runs (not an earlier test's)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_a_ctrl_c_as_close_begins_leaves_nothing_of_a_frozen_worker_stopped(
+    tmp_path, monkeypatch, ctrl_c_raises
+):
     """Held back until close() is done, then raised: before, the frozen group was left stopped for ever."""
     from nvmeter.descendants import Descendants
 
@@ -206,7 +216,7 @@ DEAF_SETSID = (
 )
 
 
-def test_a_ctrl_c_during_the_end_of_strays_does_not_leave_them_running(tmp_path, monkeypatch):
+def test_a_ctrl_c_during_the_end_of_strays_does_not_leave_them_running(tmp_path, monkeypatch, ctrl_c_raises):
     """A Ctrl-C in Descendants.end's grace used to cut it short, before the SIGKILL of a stray."""
     from nvmeter.descendants import Descendants
 

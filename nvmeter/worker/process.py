@@ -376,15 +376,17 @@ class WorkerProcess:
 
     def _end(self) -> None:
         """Kill the worker's group, end every process under it, reap it, close its pipes."""
-        # never reaped before this, so the group's id is still the worker's
-        end_tree(self._proc, self._descendants)
-        self.frozen = False
-        self._selector.close()
-        for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
-            # a child that closed its end leaves unsent bytes behind: closing must not raise
-            # (BrokenPipeError here used to replace the WorkerError that says what happened)
-            with contextlib.suppress(OSError):
-                stream.close()
+        try:
+            # never reaped before this, so the group's id is still the worker's
+            end_tree(self._proc, self._descendants)
+        finally:  # the pipes too when it fails: close() is not called twice (it is marked closed)
+            self.frozen = False
+            self._selector.close()
+            for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
+                # a child that closed its end leaves unsent bytes behind: closing must not raise
+                # (BrokenPipeError here used to replace the WorkerError that says what happened)
+                with contextlib.suppress(OSError):
+                    stream.close()
 
     def _exit_status(self, timeout_s: float, give_up=lambda: False) -> int | None:
         """The leader's exit status (-N: killed by signal N) once it has exited, else None.
