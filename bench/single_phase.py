@@ -107,6 +107,48 @@ def plot(by_kind: dict[str, np.ndarray], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def delay_arms(path: Path) -> list[str]:
+    """Per kind with ``--single-delays-ms``: each delay's single calls against the others', no reference.
+
+    Each arm's mean mJ a call (its standard error), the ratio of each arm's mean to the first
+    arm's (with the standard error of the ratio, the two arms independent), and the same calls
+    against the mean of the kind's steady references (the calls back to back, less their spread:
+    a steady call runs on a warmer board and with no pause before it, so this is a yardstick, not
+    the single call's truth).
+    """
+    rec = json.loads(Path(path).read_text())
+    lines = []
+    for name, kind in rec["kinds"].items():
+        singles = [u for u in kind.get("units", []) if u.get("type") == "single" and u.get("per_call_mj")]
+        arms: dict[float, list[float]] = {}
+        for u in singles:
+            arms.setdefault(u.get("delay_s") or 0.0, []).append(u["per_call_mj"])
+        if len(arms) < 2:
+            continue
+        steady = [
+            u["per_call_mj"]
+            for u in kind["units"]
+            if u.get("type") == "ref" and "isolated" not in u.get("tag", "")
+        ]
+        share = singles[0].get("single_share", 1.0)
+        yard = np.mean(steady) * share if steady else np.nan
+        spread = (np.max(steady) - np.min(steady)) / np.mean(steady) * 100 if steady else np.nan
+        (d0, first), *rest = sorted(arms.items())
+        m0, se0 = np.mean(first), np.std(first, ddof=1) / np.sqrt(len(first))
+        cells = [f"{d0 * 1e3:.0f} ms: {m0:,.0f} (SE {se0:,.0f}) mJ, {m0 / yard - 1:+.2%} of steady"]
+        for d, values in rest:
+            m, se = np.mean(values), np.std(values, ddof=1) / np.sqrt(len(values))
+            ratio_se = (m / m0) * np.hypot(se / m, se0 / m0)
+            cells.append(
+                f"{d * 1e3:.0f} ms: {m:,.0f} (SE {se:,.0f}) mJ, {m / yard - 1:+.2%} of steady; "
+                f"{d0 * 1e3:.0f} ms against it {m0 / m - 1:+.2%} (SE {ratio_se:.2%})"
+            )
+        lines.append(
+            f"{name} ({len(singles)} calls; steady references spread {spread:.1f}%): " + "; ".join(cells)
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("records", nargs="+", type=Path, help="enclose records with single-call trials")
@@ -120,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"## {path.name} (error model {args.model or 'of the record'})")
         by_kind = phase_rows(path, args.model)
         report(by_kind, args.bin_ms)
+        for line in delay_arms(path):
+            print("   arms: " + line)
         if args.plot:
             board = json.loads(path.read_text()).get("board", {}).get("uuid", "?")[:12]
             plot(by_kind, args.plot, f"Isolated single calls by start in the counter's period ({board}…)")

@@ -38,3 +38,28 @@ def test_bursts_with_the_polls_paused_read_as_the_polled_ones():
     # a step timed as its 25 ms pause's middle, taken as an edge, would be up to 12 ms off: 1.6 J
     assert abs(unpolled.mean() - polled.mean()) < 0.1
     assert np.abs(unpolled - np.median(polled)).max() < 0.5
+
+
+def test_a_counter_that_weighs_its_period_is_read_bin_by_bin():
+    amp = 0.3
+    d = counter_coverage.per_burst(counter_coverage.synthetic(part_time=False, weight_amp=amp))
+    share = d["counter_j"] / d["counter_j"].mean()
+    for i in range(counter_coverage.BINS):
+        lo = i / counter_coverage.BINS
+        inside = (d["phase"] >= lo) & (d["phase"] < lo + 1 / counter_coverage.BINS)
+        # a 10 ms burst starting at x reads the weight's mean over [x, x + 0.1 of the period]
+        x = np.linspace(lo, lo + 0.1, 50) + 0.05
+        expected = np.mean(1 + amp * np.sin(2 * np.pi * x))
+        assert abs(share[inside].mean() - expected) < 0.08, (lo, share[inside].mean(), expected)
+    rows = counter_coverage.table(d)
+    assert len(rows) == 2 + counter_coverage.BINS + 2  # period, header, bins, back to back, verdict
+
+
+def test_an_idle_that_drifts_is_followed_between_the_quiet_spans():
+    record = counter_coverage.synthetic(part_time=False, idle_drift_w_per_s=0.2)
+    d = counter_coverage.per_burst(record)
+    # 0.2 W/s over the ~24 s of bursts: one quiet span's idle alone would be up to 2.4 W off over
+    # a burst's ~0.3 s, 0.7 J of its 5 J
+    assert abs(d["counter_j"].mean() - 5.0) < 0.1
+    assert abs(d["samples_j"].mean() - 5.0) < 0.1
+    assert abs(d["steady_j"] - 5.0) < 0.05
