@@ -2,6 +2,7 @@
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -169,8 +170,15 @@ def test_ctrl_c_anywhere_in_the_console_script_is_one_line(monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "main", interrupted)
-    with pytest.raises(SystemExit) as exit_info:
-        _entry.main()
+    # _entry installs its os._exit handlers for the process: left here, they ended every later
+    # test that signals itself, and the test run on a Ctrl-C, silently with 130
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            _entry.main()
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     assert exit_info.value.code == 130
     assert capsys.readouterr().err == "nvmeter: interrupted; nothing written\n"
 
