@@ -10,7 +10,7 @@ from nvmeter import errors
 from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.clock import RealClock
 from nvmeter.meter import edges
-from nvmeter.meter.window import ENTRY_PARTS, EnergyWindow
+from nvmeter.meter.window import ENTRY_PARTS, EXIT_PARTS, EnergyWindow
 
 
 class _StateThreads(SimulatedBoard):
@@ -73,6 +73,26 @@ def test_entry_parts_say_where_the_entrys_time_went():
     # the parts tile the entry, from its first step to the work's start
     assert sum(parts.values()) == pytest.approx(w.result.work_t0_s - before_s, abs=2e-3)
     assert parts["idle_s"] < 0.01  # a given idle is no span
+
+
+def test_exit_parts_say_where_the_exits_time_went():
+    board = _busy_board()
+    synced = []
+    with EnergyWindow(
+        board,
+        sync=lambda: synced.append(board.clock.sleep(0.004)),
+        exit="return",
+        idle=board.config.idle_context_w,
+    ) as w:
+        board.clock.sleep(0.6)
+        w.call()
+        block_end_s = board.clock.now()
+    after_s = board.clock.now()
+    parts = w.exit_parts_s
+    assert tuple(parts) == EXIT_PARTS and all(v >= 0 for v in parts.values())
+    assert parts["sync_s"] >= 0.004  # the caller's sync, timed as its own part
+    assert sum(parts.values()) <= after_s - block_end_s
+    assert w.result.end_in_work
 
 
 def test_a_quiet_board_reads_its_state_before_the_edge_in_the_callers_thread():

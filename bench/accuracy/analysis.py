@@ -669,10 +669,19 @@ def _within(g: dict) -> str:
 
 
 def _parts(g: dict) -> str:
-    """The entry's parts' medians and maxima, ms, where the record timed them."""
-    parts = g.get("enter_parts_ms") or {}
-    shown = [f"{k.removesuffix('_ms')} {d['median']:.2f}/{d['max']:.2f}" for k, d in parts.items() if d]
-    return f"; entry's parts, median/max ms: {', '.join(shown)}" if shown else ""
+    """The entry's and the exit's parts' medians and maxima, ms, where the record timed them."""
+    text = ""
+    for key, name in (("enter_parts_ms", "entry"), ("exit_parts_ms", "exit")):
+        parts = g.get(key) or {}
+        shown = [f"{k.removesuffix('_ms')} {d['median']:.2f}/{d['max']:.2f}" for k, d in parts.items() if d]
+        text += f"; {name}'s parts, median/max ms: {', '.join(shown)}" if shown else ""
+    return text
+
+
+def _part_dists(warm: list[dict], key: str, parts: tuple[str, ...]) -> dict:
+    """Each part's distribution over the windows that timed it (none before the record did)."""
+    timed = [u[key] for u in warm if key in u]
+    return {part: _dist(t[part] for t in timed) for part in parts} if timed else {}
 
 
 def gaps(kd: KindData) -> dict:
@@ -688,11 +697,10 @@ def gaps(kd: KindData) -> dict:
         "nvmeter_ms": _dist(meter),
         "nvmeter_within_5ms": _share([x <= 5.0 for x in meter]),
         # where the entry's time went (records from before the parts were timed have none)
-        "enter_parts_ms": {
-            part: _dist(u["enter_parts_ms"][part] for u in warm if "enter_parts_ms" in u)
-            for part in ("sync_ms", "idle_ms", "samples_ms", "edge_ms")
-            if any("enter_parts_ms" in u for u in warm)
-        },
+        "enter_parts_ms": _part_dists(
+            warm, "enter_parts_ms", ("sync_ms", "idle_ms", "samples_ms", "edge_ms")
+        ),
+        "exit_parts_ms": _part_dists(warm, "exit_parts_ms", ("sync_ms", "edge_ms")),
         "unbroken_lead_s_min": min((u.get("unbroken_s", 0.0) for u in warm), default=None),
         "lead_calls_total": sum(u.get("lead_calls", 0) for u in warm),
     }

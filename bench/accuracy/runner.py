@@ -556,7 +556,8 @@ class KindRun:
             self.timing = self.timing.with_(meter_s=statistics.median(self.meter_s))
         timings = self._timings((t0, t1, t2, t3), last_end, calls_ms, state_before)
         parts = {k.removesuffix("_s") + "_ms": round(v * 1e3, 3) for k, v in w.entry_parts_s.items()}
-        return w, {**timings, "exit": exit, "enter_parts_ms": parts, **clocks}
+        exit_parts = {k.removesuffix("_s") + "_ms": round(v * 1e3, 3) for k, v in w.exit_parts_s.items()}
+        return w, {**timings, "exit": exit, "enter_parts_ms": parts, "exit_parts_ms": exit_parts, **clocks}
 
     def _clock_trace(self, t0_s: float, t1_s: float) -> dict:
         """``sm_clock_samples``: the board's SM-clock samples around ``t0_s``-``t1_s``, as [t_s, MHz].

@@ -9,6 +9,10 @@ Layout (``schema_version`` 2)::
                         "skipped": [...], "errors": [...], "free_call_ms": [...],
                         "long_calls": int (optional, since 2026-12-02), "done": bool}, ...}}
 
+A unit's ``enter_parts_ms`` (since 14a8852) and ``exit_parts_ms`` (since the evening of 2026-12-05)
+are optional: where nvmeter's own time at a window's edges went (``EnergyWindow.entry_parts_s``,
+``exit_parts_s``); records from before read without them.
+
 Units are cleaned once when added (NaN -> null; times rounded to the microsecond, which
 keeps every derived figure to far below its bound and the file under 3 MB a board);
 a save writes the whole file to a temporary name beside it and renames it.

@@ -79,6 +79,10 @@ MAX_CALLS = 10**12
 # idle baseline (a quiescent span under idle="measure"), the sample buffer's read, the start edge
 # (a poller's thread started inside work; on a quiet board, the foreground reads to a step).
 ENTRY_PARTS = ("sync_s", "idle_s", "samples_s", "edge_s")
+# The parts of a window's exit, timed in ``EnergyWindow.exit_parts_s``: the caller's sync, and the
+# end edge (with exit="return", starting the poller's thread; with "wait", the tail, the edge's
+# reads to a step and the sample buffer's read, the idling the exit exists for).
+EXIT_PARTS = ("sync_s", "edge_s")
 
 
 def whole_calls(n) -> int:
@@ -134,8 +138,9 @@ class EnergyWindow:
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged). With ``exit="return"`` its first read waits for
-    the end step, unless :meth:`end_found` says it is in. ``w.entry_parts_s`` says where the
-    entry's own time went, s by :data:`ENTRY_PARTS`.
+    the end step, unless :meth:`end_found` says it is in. ``w.entry_parts_s`` and
+    ``w.exit_parts_s`` say where the entry's and the exit's own time went, s by
+    :data:`ENTRY_PARTS` and :data:`EXIT_PARTS`.
 
     Raises:
         UsageError: bad arguments, or the window used out of order. TelemetryError: NVML
@@ -215,6 +220,7 @@ class EnergyWindow:
         self._last_read_s = -math.inf
         self._states: list[BoardState | StepPoll] = []  # a poll reads its edge's state itself
         self.entry_parts_s: dict[str, float] = {}
+        self.exit_parts_s: dict[str, float] = {}
         self._inner: list[StepPoll] = []
         # (board s, calls declared) at each mark: where a provisional window ends
         self._marks: list[tuple[float, int]] = []
@@ -367,8 +373,16 @@ class EnergyWindow:
         self._phase = "closed"
         if exc_type is not None:
             return  # the caller's exception propagates unchanged; no measurement
+        t_exit = self.clock.now()
         self._sync()
         t1 = self.clock.now()
+        try:
+            self._end_edge(t1)
+        finally:
+            self.exit_parts_s = dict(zip(EXIT_PARTS, (t1 - t_exit, self.clock.now() - t1), strict=True))
+
+    def _end_edge(self, t1: float) -> None:
+        """The end edge after the work's synchronised end ``t1``: in later work (return), or idled for."""
         spacing_s = self.profile.sample_spacing_s
         if self._exit == "return" and t1 - self._t0 < RETURN_MIN_SPACINGS * spacing_s:
             self._exit = "wait"  # too short for its samples to tell the work's trailing power
