@@ -38,14 +38,12 @@ import contextlib
 import os
 import secrets
 import signal
+import subprocess
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import psutil
-
-if TYPE_CHECKING:
-    import subprocess  # end_tree's leader
 
 # The environment variable that marks every process started under one child (its value a
 # random token, one per child).
@@ -394,9 +392,7 @@ def end_tree(leader: subprocess.Popen, descendants: Descendants) -> tuple[int, .
     left = descendants.end()
     try:
         leader.wait(timeout=REAP_WAIT_S)
-    except (
-        subprocess.TimeoutExpired
-    ):  # stuck in the kernel: a hung driver call ignores SIGKILL until it returns
+    except subprocess.TimeoutExpired:  # stuck in the kernel: a hung driver call holds off SIGKILL
         return (*left, leader.pid)
     return left
 

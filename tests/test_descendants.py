@@ -15,7 +15,7 @@ import psutil
 import pytest
 from processes import gone
 
-from nvmeter.descendants import GRACE_S, KILL_WAIT_S, MARKER, Descendants, marked
+from nvmeter.descendants import GRACE_S, KILL_WAIT_S, MARKER, Descendants, end_tree, marked
 
 PY = sys.executable
 SLEEP_600 = [PY, "-c", "import time; time.sleep(600)"]
@@ -299,3 +299,21 @@ def test_a_forking_process_it_may_not_signal_does_not_hang_stop_or_end(tmp_path,
     assert found["stop_s"] < 5.0, found
     assert forking in found["left"] and found["end_s"] < 2 * GRACE_S + KILL_WAIT_S + 5.0, found
     assert running(forking)  # not ours to end: named, and left
+
+
+def test_end_tree_names_a_leader_it_could_not_reap(started):
+    """A leader not reaped within ``REAP_WAIT_S`` (stuck in the kernel) is returned, not waited on.
+
+    Its ``except subprocess.TimeoutExpired`` named a module imported for type checking only: the
+    timeout became a NameError, a traceback out of the worker's cleanup and of ``nvmeter run``'s kill.
+    """
+    leader = start(started, "import time; time.sleep(600)")
+
+    def stuck_in_the_kernel(timeout=None):
+        raise subprocess.TimeoutExpired(leader.args, timeout)
+
+    leader.wait = stuck_in_the_kernel  # as a leader in D state: SIGKILLed, not reaped within the wait
+    try:
+        assert end_tree(leader, Descendants(leader.pid)) == (leader.pid,)
+    finally:
+        del leader.wait  # the fixture reaps it
