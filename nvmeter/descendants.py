@@ -40,10 +40,13 @@ import secrets
 import signal
 import subprocess
 import time
+import warnings
 from collections.abc import Mapping
 from typing import NamedTuple
 
 import psutil
+
+from nvmeter import errors
 
 # The environment variable that marks every process started under one child (its value a
 # random token, one per child).
@@ -383,7 +386,7 @@ def end_tree(leader: subprocess.Popen, descendants: Descendants) -> tuple[int, .
     Returns:
         The pids still running when :meth:`Descendants.end` gave up, and the leader's if it was
         not reaped within ``REAP_WAIT_S``: none, unless one is stuck in the kernel or is not
-        this user's to signal.
+        this user's to signal; each is named in an :class:`~nvmeter.errors.NvmeterWarning`.
 
     """
     _signal_group(leader, signal.SIGSTOP)
@@ -393,7 +396,14 @@ def end_tree(leader: subprocess.Popen, descendants: Descendants) -> tuple[int, .
     try:
         leader.wait(timeout=REAP_WAIT_S)
     except subprocess.TimeoutExpired:  # stuck in the kernel: a hung driver call holds off SIGKILL
-        return (*left, leader.pid)
+        left = (*left, leader.pid)
+    if left:
+        warnings.warn(
+            f"process(es) {', '.join(map(str, left))} could not be ended (stuck in the kernel, or "
+            "another user's): they may still run",
+            errors.NvmeterWarning,
+            stacklevel=2,
+        )
     return left
 
 

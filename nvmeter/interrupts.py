@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -68,18 +69,23 @@ def held() -> Iterator[Held]:
     handlers are restored and the held signals go to their handlers, in order: a Python handler
     is called (the console's raises KeyboardInterrupt, which ends the delivery there and replaces
     an exception the block raised, keeping it as its ``__context__``); a default one is re-raised
-    on this process (SIGTERM's default then ends it, as it would have).
+    on this process (SIGTERM's default then ends it, as it would have). Where the stretch is
+    itself the cleanup of an interruption already under way (a KeyboardInterrupt propagating
+    around it: the console's Ctrl-C, SIGTERM or SIGHUP), the held signals are not delivered: the
+    first one ends the command, and says how (130 for Ctrl-C, 143 for SIGTERM).
     """
     got = Held()
     if threading.current_thread() is not threading.main_thread():
         yield got
         return
+    ending = isinstance(sys.exc_info()[1], KeyboardInterrupt)
     try:
         got._hold()
         yield got
     finally:
         got._release()
-        got.deliver()
+        if not ending:
+            got.deliver()
 
 
 def _deliver(signum: int, handler) -> None:

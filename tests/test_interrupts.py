@@ -108,3 +108,19 @@ def test_an_ignored_signal_stays_ignored(seen):
     with interrupts.held() as interrupted:
         os.kill(os.getpid(), signal.SIGHUP)
     assert not interrupted and seen == [] and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+
+
+def test_an_interruption_under_way_is_not_replaced_by_one_held_in_its_cleanup(seen):
+    """SIGTERM, then a Ctrl-C in the cleanup: the command ends as terminated (143), not interrupted."""
+
+    class Terminated(KeyboardInterrupt):
+        pass
+
+    with pytest.raises(Terminated):
+        try:
+            raise Terminated
+        finally:
+            with interrupts.held() as interrupted:
+                os.kill(os.getpid(), signal.SIGINT)
+            assert interrupted.signums == [signal.SIGINT]
+    assert seen == []

@@ -244,3 +244,25 @@ def test_a_ctrl_c_during_the_end_of_strays_does_not_leave_them_running(tmp_path,
     finally:
         with contextlib.suppress(psutil.Error):
             psutil.Process(stray).kill()
+
+
+NAPPING_HANDLERS = """
+import time
+def nap(request, engine):
+    time.sleep(request["s"])
+    return {}
+HANDLERS = {"nap": nap}
+"""
+
+
+def test_a_worker_busy_in_a_call_is_not_waited_for_at_close(tmp_path, monkeypatch):
+    """Asked to exit while in a call, it cannot read the request: close() waited 5 s for nothing."""
+    (tmp_path / "napping_handlers.py").write_text(NAPPING_HANDLERS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    worker = WorkerProcess("cpu", handlers="napping_handlers")
+    worker.request("nap", s=0.0)  # started and answering
+    worker.submit("nap", timeout_s=60, s=30)  # the call a Ctrl-C interrupts
+    started = time.monotonic()
+    worker.close()
+    assert time.monotonic() - started < 2.5
+    assert gone(worker.pid, within_s=0)

@@ -396,12 +396,13 @@ def run_once(
     seed: int,
     data_root: Path | None = None,
     on_phase: Phase = _quiet,
-) -> tuple[RunRecord, errors.NvmeterError | None]:
+) -> tuple[RunRecord, BaseException | None]:
     """One run in a fresh worker; see the module docstring.
 
     Returns:
-        The run's record, and the error that ended it early (None if it did not):
-        recorded in the record's ``error`` too.
+        The run's record, and the error that ended it early (None if it did not): recorded
+        in the record's ``error`` too; or the Ctrl-C (KeyboardInterrupt) that came while its
+        worker was closed, for the caller to raise once the record is written.
 
     Raises:
         UsageError: the method cannot be loaded (nothing was measured: no record).
@@ -421,37 +422,61 @@ def run_once(
         created_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         provenance=provenance.collect(),
     )
-    warmup_ms: list[float] = []
-    calls: list[TimedCall] = []
     on_phase("starting the worker")
     worker = make_worker()
     record = replace(record, worker_pid=worker.pid)
     try:
-        with tempfile.TemporaryDirectory(prefix="nvmeter-score-") as tmp_name:
-            tmp = Path(tmp_name)
-            try:
-                on_phase("opening the CUDA context")
-                _open(worker, record)
-                on_phase("loading the method")
-                worker.load(target)
-            except errors.UsageError:
-                raise  # bad input, nothing measured: no record
-            except (errors.WorkerError, errors.TelemetryError) as exc:
-                return replace(record, error=str(exc)), exc
-            try:
-                _timed_calls(worker, record, tmp, root, on_phase, warmup_ms, calls)
-                record = replace(record, warmup_ms=tuple(warmup_ms), calls=tuple(calls))
-                if not record.passed:
-                    return record, None
-                energy = measure_energy(board, worker, record, tmp, root, on_phase)
-            except (errors.WorkerError, errors.UsageError, errors.TelemetryError) as exc:
-                # a board lost, a counter not ready or gone: the run is recorded as failed, with
-                # no energy figure from what was read before (the window had not ended)
-                failed = replace(record, warmup_ms=tuple(warmup_ms), calls=tuple(calls), error=str(exc))
-                return failed, exc
-            return replace(record, energy=energy), None
-    finally:
+        outcome = _measured(board, worker, record, target, root, on_phase)
+    except BaseException:
         worker.close()
+        raise
+    return _closed(worker, outcome)
+
+
+def _measured(board, worker, record: RunRecord, target: Target, root, on_phase: Phase):
+    """The run in an open worker: its record, and the error that ended it early (None if none)."""
+    warmup_ms: list[float] = []
+    calls: list[TimedCall] = []
+    with tempfile.TemporaryDirectory(prefix="nvmeter-score-") as tmp_name:
+        tmp = Path(tmp_name)
+        try:
+            on_phase("opening the CUDA context")
+            _open(worker, record)
+            on_phase("loading the method")
+            worker.load(target)
+        except errors.UsageError:
+            raise  # bad input, nothing measured: no record
+        except (errors.WorkerError, errors.TelemetryError) as exc:
+            return replace(record, error=str(exc)), exc
+        try:
+            _timed_calls(worker, record, tmp, root, on_phase, warmup_ms, calls)
+            record = replace(record, warmup_ms=tuple(warmup_ms), calls=tuple(calls))
+            if not record.passed:
+                return record, None
+            energy = measure_energy(board, worker, record, tmp, root, on_phase)
+        except (errors.WorkerError, errors.UsageError, errors.TelemetryError) as exc:
+            # a board lost, a counter not ready or gone: the run is recorded as failed, with
+            # no energy figure from what was read before (the window had not ended)
+            failed = replace(record, warmup_ms=tuple(warmup_ms), calls=tuple(calls), error=str(exc))
+            return failed, exc
+        return replace(record, energy=energy), None
+
+
+def _closed(
+    worker, outcome: tuple[RunRecord, BaseException | None]
+) -> tuple[RunRecord, BaseException | None]:
+    """Close the worker of a run that has its record; a Ctrl-C held through the close ends the run after it.
+
+    The worker's cleanup holds Ctrl-C, SIGTERM and SIGHUP back and delivers them once it is
+    done (:mod:`nvmeter.interrupts`): raised here, one would lose a run whose every figure is in.
+    It is returned as the run's failure instead, so that its record is written first.
+    """
+    record, failure = outcome
+    try:
+        worker.close()
+    except KeyboardInterrupt as interrupted:
+        return record, interrupted
+    return record, failure
 
 
 def _open(worker, record: RunRecord) -> None:
@@ -563,6 +588,9 @@ def score(
             done.append(record)
             if on_run:
                 on_run(record, path)
+            if isinstance(failure, KeyboardInterrupt):
+                _log(out_dir, f"run {run} interrupted after its record was written")
+                raise failure
             if failure is not None:
                 raise type(failure)(f"run {run} failed: {failure} (recorded in {path})") from failure
     return done

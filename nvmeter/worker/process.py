@@ -153,6 +153,7 @@ class WorkerProcess:
         self._selector.register(self._proc.stdout, selectors.EVENT_READ)
         self._buffer = b""
         self._replies: dict[int, dict] = {}
+        self._unanswered: set[int] = set()  # requests sent, not yet answered: the worker is busy
         self._next_id = 0
         self._closed = False
         self._preloaded: Reply | object | None = None
@@ -172,6 +173,7 @@ class WorkerProcess:
         if self._closed:
             raise errors.WorkerError("the worker is closed")
         self._next_id += 1
+        self._unanswered.add(self._next_id)
         line = json.dumps({"id": self._next_id, "op": op, **args}) + "\n"
         try:
             self._proc.stdin.write(line.encode())
@@ -195,6 +197,7 @@ class WorkerProcess:
             try:
                 reply = json.loads(line)
                 self._replies[int(reply["id"])] = reply
+                self._unanswered.discard(int(reply["id"]))
             except (ValueError, KeyError, TypeError) as exc:
                 raise errors.WorkerError(f"the worker sent garbage: {line[:80]!r}") from exc
 
@@ -370,8 +373,10 @@ class WorkerProcess:
                     self._proc.stdin.flush()
                 except OSError:
                     pass
-                # a worker that has not exited by then is killed with its group
-                self._exit_status(_EXIT_WAIT_S, give_up=lambda: bool(interrupted))
+                # a worker that has not exited by then is killed with its group; one busy with a
+                # request (interrupted in a call) cannot read the request to exit: not waited for
+                wait_s = 0.0 if self._busy() else _EXIT_WAIT_S
+                self._exit_status(wait_s, give_up=lambda: bool(interrupted))
             self._end()
 
     def _end(self) -> None:
@@ -387,6 +392,12 @@ class WorkerProcess:
                 # (BrokenPipeError here used to replace the WorkerError that says what happened)
                 with contextlib.suppress(OSError):
                     stream.close()
+
+    def _busy(self) -> bool:
+        """True while a request sent has had no reply (the replies in the pipe read first)."""
+        with contextlib.suppress(errors.WorkerError, OSError, ValueError):
+            self._pump(0.0)
+        return bool(self._unanswered)
 
     def _exit_status(self, timeout_s: float, give_up=lambda: False) -> int | None:
         """The leader's exit status (-N: killed by signal N) once it has exited, else None.
