@@ -17,6 +17,9 @@ from pathlib import Path
 from nvmeter import errors, records, verify
 
 KIND = "pytest-energy"
+# pytest.ExitCode.INTERRUPTED (Ctrl-C): kept as a number, so reading a record needs no pytest
+INTERRUPTED = 2
+INTERRUPTED_LINE = "the session was interrupted: only the windows metered before are here"
 # The keys the energy marker takes, each as it is when not given (no budget: refused).
 _MARK_DEFAULTS = {"max_mj_per_call": None, "calls": 1, "device": None}
 # A verdict's outcomes, in the order a summary counts them, and what a count of each says.
@@ -175,13 +178,26 @@ class BudgetRecord:
 
     Attributes:
         entries: Every window, in the order the tests metered them (empty: none was).
+        session_status: pytest's exit status for the session (``pytest.ExitCode``: 0 all
+            passed, 1 some failed, 2 interrupted, and so on); None where not known (a record
+            from before it was kept, or one written outside a session).
     """
 
     entries: tuple[Entry, ...]
+    session_status: int | None = None
+
+    @property
+    def interrupted(self) -> bool:
+        """True when the session was cut short (Ctrl-C): later tests' windows are missing."""
+        return self.session_status == INTERRUPTED
 
     def to_dict(self) -> dict:
-        """The JSON record: each entry's test, budget, verdict and raw window."""
-        return {**records.header(KIND), "entries": [e.to_dict() for e in self.entries]}
+        """The JSON record: each entry's test, budget, verdict and raw window, and how the session ended."""
+        return {
+            **records.header(KIND),
+            "session_status": self.session_status,
+            "entries": [e.to_dict() for e in self.entries],
+        }
 
     @classmethod
     def from_dict(cls, d: dict, on_entry: Callable[[int, int], None] | None = None) -> BudgetRecord:
@@ -194,23 +210,27 @@ class BudgetRecord:
             BadField, KeyError: as :meth:`Entry.from_dict`, or ``entries`` not a list.
         """
         records.items(d["entries"], "entries", records.mapping)
+        status = d["session_status"]
+        if status is not None:
+            status = records.integer(status, "session_status", at_least=0)
         entries = []
         for i, e in enumerate(d["entries"]):
             entries.append(Entry.from_dict(e, f"entries[{i}]"))
             if on_entry is not None:
                 on_entry(i + 1, len(d["entries"]))
-        return cls(tuple(entries))
+        return cls(tuple(entries), status)
 
     def lines(self) -> list[str]:
         """What ``nvmeter show`` prints: the verdicts counted, then each window's line as pytest gave it."""
+        cut = [INTERRUPTED_LINE] if self.interrupted else []
         if not self.entries:
-            return ["no window was metered (no test used the energy marker or fixture)"]
+            return [*cut, "no window was metered (no test used the energy marker or fixture)"]
         n, tests = len(self.entries), len({e.nodeid for e in self.entries})
         counts = Counter(e.verdict.outcome for e in self.entries)
         verdicts = ", ".join(f"{counts[o]} {_COUNTED.get(o, o)}" for o in OUTCOMES if counts[o])
         reliable = sum(e.measurement.reliable for e in self.entries)
         head = f"{_count(n, 'window')} of {_count(tests, 'test')}: {verdicts}; {reliable} of {n} reliable"
-        return [head, *(e.line() for e in self.entries)]
+        return [*cut, head, *(e.line() for e in self.entries)]
 
 
 def _count(n: int, what: str) -> str:

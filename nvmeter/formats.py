@@ -553,7 +553,24 @@ RUN = Format(
 
 
 # -- pytest-energy: the pytest plugin's --energy-json (nvmeter.budgets) -------------------------------
-PYTEST_ENERGY = Format("pytest-energy", (Version(1, "each metered test: its budget, verdict and windows"),))
+def _pytest_energy_v2(d: dict) -> dict:
+    """v1 did not say how the session ended: its status is unknown (null)."""
+    d["session_status"] = None
+    return d
+
+
+PYTEST_ENERGY = Format(
+    "pytest-energy",
+    (
+        Version(1, "each metered test: its budget, verdict and windows"),
+        Version(
+            2,
+            "`session_status`: pytest's exit status (2: interrupted, the windows are those metered "
+            "before); null when upgraded",
+            _pytest_energy_v2,
+        ),
+    ),
+)
 
 
 # -- score-summary: `nvmeter summarize --format json` ----------------------------------------------

@@ -162,11 +162,12 @@ class _State:
         else:
             pytest.fail(open_ + " (--energy-undecided=warn makes this a warning)", pytrace=False)
 
-    def write_json(self) -> None:
-        """Write the ``--energy-json`` record (``json_written`` then says where)."""
+    def write_json(self, session_status: int) -> None:
+        """Write the ``--energy-json`` record with pytest's exit status (``json_written`` says where)."""
         if self.json_path is None:
             return
-        records.write_json(Path(self.json_path), BudgetRecord(tuple(self.entries)).to_dict())
+        record = BudgetRecord(tuple(self.entries), int(session_status))
+        records.write_json(Path(self.json_path), record.to_dict())
         self.json_written = Path(self.json_path)
 
 
@@ -290,9 +291,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
-    """Write ``--energy-json``."""
-    del exitstatus
-    _state(session.config).write_json()
+    """Write ``--energy-json``, saying how the session ended (an interrupted one holds fewer windows)."""
+    _state(session.config).write_json(exitstatus)
 
 
 # -- fixtures ------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -209,9 +210,9 @@ def test_an_altered_figure_or_verdict_is_one_line_and_exit_2(tmp_path, budget_ru
 
 
 def test_another_version_is_refused_by_name(tmp_path, budget_run):
-    path = _changed(tmp_path, budget_run[0], set_at("schema_version", 2))
+    path = _changed(tmp_path, budget_run[0], set_at("schema_version", 99))
     line = one_line_error(nvmeter("show", path), 2)
-    assert f"{path}: pytest-energy schema_version 2 is not one this nvmeter reads" in line
+    assert f"{path}: pytest-energy schema_version 99 is not one this nvmeter reads" in line
 
 
 def test_a_test_id_that_would_drive_the_terminal_is_shown_escaped_on_one_line(tmp_path, budget_run):
@@ -265,3 +266,9 @@ def test_show_puts_a_transient_bar_on_a_terminal_while_many_windows_are_rebuilt(
         for done in range(1, 31):
             progress.on_entry(done, 30)
     assert "verifying window" in screen.getvalue()
+
+
+def test_a_version_1_record_reads_with_its_session_status_unknown():
+    record = load_budgets(Path(__file__).with_name("fixtures") / "pytest-energy-v1.json")
+    assert record.session_status is None and not record.interrupted
+    assert [e.verdict.outcome for e in record.entries] == ["pass"]

@@ -32,6 +32,7 @@ COMMITTED = {
     ("workloads", 3): RESULTS / "workloads-h200.json",
     ("workloads", 4): FIXTURES / "workloads-v4.json",
     ("run", 1): FIXTURES / "run-v1.json",
+    ("pytest-energy", 1): FIXTURES / "pytest-energy-v1.json",
     ("window-accuracy", 1): RESULTS / "window-accuracy-h200.json",
     ("window-accuracy-summary", 1): RESULTS / "window-accuracy-h200-summary.json",
     ("ladder-h200", 1): RESULTS / "ladder-h200.json",

@@ -126,9 +126,43 @@ def test_two_blocks(energy):
         ]
     )
     data = json.loads(out.read_text())
-    assert data["kind"] == "pytest-energy" and data["schema_version"] == 1
+    assert data["kind"] == "pytest-energy" and data["schema_version"] == 2
+    assert data["session_status"] == 0
     assert [e["outcome"] for e in data["entries"]] == ["measured", "measured"]
     assert data["entries"][1]["window"]["derived"]["per_call_mj"] == pytest.approx(30_000, rel=0.05)
+
+
+def test_an_interrupted_session_s_record_says_it_holds_only_the_windows_before(pytester, tmp_path):
+    """A Ctrl-C wrote a record of the windows so far, with nothing to say that later tests were cut."""
+    from nvmeter.budgets import INTERRUPTED_LINE, load_budgets
+
+    out = tmp_path / "e.json"
+    pytester.makepyfile(
+        HEADER
+        + """
+def test_metered(energy):
+    with energy(device=0) as w:
+        work(energy.board())
+        w.call(CALLS)
+
+
+def test_the_user_presses_ctrl_c():
+    raise KeyboardInterrupt
+
+
+def test_never_run(energy):
+    with energy(device=0) as w:
+        work(energy.board())
+        w.call(CALLS)
+"""
+    )
+    # in a process of its own: in this one, pytester passes the KeyboardInterrupt on to the outer session
+    result = pytester.runpytest_subprocess("--energy-simulate", f"--energy-json={out}")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    record = load_budgets(out)
+    assert record.interrupted and record.session_status == 2
+    assert [e.nodeid.split("::")[-1] for e in record.entries] == ["test_metered"]
+    assert record.lines()[0] == INTERRUPTED_LINE
 
 
 def test_every_window_of_a_marked_test_is_judged(pytester):
