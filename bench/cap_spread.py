@@ -98,12 +98,7 @@ def cuts_of(m, length_s: float) -> list[tuple[float, float, float]]:
     A block ends at the first step at least ``length_s - SLACK_S`` after its start; a remainder
     shorter than a block is dropped.
     """
-    steps = spread.boundaries(m)
-    cuts = steps[:1]
-    for step in steps[1:]:
-        if step[0] - cuts[-1][0] >= length_s - SLACK_S:
-            cuts.append(step)
-    return cuts
+    return spread.cut_at(spread.boundaries(m), length_s - SLACK_S)
 
 
 def block_mj(m, length_s: float, by_calls: bool) -> list[float]:
@@ -118,8 +113,7 @@ def block_mj(m, length_s: float, by_calls: bool) -> list[float]:
     if len(cuts) < 2 or not m.calls or not m.work_s > 0:
         return []
     if not by_calls:
-        mj_per_w = m.work_s / m.calls * 1e3
-        return [w * mj_per_w - m.control_mj for w, _ in spread.powers_above(cuts, m.idle_w)]
+        return list(spread.subwindow_mj(m, cuts))
     ends = np.asarray(m.call_ends_s, dtype=float)
     if len(ends) != m.calls:
         return []

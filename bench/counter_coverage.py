@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import sys
 import threading
 import time
@@ -46,13 +45,16 @@ from pathlib import Path
 
 import numpy as np
 
+from nvmeter.boards.protocol import PowerSample
+from nvmeter.meter.series import integrate_samples_j
+
 VERSION = 2
 QUIET_S = 2.0
+# A quiet span's samples are read from this far in, s: past the power's fall after earlier work.
+QUIET_SETTLE_S = 0.2
 # Read the driver's sample buffer this often, s: it holds ~100 samples, ~2 s on an H100 or H200
 # (every quiet span of results/enclose/call38-40's records held 99-100).
 READ_EVERY_S = 0.5
-# Two samples closer than this are one read twice, s (the driver samples every ~20 ms).
-SAME_SAMPLE_S = 0.005
 # Share-of-period bins for the table: ten, so a 25 ms sampled share (Yang et al.) spans ~3.
 BINS = 10
 # The steady bursts' first stretch is left out, s: past the clocks' ~0.3 s ramp (bench/accuracy/kinds.py).
@@ -109,10 +111,10 @@ def run(
     samples: list[tuple[float, float]] = []
 
     def read_samples() -> None:
-        # each read maps the driver's stamps onto our clock afresh, so a sample read twice comes
-        # back a fraction of a ms apart: only those past the last kept by half a spacing are new
-        last_s = samples[-1][0] if samples else -math.inf
-        samples.extend((x.t_s, x.power_w) for x in board.power_samples() if x.t_s > last_s + SAME_SAMPLE_S)
+        # a sample read twice may come back ~1 µs later (float rounding of the driver's µs stamps);
+        # held backwards over the time since the one before (integrate_samples_j), it weighs nothing
+        since_s = samples[-1][0] if samples else None
+        samples.extend((x.t_s, x.power_w) for x in board.power_samples(since_s=since_s))
 
     def quiet_span() -> list[float]:
         t0 = clock.now()
@@ -202,17 +204,18 @@ def _quiet_w(step_t, step_mj, span) -> float:
     return (e[-1] - e[0]) / 1000 / (t[-1] - t[0])
 
 
-def _samples_j(samples: np.ndarray, a: float, b: float) -> float:
-    """Sample-and-hold integral of the power samples over [a, b], J."""
-    t, w = samples[:, 0], samples[:, 1]
-    edges = np.clip(np.append(t, b), a, b)
-    i0 = max(np.searchsorted(t, a, side="right") - 1, 0)
-    return float(np.sum(w[i0:] * np.diff(edges[i0:])))
+def _samples_j(samples: tuple[PowerSample, ...], a: float, b: float) -> float:
+    """The samples' energy over [a, b], J (nan where they do not cover it): as the meter reads them."""
+    try:
+        return integrate_samples_j(samples, a, b)
+    except ValueError:
+        return float("nan")
 
 
-def _samples_quiet_w(samples, span) -> float:
-    inside = (samples[:, 0] >= span[0] + 0.2) & (samples[:, 0] <= span[1])
-    return float(samples[inside, 1].mean())
+def _samples_quiet_w(samples: tuple[PowerSample, ...], span) -> float:
+    # up to the last sample: the buffer's last read may come a spacing before the span's end
+    a, b = span[0] + QUIET_SETTLE_S, min(span[1], samples[-1].t_s)
+    return _samples_j(samples, a, b) / (b - a)
 
 
 def per_burst(rec: dict) -> dict:
@@ -227,7 +230,7 @@ def per_burst(rec: dict) -> dict:
     period_s = float(np.median(np.diff(step_t)))
     q = rec["quiet"]
     idle_w = [_quiet_w(step_t, step_mj, s) for s in q]
-    samples = np.asarray(rec["samples"], dtype=float)
+    samples = tuple(PowerSample(t, w) for t, w in rec["samples"])
     s_idle_w = [_samples_quiet_w(samples, s) for s in q] if len(samples) else [np.nan, np.nan]
     mid_q = [(s[0] + s[1]) / 2 for s in q]
     bursts = rec["bursts"]
@@ -258,10 +261,10 @@ def steady_j(steady: list, step_t: np.ndarray, step_mj: np.ndarray, idle_w: floa
     """A burst's energy above idle with bursts back to back, J (nan without them).
 
     Over the whole counter periods from ``STEADY_SETTLE_S`` in to the last burst's end, the
-    bursts counted by their share of that span (they run back to back, a few µs apart); the
+    bursts counted by their share of that span (back to back, apart only by the host's next launch); the
     idle of the quiet span right before them. Phase plays no part here: every period holds the
     same work. It is not the isolated bursts' truth: an isolated burst also carries its power's
-    rise and its ~60-100 ms tail above idle (the samples after the single calls of call 39), and
+    rise and its tail above idle after it (in the segment: the counter reads it whole), and
     a board warmed by back-to-back work leaks more, so a perfect counter need not read the two
     alike. What it gives is one yardstick for the polled and the unpolled bursts of one run.
     """

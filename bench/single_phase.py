@@ -125,11 +125,7 @@ def delay_arms(path: Path) -> list[str]:
             arms.setdefault(u.get("delay_s") or 0.0, []).append(u["per_call_mj"])
         if len(arms) < 2:
             continue
-        steady = [
-            u["per_call_mj"]
-            for u in kind["units"]
-            if u.get("type") == "ref" and "isolated" not in u.get("tag", "")
-        ]
+        steady = [u["per_call_mj"] for u in kind["units"] if u.get("type") == "ref" and not u.get("isolated")]
         share = singles[0].get("single_share", 1.0)
         yard = np.mean(steady) * share if steady else np.nan
         spread = (np.max(steady) - np.min(steady)) / np.mean(steady) * 100 if steady else np.nan

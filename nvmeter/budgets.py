@@ -210,9 +210,7 @@ class BudgetRecord:
             BadField, KeyError: as :meth:`Entry.from_dict`, or ``entries`` not a list.
         """
         records.items(d["entries"], "entries", records.mapping)
-        status = d["session_status"]
-        if status is not None:
-            status = records.integer(status, "session_status", at_least=0)
+        status = records.integer(d["session_status"], "session_status", at_least=0, none=True)
         entries = []
         for i, e in enumerate(d["entries"]):
             entries.append(Entry.from_dict(e, f"entries[{i}]"))

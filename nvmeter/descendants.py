@@ -335,8 +335,7 @@ class Descendants:
         (its pid cannot then be another process's). All are stopped (SIGSTOP) and looked at
         again before each signal, so none starts a process between the last look and its
         parent's end; during the grace, when a SIGTERM handler may run, they are looked at
-        every ``_POLL_S`` (and once more when all have ended: :meth:`_look`), and what they
-        started is ended too.
+        every ``_POLL_S``, and what they started is ended too.
 
         Returns:
             The pids still running when it gave up (``KILL_WAIT_S`` after the SIGKILL): none,
@@ -359,8 +358,8 @@ class Descendants:
             alive = [p for p in self._known.values() if running(p)]
         kill_until = time.monotonic() + KILL_WAIT_S
         while True:
-            alive = self._freeze()
-            if not alive and not self._look():  # all ended, and one more look missed none
+            alive = self._freeze()  # two looks in a row found none new (unless it gave up)
+            if not alive:
                 self._held = set()  # ended: none is left for cont()
                 return ()
             if time.monotonic() >= kill_until:

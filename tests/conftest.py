@@ -8,6 +8,7 @@ mirror) and the full verification every time (~5 s).
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 import torch
@@ -111,3 +112,11 @@ def fake(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     yield install
     nvml._init.cache_clear()
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own SIGINT handler, as the console has it while a command runs (not an earlier test's)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)

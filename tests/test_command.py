@@ -251,6 +251,24 @@ def pids(tmp_path):
             os.kill(int(f.read_text()), signal.SIGKILL)
 
 
+class FailsOnceNoted(SimulatedLife):
+    """The command's life on the simulated board, failing as nvmeter would once ``pid_file`` names a pid.
+
+    ``before``: called first (to look at the process the file names while it is still there).
+    """
+
+    def __init__(self, board, pid_file: Path, before=None) -> None:
+        super().__init__(board)
+        self._pid_file, self._before = pid_file, before
+
+    def tick(self):
+        super().tick()
+        if self._pid_file.exists() and self._pid_file.read_text():
+            if self._before is not None:
+                self._before()
+            raise RuntimeError("nvmeter failed (test)")
+
+
 def noted(pids, name):
     """The pid a command wrote to ``pids/name``."""
     return int((pids / name).read_text())
@@ -557,17 +575,13 @@ def test_nvmeter_failing_while_the_command_runs_ends_what_it_started_in_a_sessio
 
     sessions = []
 
-    class Failing(SimulatedLife):
-        def tick(self):
-            super().tick()
-            if (pids / "grandchild").exists() and (pids / "grandchild").read_text():
-                sessions.append(os.getsid(noted(pids, "grandchild")))
-                raise RuntimeError("nvmeter failed (test)")
-
     board = SimulatedBoard(SimConfig(seed=7))
+    life = FailsOnceNoted(
+        board, pids / "grandchild", lambda: sessions.append(os.getsid(noted(pids, "grandchild")))
+    )
     t0 = time.monotonic()
     with pytest.raises(RuntimeError, match="nvmeter failed"):
-        run_command([PY, "-c", script], [board], life=Failing(board))
+        run_command([PY, "-c", script], [board], life=life)
     assert time.monotonic() - t0 < 60
     grandchild = noted(pids, "grandchild")
     assert sessions == [grandchild]  # a session of its own: out of the command's group and session
@@ -598,15 +612,9 @@ def test_nvmeter_failing_ends_a_double_forks_grandchild_that_left_the_tree_at_on
         "time.sleep(600)\n"
     )
 
-    class Failing(SimulatedLife):
-        def tick(self):
-            super().tick()
-            if (pids / "grandchild").exists() and (pids / "grandchild").read_text():
-                raise RuntimeError("nvmeter failed (test)")
-
     board = SimulatedBoard(SimConfig(seed=7))
     with pytest.raises(RuntimeError, match="nvmeter failed"):
-        run_command([PY, "-c", script], [board], life=Failing(board))
+        run_command([PY, "-c", script], [board], life=FailsOnceNoted(board, pids / "grandchild"))
     assert reaches(noted(pids, "grandchild"), GONE), "the double fork's grandchild outlived nvmeter's failure"
 
 
@@ -671,14 +679,8 @@ def test_a_signal_during_nvmeter_s_kill_does_not_continue_the_group_it_looks_at(
 
     monkeypatch.setattr(descendants.Descendants, "note", note_with_a_signal)
 
-    class Failing(SimulatedLife):
-        def tick(self):
-            super().tick()
-            if (pids / "child").exists() and (pids / "child").read_text():
-                raise RuntimeError("nvmeter failed (test)")
-
     board = SimulatedBoard(SimConfig(seed=7))
     with pytest.raises(RuntimeError, match="nvmeter failed"):
-        run_command([PY, "-c", script], [board], life=Failing(board))
+        run_command([PY, "-c", script], [board], life=FailsOnceNoted(board, pids / "child"))
     assert states == ["T"], f"the command's group ran during the look: {states}"
     assert reaches(noted(pids, "child"), GONE)

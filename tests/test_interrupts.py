@@ -44,14 +44,10 @@ def test_a_held_signal_is_delivered_when_the_block_raises(seen):
     assert seen == [signal.SIGTERM]
 
 
-def test_the_console_s_ctrl_c_replaces_a_failure_of_the_block_and_keeps_it():
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(KeyboardInterrupt) as raised, interrupts.held():
-            os.kill(os.getpid(), signal.SIGINT)
-            raise RuntimeError("the cleanup failed")
-    finally:
-        signal.signal(signal.SIGINT, before)
+def test_the_console_s_ctrl_c_replaces_a_failure_of_the_block_and_keeps_it(ctrl_c_raises):
+    with pytest.raises(KeyboardInterrupt) as raised, interrupts.held():
+        os.kill(os.getpid(), signal.SIGINT)
+        raise RuntimeError("the cleanup failed")
     assert isinstance(raised.value.__context__, RuntimeError)
 
 
@@ -63,16 +59,11 @@ def test_no_signal_no_delivery_and_the_handlers_restored(seen):
     assert {s: signal.getsignal(s) for s in interrupts.HELD} == handlers
 
 
-def test_the_console_s_ctrl_c_is_raised_after_the_block():
+def test_the_console_s_ctrl_c_is_raised_after_the_block(ctrl_c_raises):
     steps = []
-    # Python's own handler, as the console has it while a command runs (not whatever an earlier test left)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        with pytest.raises(KeyboardInterrupt), interrupts.held():
-            os.kill(os.getpid(), signal.SIGINT)
-            steps.append("the block ran to its end")
-    finally:
-        signal.signal(signal.SIGINT, before)
+    with pytest.raises(KeyboardInterrupt), interrupts.held():
+        os.kill(os.getpid(), signal.SIGINT)
+        steps.append("the block ran to its end")
     assert steps == ["the block ran to its end"]
 
 

@@ -430,7 +430,9 @@ def test_the_plot_and_the_records_get_the_umask_s_mode(scored, data, tmp_path, u
 
 
 # -- a Ctrl-C while a finished run's worker is closed: the record is kept, then the interruption --------
-def test_a_ctrl_c_as_a_finished_runs_worker_closes_keeps_its_record(tmp_path, data, monkeypatch):
+def test_a_ctrl_c_as_a_finished_runs_worker_closes_keeps_its_record(
+    tmp_path, data, monkeypatch, ctrl_c_raises
+):
     """Held through the worker's cleanup and delivered after it, the Ctrl-C lost the run's record."""
     from nvmeter.descendants import Descendants
 
@@ -444,12 +446,8 @@ def test_a_ctrl_c_as_a_finished_runs_worker_closes_keeps_its_record(tmp_path, da
             os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(Descendants, "note", note_then_ctrl_c)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # the console's, not an earlier test's
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            score_lib(tmp_path, data, "tiny")
-    finally:
-        signal.signal(signal.SIGINT, before)
+    with pytest.raises(KeyboardInterrupt):
+        score_lib(tmp_path, data, "tiny")
     assert closing, "the worker's close never ran"
     record = the_record(tmp_path)
     assert record.status != "error" and record.energy is not None

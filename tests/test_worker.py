@@ -132,6 +132,14 @@ for _ in range(1000):
     time.sleep(0.001)
 time.sleep(600)
 """
+
+
+def importable(tmp_path, monkeypatch, module: str, source: str) -> None:
+    """Make ``module`` (``source``) importable by the workers this test starts."""
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+
+
 SPAWNING_HANDLERS = """
 import subprocess, sys
 def spawn(request, engine):
@@ -154,8 +162,7 @@ def tagged(tag: str) -> list[psutil.Process]:
 
 def test_kill_stops_the_group_before_it_looks_so_nothing_it_forks_meanwhile_escapes(tmp_path, monkeypatch):
     """Killed without stopping its group first, a fork between the look and the kill outlived the worker."""
-    (tmp_path / "spawning_handlers.py").write_text(SPAWNING_HANDLERS)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    importable(tmp_path, monkeypatch, "spawning_handlers", SPAWNING_HANDLERS)
     tag = f"nvmeter-test-{uuid.uuid4().hex}"
     try:
         with WorkerProcess("cpu", handlers="spawning_handlers") as worker:
@@ -173,22 +180,13 @@ def test_kill_stops_the_group_before_it_looks_so_nothing_it_forks_meanwhile_esca
                 process.kill()
 
 
-@pytest.fixture
-def ctrl_c_raises():
-    """Python's own SIGINT handler, as the console has it while a command runs (not an earlier test's)."""
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, before)
-
-
 def test_a_ctrl_c_as_close_begins_leaves_nothing_of_a_frozen_worker_stopped(
     tmp_path, monkeypatch, ctrl_c_raises
 ):
     """Held back until close() is done, then raised: before, the frozen group was left stopped for ever."""
     from nvmeter.descendants import Descendants
 
-    (tmp_path / "spawning_handlers.py").write_text(SPAWNING_HANDLERS)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    importable(tmp_path, monkeypatch, "spawning_handlers", SPAWNING_HANDLERS)
     worker = WorkerProcess("cpu", handlers="spawning_handlers")
     member = worker.request("spawn", script="import time; time.sleep(600)", args=[])["pid"]  # in its group
     try:
@@ -220,8 +218,7 @@ def test_a_ctrl_c_during_the_end_of_strays_does_not_leave_them_running(tmp_path,
     """A Ctrl-C in Descendants.end's grace used to cut it short, before the SIGKILL of a stray."""
     from nvmeter.descendants import Descendants
 
-    (tmp_path / "spawning_handlers.py").write_text(SPAWNING_HANDLERS)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    importable(tmp_path, monkeypatch, "spawning_handlers", SPAWNING_HANDLERS)
     worker = WorkerProcess("cpu", handlers="spawning_handlers")
     stray = worker.request("spawn", script=DEAF_SETSID, args=[])["pid"]
     deadline = time.monotonic() + 10
@@ -257,8 +254,7 @@ HANDLERS = {"nap": nap}
 
 def test_a_worker_busy_in_a_call_is_not_waited_for_at_close(tmp_path, monkeypatch):
     """Asked to exit while in a call, it cannot read the request: close() waited 5 s for nothing."""
-    (tmp_path / "napping_handlers.py").write_text(NAPPING_HANDLERS)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    importable(tmp_path, monkeypatch, "napping_handlers", NAPPING_HANDLERS)
     worker = WorkerProcess("cpu", handlers="napping_handlers")
     worker.request("nap", s=0.0)  # started and answering
     worker.submit("nap", timeout_s=60, s=30)  # the call a Ctrl-C interrupts

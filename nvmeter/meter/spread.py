@@ -50,6 +50,15 @@ def powers_above(steps: list[tuple[float, float, float]], idle_w: float) -> list
     return found
 
 
+def cut_at(steps: list[tuple[float, float, float]], every_s: float) -> list[tuple[float, float, float]]:
+    """The first step and each step ``every_s`` or more after the last kept; a shorter rest is left out."""
+    cuts = steps[:1]
+    for step in steps[1:]:
+        if step[0] - cuts[-1][0] >= every_s:
+            cuts.append(step)
+    return cuts
+
+
 def batch_steps(
     steps: list[tuple[float, float, float]], model: ErrorModel
 ) -> list[tuple[float, float, float]]:
@@ -62,22 +71,23 @@ def batch_steps(
     """
     if not model.batch_s > 0 or not steps:
         return steps
-    cuts = [steps[0]]
-    for step in steps[1:]:
-        if step[0] - cuts[-1][0] >= model.batch_s:
-            cuts.append(step)
+    cuts = cut_at(steps, model.batch_s)
     if len(cuts) - 1 < model.min_subwindows:
         return steps
     cuts[-1] = steps[-1]  # the remainder, shorter than a batch, joins the last one
     return cuts
 
 
-def subwindow_mj(m: Measurement) -> tuple[float, ...]:
-    """Per-call energy above idle, less the control, of each sub-window, mJ, shape (k,)."""
+def subwindow_mj(m: Measurement, steps: list[tuple[float, float, float]] | None = None) -> tuple[float, ...]:
+    """Per-call energy above idle, less the control, of each sub-window, mJ, shape (k,).
+
+    ``steps``: the in-work steps that cut them (default :func:`boundaries`, every one).
+    """
     if not m.calls or not m.work_s > 0:
         return ()
     mj_per_w = m.work_s / m.calls * 1e3
-    return tuple(above_w * mj_per_w - m.control_mj for above_w, _ in powers_above(boundaries(m), m.idle_w))
+    steps = boundaries(m) if steps is None else steps
+    return tuple(above_w * mj_per_w - m.control_mj for above_w, _ in powers_above(steps, m.idle_w))
 
 
 def state_halfwidth_mj(m: Measurement) -> float | None:
