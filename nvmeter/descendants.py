@@ -29,20 +29,28 @@ it, so a process that is not ours is never stopped, continued or ended.
 
 :func:`end_tree` is the one way a child and all it started are ended: its group stopped,
 looked under, killed, then every process found out of the group ended, then the child reaped.
+
+A process that has cleared its environment and whose parent died before any look carries
+neither: the kernel gave it to init. The console script closes that hole (Linux only): it makes
+nvmeter its descendants' subreaper (:func:`adopt_orphans`), so such an orphan is given to
+nvmeter instead, and each look takes in nvmeter's children that it did not start itself (the
+roots of its :class:`Descendants`). nvmeter then reaps those that end (:func:`reap_orphans`).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import os
 import secrets
 import signal
 import subprocess
+import sys
 import time
 import warnings
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import psutil
 
@@ -66,6 +74,73 @@ REAP_WAIT_S = 5.0
 _POLL_S = 0.02
 # How long to wait for a process to show as stopped after SIGSTOP (one stuck in the kernel may not).
 _STOP_WAIT_S = 0.2
+
+
+# prctl(2)'s option that makes a process the subreaper of its descendants (Linux 3.4 and later):
+# an orphan below it is given to it, not to init.
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class _Adoption:
+    """Whether this process adopts its descendants' orphans, and the children it started itself."""
+
+    on = False
+    # the roots of every Descendants made here (psutil compares pid and start time)
+    own: ClassVar[set[psutil.Process]] = set()
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of all it starts, for good; True if it now is (Linux only).
+
+    An orphan anywhere under it (its parent ended, whatever its session or environment) is then
+    given to this process, not to init, and :class:`Descendants` finds it among this process's
+    children. Meant for a command's own process (the console script), not a library's caller:
+    every child of this process that was not started as a :class:`Descendants` root reads as
+    an orphan, and this process must reap those that end (:func:`reap_orphans`).
+    """
+    if not _Adoption.on and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            _Adoption.on = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _Adoption.on
+
+
+def _adopted(entry_ppid: int, process: psutil.Process) -> bool:
+    """True for an orphan this process adopted: its child, not one it started itself."""
+    return _Adoption.on and entry_ppid == os.getpid() and process not in _Adoption.own
+
+
+def adopted_pids() -> tuple[int, ...]:
+    """The adopted orphans that still run: none unless :func:`adopt_orphans` made this process a subreaper."""
+    if not _Adoption.on:
+        return ()
+    with contextlib.suppress(psutil.Error):
+        children = psutil.Process().children()
+        return tuple(sorted(c.pid for c in children if _adopted(os.getpid(), c) and running(c)))
+    return ()
+
+
+def reap_orphans() -> tuple[int, ...]:
+    """Reap the adopted orphans that have ended (never a child this process started); their pids.
+
+    Nothing else waits for them: left, each would stay a zombie until this process ends. Cheap
+    when no child has ended (one system call, which reaps nothing), so it may be called often.
+    """
+    if not _Adoption.on:
+        return ()
+    try:
+        if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            return ()  # no child has ended
+    except ChildProcessError:  # no child at all
+        return ()
+    reaped = []
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process().children():
+            with contextlib.suppress(psutil.Error, ChildProcessError):
+                ended = child not in _Adoption.own and child.status() == psutil.STATUS_ZOMBIE
+                if ended and os.waitpid(child.pid, os.WNOHANG)[0]:
+                    reaped.append(child.pid)
+    return tuple(reaped)
 
 
 def marked(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
@@ -148,6 +223,8 @@ class Descendants:
             self._root: psutil.Process | None = psutil.Process(root_pid)
         except psutil.Error:  # gone already (and reaped): its children, if any, are init's now
             self._root = None
+        else:
+            _Adoption.own.add(self._root)  # started here: never one of the orphans adopted
         self._known: dict[int, psutil.Process] = {}
         # what a SIGSTOP from here stopped while it ran, until cont() continues it (or end() ends it)
         self._held: set[psutil.Process] = set()
@@ -225,6 +302,10 @@ class Descendants:
         stack = [p for p in parents if now.get(p.pid) == p]
         looked_under: set[int] = set()
         new = False
+        for entry in table:  # what the kernel gave this process when its parent ended
+            if _adopted(entry.ppid, entry.process):
+                new = self._add(entry.process) or new
+                stack.append(entry.process)
         while stack:
             parent = stack.pop()
             if parent.pid in looked_under:
@@ -396,6 +477,7 @@ def end_tree(leader: subprocess.Popen, descendants: Descendants) -> tuple[int, .
         leader.wait(timeout=REAP_WAIT_S)
     except subprocess.TimeoutExpired:  # stuck in the kernel: a hung driver call holds off SIGKILL
         left = (*left, leader.pid)
+    reap_orphans()  # those ended here that were given to this process
     if left:
         warnings.warn(
             f"process(es) {', '.join(map(str, left))} could not be ended (stuck in the kernel, or "

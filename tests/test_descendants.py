@@ -319,3 +319,89 @@ def test_end_tree_names_a_leader_it_could_not_reap(started):
             assert end_tree(leader, Descendants(leader.pid)) == (leader.pid,)
     finally:
         del leader.wait  # the fixture reaps it
+
+
+# A process whose parent ends at once, with an empty environment and a session of its own: neither
+# the tree (its parent is gone before any look) nor the marker (its environment is cleared) finds it.
+ORPHAN_SH = "env -i setsid sh -c 'sleep 600 & echo $! >> {file}' </dev/null >/dev/null 2>&1"
+
+
+def test_the_console_scripts_process_is_its_orphans_subreaper(tmp_path, started):
+    """`nvmeter run` names, in left_running, what only the adoption finds: it was init's before."""
+    file, record = tmp_path / "pids", tmp_path / "run.json"
+    command = ["sh", "-c", ORPHAN_SH.format(file=file)]
+    argv = ["nvmeter", "run", "--simulate", "--json", str(record), "--", *command]
+    done = subprocess.run([PY, "-m", *argv], capture_output=True, text=True, timeout=120)
+    (orphan,) = pids_in(file)
+    started[1].append(orphan)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(record.read_text())["left_running"] == [orphan]
+
+
+def test_what_was_orphaned_under_a_failing_command_is_ended_by_its_subreaper(tmp_path, started):
+    """In a process that adopts orphans (as the console script's does), nvmeter's failure ends them too."""
+    file = tmp_path / "pids"
+    script = f"""
+        import pathlib, sys
+        from nvmeter import descendants
+        from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+        from nvmeter.command.life import SimulatedLife
+        from nvmeter.command.meter import run_command
+
+        assert descendants.adopt_orphans()
+        file = pathlib.Path({str(file)!r})
+
+        class FailsOnceNoted(SimulatedLife):
+            def tick(self):
+                super().tick()
+                if file.exists() and file.read_text().endswith("\\n"):
+                    raise RuntimeError("nvmeter failed (test)")
+
+        board = SimulatedBoard(SimConfig(seed=7))
+        command = ["sh", "-c", {ORPHAN_SH.format(file=file) + "; sleep 600"!r}]
+        try:
+            run_command(command, [board], life=FailsOnceNoted(board))
+        except RuntimeError:
+            print("failed as planned", flush=True)
+        print("orphans left", descendants.adopted_pids(), flush=True)
+    """
+    done = subprocess.run([PY, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120)
+    (orphan,) = pids_in(file)
+    started[1].append(orphan)
+    assert done.stdout.split("\n")[:2] == ["failed as planned", "orphans left ()"], done.stderr
+    assert gone(orphan), "an orphan with no marker, out of the tree, outlived nvmeter's failure"
+
+
+def test_a_worker_started_by_the_adopting_process_is_never_taken_for_an_orphan(tmp_path):
+    """Two children started as Descendants roots: a look under one never notes the other."""
+    script = f"""
+        import subprocess, sys
+        from nvmeter import descendants
+
+        assert descendants.adopt_orphans()
+        sleepers = [subprocess.Popen({SLEEP_600!r}, start_new_session=True) for _ in range(2)]
+        trees = [descendants.Descendants(p.pid) for p in sleepers]
+        for tree in trees:
+            tree.note()
+        print([tree.pids() for tree in trees], descendants.adopted_pids(), flush=True)
+        for p in sleepers:
+            p.kill()
+            p.wait()
+    """
+    done = subprocess.run([PY, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[(), ()] ()", done.stderr
+
+
+def test_adopted_orphans_that_end_are_reaped(tmp_path):
+    """Nothing else waits for them: without the reaping each would stay nvmeter's zombie."""
+    script = """
+        import subprocess, time
+        from nvmeter import descendants
+
+        assert descendants.adopt_orphans()
+        subprocess.run(["sh", "-c", "sleep 0.2 &"])  # the sleep is orphaned at once, then ends
+        time.sleep(1.0)
+        print(descendants.reap_orphans() != (), descendants.reap_orphans(), flush=True)
+    """
+    done = subprocess.run([PY, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True ()", done.stderr

@@ -22,7 +22,7 @@ from nvmeter.command.process import (
     survivors,
 )
 from nvmeter.command.record import BoardRun, CommandRun
-from nvmeter.descendants import marked
+from nvmeter.descendants import marked, reap_orphans
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.window import EnergyWindow
 
@@ -68,6 +68,7 @@ def _wait(proc: subprocess.Popen, windows: list[EnergyWindow], life: Life) -> er
         except subprocess.TimeoutExpired:
             pass
         life.tick()
+        reap_orphans()  # what the command orphaned and nvmeter adopted, once it has ended
         if failure is None:
             try:
                 for w in windows:

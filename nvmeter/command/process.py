@@ -111,12 +111,14 @@ def survivors(proc: subprocess.Popen, token: str | None = None) -> tuple[int, ..
     The command led a session of its own (:func:`spawn`), so whatever it started and did not
     wait for carries its session id, the command's pid, until it ends or starts its own; what
     started its own session (``setsid``, a daemon's double fork) still carries ``token``, the
-    marker of the command's environment, unless it cleared its environment.
+    marker of the command's environment, unless it cleared its environment; and where nvmeter
+    adopts orphans (:func:`~nvmeter.descendants.adopt_orphans`), what was orphaned under the
+    command is nvmeter's child.
     """
-    from nvmeter.descendants import Descendants
+    from nvmeter.descendants import Descendants, adopted_pids
 
     marked = Descendants(proc.pid, token).marked_pids() if token else ()
-    return tuple(sorted({*_session_members(proc), *marked}))
+    return tuple(sorted({*_session_members(proc), *marked, *adopted_pids()}))
 
 
 def _session_members(proc: subprocess.Popen) -> list[int]:
