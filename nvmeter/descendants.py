@@ -105,6 +105,12 @@ def adopt_orphans() -> bool:
     return _Adoption.on
 
 
+def own_child(pid: int) -> None:
+    """Note ``pid`` as a child this process started itself (a :class:`Descendants` root is noted so)."""
+    with contextlib.suppress(psutil.Error):
+        _Adoption.own.add(psutil.Process(pid))
+
+
 def _adopted(entry_ppid: int, process: psutil.Process) -> bool:
     """True for an orphan this process adopted: its child, not one it started itself."""
     return _Adoption.on and entry_ppid == os.getpid() and process not in _Adoption.own
@@ -213,12 +219,15 @@ class Descendants:
         root_pid: The child nvmeter started. This class never signals it: it is stopped by its
             process group (by its owner, or :func:`end_tree`) and reaped by its owner.
         token: The marker's token the child was started with (:func:`marked`), if any.
+        on_hold: Called with each process :meth:`stop` is about to hold stopped, before its
+            SIGSTOP (the worker's guardian is told so: :mod:`nvmeter.worker.guardian`).
 
     """
 
-    def __init__(self, root_pid: int, token: str | None = None) -> None:
+    def __init__(self, root_pid: int, token: str | None = None, on_hold=None) -> None:
         self.root_pid = root_pid
         self._token = token
+        self._on_hold = on_hold or (lambda process: None)
         try:
             self._root: psutil.Process | None = psutil.Process(root_pid)
         except psutil.Error:  # gone already (and reaped): its children, if any, are init's now
@@ -363,6 +372,7 @@ class Descendants:
             for process in new:
                 if not _stopped(process):
                     self._held.add(process)  # before the signal: an exception in between leaves it held
+                    self._on_hold(process)
                 if _signal(process, signal.SIGSTOP):
                     sent.append(process)
                 else:  # ended, or not this user's to stop

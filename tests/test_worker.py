@@ -98,6 +98,50 @@ def test_worker_dies_with_its_parent_even_when_frozen(tmp_path):
     assert gone(child_pid), "the frozen worker outlived its SIGKILLed parent"
 
 
+def test_what_a_frozen_worker_holds_ends_with_its_sigkilled_parent(tmp_path, monkeypatch):
+    """The worker's group and what was held out of it: before its guardian, both stayed stopped for ever."""
+    importable(tmp_path, monkeypatch, "spawning_handlers", SPAWNING_HANDLERS)
+    script = tmp_path / "parent.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import time
+            from nvmeter.worker.process import WorkerProcess
+            w = WorkerProcess("cpu", handlers="spawning_handlers")
+            member = w.request("spawn", script="import time; time.sleep(600)", args=[])["pid"]
+            alone = w.request("spawn", script="import os, time; os.setsid(); time.sleep(600)", args=[])["pid"]
+            time.sleep(0.5)  # the second one in its own session
+            w.freeze()
+            print(w.pid, member, alone, flush=True)
+            time.sleep(60)
+            """
+        )
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    pids = [int(pid) for pid in parent.stdout.readline().split()]
+    try:
+        assert [psutil.Process(pid).status() for pid in pids] == [psutil.STATUS_STOPPED] * 3
+        assert os.getsid(pids[2]) == pids[2]  # out of the worker's group and session
+        parent.kill()
+        parent.wait()
+        left = [pid for pid in pids if not gone(pid, within_s=10.0)]
+        assert not left, f"{left} of the frozen worker's processes outlived its SIGKILLed parent"
+    finally:
+        for pid in pids:
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(pid).kill()
+
+
+def test_close_dismisses_the_guardian_and_a_dismissed_one_ends_nothing():
+    """A worker closed by its parent leaves no guardian behind, and the goodbye keeps it from acting."""
+    worker = WorkerProcess("cpu")
+    worker.ping()
+    guardian = worker._guardian._proc
+    assert guardian.poll() is None and os.getsid(guardian.pid) == guardian.pid
+    worker.close()
+    assert guardian.returncode == 0  # reaped by close(), after its goodbye
+
+
 def test_a_stopped_job_ends_after_its_current_chunk_and_reports_what_ran(worker):
     worker.matmul(128, "random", count=1).result()  # imports and operands, out of the timing
     job = worker.matmul(128, "random", seconds=5.0)

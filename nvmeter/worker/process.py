@@ -4,7 +4,8 @@ The measuring process owns NVML, timing and the records; the worker owns the CUD
 context, so the parent can freeze it (SIGSTOP of its process group, and of every process
 under it that left the group: :mod:`nvmeter.descendants`), resume it, time it out and reap
 it. The child (:mod:`nvmeter.worker.child`) dies with its parent, so a SIGKILLed probe never
-leaves a frozen context behind. Requests and replies are JSON lines; backend ``"cuda"``
+leaves a frozen context behind, and its guardian (:mod:`nvmeter.worker.guardian`) then ends the
+rest of its group and what a freeze held out of it. Requests and replies are JSON lines; backend ``"cuda"``
 (torch on the board) or ``"cpu"`` (numpy, for tests).
 """
 
@@ -24,6 +25,7 @@ import psutil
 
 from nvmeter import errors, interrupts
 from nvmeter.descendants import Descendants, end_tree, marked
+from nvmeter.worker.guardian import Guardian
 from nvmeter.worker.protocol import MatmulRun
 
 # Replies to quick commands (context, calibration) should come within this; a CUDA
@@ -35,6 +37,14 @@ _JOB_MARGIN_S = 60.0
 _SIGNAL_WAIT_S = 5.0
 # close() waits this long for a worker asked to exit before killing its group, s (a Ctrl-C cuts it short).
 _EXIT_WAIT_S = 5.0
+
+
+def _guardian(pgid: int, token: str) -> Guardian | None:
+    """The worker's guardian (:mod:`nvmeter.worker.guardian`), or None if it could not be started."""
+    try:
+        return Guardian(pgid, token)
+    except OSError:  # out of processes or memory: the worker runs without one, as it did before
+        return None
 
 
 # --------------------------------------------------------------------------
@@ -148,7 +158,10 @@ class WorkerProcess:
             start_new_session=True,
         )
         self.pid = self._proc.pid
-        self._descendants = Descendants(self.pid, token)
+        # ends the rest of the worker's group, frozen or not, if this process dies before close()
+        self._guardian = _guardian(self.pid, token)
+        on_hold = self._guardian.hold if self._guardian else None
+        self._descendants = Descendants(self.pid, token, on_hold=on_hold)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._proc.stdout, selectors.EVENT_READ)
         self._buffer = b""
@@ -385,6 +398,8 @@ class WorkerProcess:
             # never reaped before this, so the group's id is still the worker's
             end_tree(self._proc, self._descendants)
         finally:  # the pipes too when it fails: close() is not called twice (it is marked closed)
+            if self._guardian is not None:
+                self._guardian.dismiss()
             self.frozen = False
             self._selector.close()
             for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
