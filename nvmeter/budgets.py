@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from nvmeter import errors, records, verify
+from nvmeter.provenance import Provenance
 
 KIND = "pytest-energy"
 # pytest.ExitCode.INTERRUPTED (Ctrl-C): kept as a number, so reading a record needs no pytest
@@ -181,10 +182,12 @@ class BudgetRecord:
         session_status: pytest's exit status for the session (``pytest.ExitCode``: 0 all
             passed, 1 some failed, 2 interrupted, and so on); None where not known (a record
             from before it was kept, or one written outside a session).
+        provenance: Where the record came from (:mod:`nvmeter.provenance`); None when not known.
     """
 
     entries: tuple[Entry, ...]
     session_status: int | None = None
+    provenance: Provenance | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -196,6 +199,7 @@ class BudgetRecord:
         return {
             **records.header(KIND),
             "session_status": self.session_status,
+            "provenance": None if self.provenance is None else self.provenance.to_dict(),
             "entries": [e.to_dict() for e in self.entries],
         }
 
@@ -211,12 +215,13 @@ class BudgetRecord:
         """
         records.items(d["entries"], "entries", records.mapping)
         status = records.integer(d["session_status"], "session_status", at_least=0, none=True)
+        origin = records.mapping(d["provenance"], "provenance", none=True)
         entries = []
         for i, e in enumerate(d["entries"]):
             entries.append(Entry.from_dict(e, f"entries[{i}]"))
             if on_entry is not None:
                 on_entry(i + 1, len(d["entries"]))
-        return cls(tuple(entries), status)
+        return cls(tuple(entries), status, None if origin is None else Provenance.from_dict(origin))
 
     def lines(self) -> list[str]:
         """What ``nvmeter show`` prints: the verdicts counted, then each window's line as pytest gave it."""

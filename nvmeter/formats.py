@@ -536,6 +536,13 @@ def _run_v2(d: dict) -> dict:
     return d
 
 
+def _run_v3(d: dict) -> dict:
+    """v2's ``host`` (nvmeter, python, platform) -> provenance."""
+    host = d.pop("host")
+    d["provenance"] = _provenance(platform=host["platform"], python=host["python"], nvmeter=host["nvmeter"])
+    return d
+
+
 RUN = Format(
     "run",
     (
@@ -548,6 +555,7 @@ RUN = Format(
             "after it is not in the window; empty when upgraded)",
             _run_v2,
         ),
+        Version(3, "`host` replaced by `provenance`", _run_v3),
     ),
 )
 
@@ -556,6 +564,12 @@ RUN = Format(
 def _pytest_energy_v2(d: dict) -> dict:
     """v1 did not say how the session ended: its status is unknown (null)."""
     d["session_status"] = None
+    return d
+
+
+def _pytest_energy_v3(d: dict) -> dict:
+    """v2 kept no provenance."""
+    d["provenance"] = _provenance()
     return d
 
 
@@ -569,6 +583,7 @@ PYTEST_ENERGY = Format(
             "before); null when upgraded",
             _pytest_energy_v2,
         ),
+        Version(3, "`provenance` (null fields when upgraded)", _pytest_energy_v3),
     ),
 )
 

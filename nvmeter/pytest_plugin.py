@@ -21,7 +21,7 @@ makes it available; it does nothing until a test asks for it:
 
   Without the fixture, the marker meters the whole test call as ``calls`` calls (default 1).
   With the fixture, it judges every window the test opened through it instead (their calls
-  are their own).
+  are their own: a marker that gives ``calls=`` there fails the test, saying so).
 
 A window passes when its figure plus its bound is within the budget and fails when its
 figure minus its bound exceeds it. In between, or when the figure is not reliable, the test
@@ -166,7 +166,9 @@ class _State:
         """Write the ``--energy-json`` record with pytest's exit status (``json_written`` says where)."""
         if self.json_path is None:
             return
-        record = BudgetRecord(tuple(self.entries), int(session_status))
+        from nvmeter.provenance import collect
+
+        record = BudgetRecord(tuple(self.entries), int(session_status), collect())
         records.write_json(Path(self.json_path), record.to_dict())
         self.json_written = Path(self.json_path)
 
@@ -239,6 +241,13 @@ def pytest_runtest_setup(item) -> None:
     """Check the marker and open its board (a skip without a GPU), after the fixtures."""
     budget = _budget(item)
     if budget is not None:
+        if "energy" in item.fixturenames and "calls" in item.get_closest_marker("energy").kwargs:
+            # the marker's calls= counts the whole test call, which a fixture window replaces
+            pytest.fail(
+                "the energy marker's calls= counts the whole test call, but this test opens energy() "
+                "windows: declare their calls there (energy(calls=N), or w.call()), not in the marker",
+                pytrace=False,
+            )
         _state(item.config).board(budget.device)
 
 

@@ -141,6 +141,7 @@ def test_cli_meters_a_command_and_writes_the_record(tmp_path):
         assert words in board_line, board_line
     data = json.loads(out.read_text())
     assert data["kind"] == "run" and data["schema_version"] == records.CURRENT["run"]
+    assert data["provenance"]["argv"][1:3] == ["run", "--simulate"] and data["provenance"]["nvmeter"]
     fig = data["derived"]["boards"][0]
     sim = data["simulated"]
     imposed_j = (sim["load_w"] + sim["context_w"]) * (sim["t1_s"] - sim["t0_s"])

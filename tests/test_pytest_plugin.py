@@ -126,8 +126,9 @@ def test_two_blocks(energy):
         ]
     )
     data = json.loads(out.read_text())
-    assert data["kind"] == "pytest-energy" and data["schema_version"] == 2
+    assert data["kind"] == "pytest-energy" and data["schema_version"] == 3
     assert data["session_status"] == 0
+    assert data["provenance"]["nvmeter"] and data["provenance"]["packages"]  # where the record came from
     assert [e["outcome"] for e in data["entries"]] == ["measured", "measured"]
     assert data["entries"][1]["window"]["derived"]["per_call_mj"] == pytest.approx(30_000, rel=0.05)
 
@@ -191,6 +192,21 @@ def test_step(energy):
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*no window was metered through the energy fixture*"])
+
+
+def test_a_markers_calls_beside_fixture_windows_fails_saying_where_calls_go(pytester):
+    """A new user's trial: the marker's calls=10 was silently ignored, and the window read 'no calls'."""
+    result = run(
+        pytester,
+        f"""
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 1.2}, calls=CALLS)
+def test_step(energy, energy_board):
+    with energy():
+        work(energy_board)
+""",
+    )
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*calls= counts the whole test call*declare their calls there*"])
 
 
 def test_a_failing_test_keeps_its_own_error(pytester):

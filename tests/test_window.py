@@ -1,6 +1,7 @@
 """EnergyWindow on the simulated board, against the model's exact energy."""
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -352,6 +353,35 @@ def test_measure_refuses_a_call_that_spends_no_virtual_time(board):
     step = lambda: board.clock.sleep(0.01)  # noqa: E731
     with pytest.raises(errors.UsageError, match="null call"):
         measure(step, device=board, sync="none", control=True)  # the default null spends nothing
+
+
+def test_measure_refuses_a_call_that_sleeps_in_real_time_within_seconds(board):
+    """A simulated call that spends real time, not the board's: 10,000 of them took minutes to be refused."""
+
+    def step():
+        board.set_load(550.0)
+        time.sleep(0.004)  # the mistake: not board.clock.sleep
+        board.set_load(0.0)
+
+    t0 = time.monotonic()
+    with pytest.raises(errors.UsageError, match=r"calls in a row \(2\.\d s of real time\) did not advance"):
+        measure(step, device=board, sync="none")
+    assert time.monotonic() - t0 < 10
+
+
+def test_idle_watts_given_as_text_are_refused_saying_so(board):
+    """A new user's trial: idle="121.3" read as a missing probe file ('no such file')."""
+    with pytest.raises(errors.UsageError, match=r"'121.3' is text: give watts as a number \(idle=121.3\)"):
+        EnergyWindow(board, idle="121.3", sync="none").__enter__()
+
+
+def test_result_read_inside_the_block_is_refused_not_none(board):
+    with EnergyWindow(board, idle=IdleBaseline.given(board.config.idle_context_w), sync="none") as w:
+        board.clock.sleep(0.2)
+        w.call()
+        with pytest.raises(errors.UsageError, match="after the `with EnergyWindow"):
+            w.result  # noqa: B018
+    assert w.result is not None
 
 
 def test_measure_judges_its_target_with_the_idle_after_the_work_too():

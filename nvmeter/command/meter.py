@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nvmeter import errors
+from nvmeter import errors, provenance
 from nvmeter.boards.profile import resolve_profile
 from nvmeter.boards.protocol import Board
 from nvmeter.command.life import Life, RealLife, SimulatedLife
@@ -162,4 +162,5 @@ def run_command(
         started_utc=started_utc,
         simulated=life.to_dict() if isinstance(life, SimulatedLife) else None,
         left_running=left,
+        provenance=provenance.collect(),
     )

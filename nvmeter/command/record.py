@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import platform
 import shlex
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvmeter import __version__, records, verify
+from nvmeter import records, verify
 from nvmeter.meter import measurement
 from nvmeter.meter.measurement import Measurement
+from nvmeter.provenance import Provenance
 
 # A command shorter than this also gets the sample buffer's reading beside the edges':
 # at 0.25 s aligned windows read to 0.90% median, 1.49% max, against 1.08% / 2.94% for the
@@ -64,6 +64,7 @@ class CommandRun:
         left_running: Processes the command started and left running when it exited (its
             session's, and those that carry its environment's marker wherever they went):
             their draw after that is not in the window.
+        provenance: Where the record came from (:mod:`nvmeter.provenance`); None when not known.
     """
 
     argv: tuple[str, ...]
@@ -76,6 +77,7 @@ class CommandRun:
     started_utc: str
     simulated: dict | None = None
     left_running: tuple[int, ...] = ()
+    provenance: Provenance | None = None
 
     @property
     def exit_status(self) -> int:
@@ -133,7 +135,8 @@ class CommandRun:
         m = b.window
         line = (
             f"{m.device.short}: {m.energy_j:,.1f} J, {m.above_idle_j:,.1f} ± {m.err_j:,.1f} J above idle "
-            f"(idle {m.idle_w:.1f} W, {self._idle_words()}); mean {m.power_w:,.1f} W over {m.window_s:.2f} s"
+            f"(idle {m.idle_w:.1f} W, {self._idle_words()}{_drift_words(m)}); mean {m.power_w:,.1f} W "
+            f"over {m.window_s:.2f} s"
         )
         if self.wall_s < SHORT_S:
             s = m.with_method("samples")
@@ -153,11 +156,7 @@ class CommandRun:
             "kind": "run",
             "schema_version": records.CURRENT["run"],
             "started_utc": self.started_utc,
-            "host": {
-                "nvmeter": __version__,
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-            },
+            "provenance": None if self.provenance is None else self.provenance.to_dict(),
             "command": list(self.argv),
             "pid": self.pid,
             "returncode": self.returncode,
@@ -196,7 +195,14 @@ class CommandRun:
             started_utc=d["started_utc"],
             simulated=d.get("simulated"),
             left_running=tuple(d["left_running"]),
+            provenance=None if d["provenance"] is None else Provenance.from_dict(d["provenance"]),
         )
+
+
+def _drift_words(m: Measurement) -> str:
+    """How far the error model moved the idle by the board's drift before the window (none: nothing)."""
+    drift_w = m.idle_drift_w
+    return f", moved {drift_w:+.2f} W by the drift seen before the command" if abs(drift_w) >= 0.005 else ""
 
 
 def _seconds(value_s: float) -> str:
@@ -255,6 +261,7 @@ def check_run(d: dict) -> None:
     records.text(idle.get("path"), "idle.path", none=True)
     records.text(d["started_utc"], "started_utc")
     _left_running(d["left_running"], d["pid"])
+    records.mapping(d["provenance"], "provenance", none=True)
     records.items(d["boards"], "boards", records.mapping, empty=False)
     for i, b in enumerate(d["boards"]):
         where = f"boards[{i}]"

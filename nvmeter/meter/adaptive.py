@@ -53,8 +53,11 @@ MAX_S = 3600.0
 # The most sub-windows measure() may be asked for: at the shortest window (a counter period or
 # so) more would not fit in MAX_S.
 MAX_WINDOWS = 10_000
-# Calls in a row that leave the board's clock where it was before measure() gives up.
+# Calls in a row that leave the board's clock where it was before measure() gives up, or real
+# seconds of them: a simulated call that sleeps in real time (time.sleep, not the board's clock)
+# would otherwise run for minutes before 10,000 of it were counted.
 _STUCK_CALLS = 10_000
+_STUCK_REAL_S = 2.0
 # Calls in a row that each move the clock less than _TINY_S: no GPU call is that short (a device
 # sync alone takes microseconds), and a simulated call of 1 ns would need 5e8 calls for 0.5 s.
 _TINY_CALLS = 1_000_000
@@ -95,7 +98,8 @@ def measure(
         target_rel_err: Accepted relative bound on the per-call energy. 2% by default: the
             error model's floor for a run's state part is 0.7% (model 2, fitted on an H200) and
             the idle either side adds its own, so a target of 1% leaves little for the rest.
-        max_window_s: Longest run, s.
+        max_window_s: Longest run, s (default 30); a target not reached by then leaves the
+            figure marked not reliable, with the bound it reached as the reason.
         warmup_s: Unmetered calls for this long first, s (at least one call; ``WARMUP_S``,
             2.5 s): a window that starts within the error model's 2 s look-back of a pause
             or of idle is transient (the clocks ramp for ~0.3 s after idle, and a power-capped
@@ -352,15 +356,18 @@ def _calls_until(fn, board: Board, done: Callable[[], bool]) -> None:
     """
     now = board.clock.now()
     stuck = tiny = 0
+    stuck_since = None  # real time of the first call that left the clock where it was
     while True:
         before = now
         fn()
         finished = done()
         now = board.clock.now()
         stuck = stuck + 1 if now == before else 0
+        stuck_since = (stuck_since or time.monotonic()) if stuck else None
         tiny = tiny + 1 if now - before < _TINY_S else 0
-        if stuck >= _STUCK_CALLS:
-            raise _never_ends(f"{_STUCK_CALLS:,} calls did not advance")
+        if stuck and (stuck >= _STUCK_CALLS or time.monotonic() - stuck_since >= _STUCK_REAL_S):
+            real_s = time.monotonic() - stuck_since
+            raise _never_ends(f"{stuck:,} calls in a row ({real_s:.1f} s of real time) did not advance")
         if tiny >= _TINY_CALLS:
             raise _never_ends(f"{_TINY_CALLS:,} calls each advanced by under {_TINY_S * 1e6:g} us")
         if finished:

@@ -85,6 +85,14 @@ ENTRY_PARTS = ("sync_s", "idle_s", "samples_s", "edge_s")
 EXIT_PARTS = ("sync_s", "edge_s")
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def whole_calls(n) -> int:
     """``n`` as declared calls of ``w.call(n)``.
 
@@ -402,14 +410,21 @@ class EnergyWindow:
 
     @property
     def result(self) -> Measurement | None:
-        """The window's Measurement once it has closed (None before, or if the block raised).
+        """The window's Measurement once it has closed (None if the block raised).
 
         With ``exit="return"`` the first read waits for the end step if it is not in yet.
 
         Raises:
+            UsageError: read before the window has closed (:meth:`estimate` gives a running
+                figure inside it).
             TelemetryError: NVML failed while an edge inside the work was polled (on every
                 read: a later one must not read as a block that raised).
         """
+        if self._phase in ("new", "open"):
+            raise errors.UsageError(
+                "w.result is the closed window's: read it after the `with EnergyWindow(...)` block "
+                "(inside it, w.estimate() gives a running figure)"
+            )
         if self._pending is not None:
             end_poll, t1 = self._pending
             self._pending = None
@@ -511,6 +526,8 @@ class EnergyWindow:
             return IdleBaseline.given(float(spec))
         if spec == "measure":
             return measure_quiescent(self.board)
+        if isinstance(spec, str) and not Path(spec).exists() and _is_number(spec):
+            raise errors.UsageError(f"idle={spec!r} is text: give watts as a number (idle={spec.strip()})")
         if isinstance(spec, (str, Path)):
             return IdleBaseline.from_probe(Path(spec), self.board, level=context_level(self.board))
         raise errors.UsageError(
