@@ -45,7 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
+from nvmeter import errors, records
 from nvmeter.boards.protocol import PowerSample
+from nvmeter.meter import sanity
 from nvmeter.meter.series import integrate_samples_j
 
 VERSION = 2
@@ -409,7 +411,8 @@ def synthetic(
     ]
     bursts = [[a, b, int(not (unpolled and k % 2))] for k, (a, b) in enumerate(bursts)]
     quiet = [[0.0, 2.0], [26.0, 27.9]]
-    return {"polls": polls, "bursts": bursts, "samples": samples, "quiet": quiet, "steady": steady}
+    head = {"version": VERSION, "board": {"uuid": "GPU-synthetic"}, "burst_ms": burst_s * 1e3}
+    return {**head, "polls": polls, "bursts": bursts, "samples": samples, "quiet": quiet, "steady": steady}
 
 
 def selftest() -> int:
@@ -443,17 +446,54 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "selftest":
         return selftest()
-    ds = []
-    for f in args.files:
-        rec = json.loads(f.read_text())
-        d = per_burst(rec)
-        print(f"## {f.name}: {rec.get('board', {}).get('uuid', '?')}, {rec.get('burst_ms')} ms bursts")
-        print("\n".join(table(d)))
-        ds.append((f.stem, d))
     if args.plot:
-        plot(ds, args.plot)
+        records.check_writable(args.plot)
+        if args.plot.suffix.lower() not in PLOT_SUFFIXES:
+            raise errors.UsageError(f"--plot {args.plot}: give a {', '.join(PLOT_SUFFIXES)} file")
+    # every file read and analysed before a line is printed: a bad one leaves no partial table
+    ds = [(f, *_analysed(f)) for f in args.files]
+    for f, rec, d in ds:
+        print(f"## {f.name}: {rec['board']['uuid']}, {rec['burst_ms']} ms bursts")
+        print("\n".join(table(d)))
+    if args.plot:
+        plot([(f.stem, d) for f, _, d in ds], args.plot)
     return 0
 
 
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def _analysed(path: Path) -> tuple[dict, dict]:
+    """(the record, its per-burst analysis).
+
+    Raises:
+        RecordError: one line: unreadable, damaged, or too few bursts to analyse.
+    """
+    rec = records.parse_json(path, "a counter_coverage record")
+    with records.building(path, "counter_coverage"):
+        if records.mapping(rec, "the record").get("version") not in (1, VERSION):
+            raise records.BadField(f"version is {rec.get('version')!r}, not 1 or {VERSION}")
+        records.text(records.mapping(rec["board"], "board")["uuid"], "board.uuid")
+        polls = np.asarray(rec["polls"], dtype=float).reshape(-1, 3)
+        samples = np.asarray(rec["samples"], dtype=float).reshape(-1, 2)
+        t0_s, t1_s, energy_mj = (polls[:, i].tolist() for i in range(3))
+        series = {"t0_s": t0_s, "t1_s": t1_s, "energy_mj": energy_mj}
+        why = sanity.series_fault(series) or sanity.samples_fault(
+            {"t_s": samples[:, 0].tolist(), "power_w": samples[:, 1].tolist()}
+        )
+        if why:
+            raise records.BadField(why)
+        if len(rec["bursts"]) < 2 or not rec["quiet"]:
+            raise records.BadField("fewer than two bursts, or no quiet span: nothing to analyse")
+        d = per_burst(rec)
+        if not all(np.isfinite(d["counter_j"])):
+            raise records.BadField("a burst's counter energy is not a number (a quiet span too short?)")
+    return rec, d
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (errors.UsageError, errors.RecordError) as exc:  # bad input: one line, no traceback
+        print(f"counter_coverage: {exc}", file=sys.stderr)
+        sys.exit(2)

@@ -214,7 +214,8 @@ class BudgetRecord:
             BadField, KeyError: as :meth:`Entry.from_dict`, or ``entries`` not a list.
         """
         records.items(d["entries"], "entries", records.mapping)
-        status = records.integer(d["session_status"], "session_status", at_least=0, none=True)
+        # an exit status: one byte (an adversarial review's 2**64 read as a status)
+        status = records.integer(d["session_status"], "session_status", at_least=0, at_most=255, none=True)
         origin = records.mapping(d["provenance"], "provenance", none=True)
         entries = []
         for i, e in enumerate(d["entries"]):

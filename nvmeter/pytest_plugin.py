@@ -76,7 +76,8 @@ class _State:
         self.json_path = config.getoption("energy_json")
         if self.json_path is not None:
             try:
-                records.check_writable(Path(self.json_path))
+                idle_file = self.idle if isinstance(self.idle, Path) else None
+                records.check_writable(Path(self.json_path), inputs=(("--energy-idle", idle_file),))
             except errors.UsageError as exc:
                 raise pytest.UsageError(f"--energy-json: {exc}") from None
         self.json_written: Path | None = None  # where --energy-json went, once written
@@ -158,7 +159,10 @@ class _State:
         if not open_:
             return
         if self.mode == "warn":
-            warnings.warn(EnergyBudgetWarning(open_), stacklevel=1)
+            # pointing at the test, not at this line (pytest's warnings summary says where)
+            lineno = item.location[1]
+            where = (str(item.path), 0 if lineno is None else lineno + 1)
+            warnings.warn_explicit(EnergyBudgetWarning(open_), EnergyBudgetWarning, *where)
         else:
             pytest.fail(open_ + " (--energy-undecided=warn makes this a warning)", pytrace=False)
 

@@ -52,12 +52,19 @@ def _output_path(path: Path) -> Path:
 
     Raises:
         UsageError: a link to something that is not a regular file or a free name in a
-            folder (a terminal, a pipe, /proc or /dev).
+            folder (a terminal, a pipe, /proc or /dev), or a loop of links.
 
     """
     path = Path(path)
     if not path.is_symlink():
         return path
+    try:
+        os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        pass  # a link to a free name: the record is written there
+    except OSError as exc:  # a loop: not strict, realpath stops inside it and the write replaced the link
+        why = f"{path} is a link that leads to no file ({exc.strerror}); give a file path"
+        raise errors.UsageError(why) from None
     real = Path(os.path.realpath(path))
     special = not real.is_absolute() or real.parts[1:2] in (("proc",), ("dev",))
     if special or (real.exists() and not real.is_file()) or not real.parent.is_dir():
@@ -328,9 +335,14 @@ def building(path: Path, kind: str) -> Iterator[None]:
             (UsageError); a RecordError that does not name the file is given its name; one
             that does passes unchanged.
 
+    numpy's floating-point warnings are silenced inside: a damaged series' overflow or NaN
+    is said once, by the checks that follow, not first as a warning with a source line.
     """
+    import numpy as np
+
     try:
-        yield
+        with np.errstate(all="ignore"):
+            yield
     except errors.RecordError as exc:
         if str(exc).startswith(str(path)):
             raise
@@ -366,8 +378,10 @@ def number(value, where: str, *, at_least: float | None = None, none: bool = Fal
     return value
 
 
-def integer(value, where: str, *, at_least: int | None = None, none: bool = False):
-    """``value`` if it is an int (not a bool), at least ``at_least``; None too with ``none``.
+def integer(
+    value, where: str, *, at_least: int | None = None, at_most: int | None = None, none: bool = False
+):
+    """``value`` if it is an int (not a bool) from ``at_least`` to ``at_most``; None too with ``none``.
 
     Raises:
         BadField: naming ``where``.
@@ -375,8 +389,14 @@ def integer(value, where: str, *, at_least: int | None = None, none: bool = Fals
     """
     if value is None and none:
         return value
-    if isinstance(value, bool) or not isinstance(value, int) or (at_least is not None and value < at_least):
-        need = "an integer" + (f" >= {at_least}" if at_least is not None else "")
+    low = at_least is not None and isinstance(value, int) and value < at_least
+    high = at_most is not None and isinstance(value, int) and value > at_most
+    if isinstance(value, bool) or not isinstance(value, int) or low or high:
+        if at_least is not None and at_most is not None:
+            need = f"an integer from {at_least} to {at_most}"
+        else:
+            need = "an integer" + (f" >= {at_least}" if at_least is not None else "")
+            need += f" <= {at_most}" if at_most is not None else ""
         raise BadField(f"{where} is {_shown(value)}, not {need}")
     return value
 

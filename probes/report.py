@@ -134,7 +134,7 @@ def load_report(path: Path, board: BoardIdentity | None = None, parsed: dict | N
             for where, why in sanity.faults(entry["raw"], name):
                 raise errors.RecordError(f"{path}: damaged probe record: {why} (at {where})")
         report.derived()  # a damaged series fails here, not later in a table
-    verify_report(path, data, report)
+        verify_report(path, data, report)  # inside: its recomputation's numpy warnings are silenced too
     if board is not None and report.board.uuid != board.uuid:
         raise errors.RecordError(
             f"{path} was made on {report.board.name} {report.board.uuid}, not on this board {board.uuid}"

@@ -120,3 +120,13 @@ def ctrl_c_raises():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, before)
+
+
+@pytest.fixture(autouse=True)
+def _no_test_makes_pytest_a_subreaper():
+    """The console script adopts orphans for good (nvmeter.descendants.adopt_orphans): a test that ran it
+    in-process would make every later test's orphans the pytest process's, and its looks find them."""
+    from nvmeter import descendants
+
+    yield
+    assert not descendants._Adoption.on, "a test made pytest a subreaper: run the console script in a child"

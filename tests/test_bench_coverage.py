@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -63,3 +66,32 @@ def test_an_idle_that_drifts_is_followed_between_the_quiet_spans():
     assert abs(d["counter_j"].mean() - 5.0) < 0.1
     assert abs(d["samples_j"].mean() - 5.0) < 0.1
     assert abs(d["steady_j"] - 5.0) < 0.05
+
+
+def _damaged(record: dict, edit) -> dict:
+    edit(record)
+    return record
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda r: r.update(polls=[[a, b, -e] for a, b, e in r["polls"]]), "goes backwards"),
+        (lambda r: r.update(samples=[[t, w * 1e4] for t, w in r["samples"]]), "above what any board draws"),
+        (lambda r: r.update(bursts=r["bursts"][:1]), "fewer than two bursts"),
+        (lambda r: r.update(version=99), "version is 99"),
+        (lambda r: r.pop("quiet"), "lacks 'quiet'"),
+    ],
+    ids=["counter-backwards", "samples-x1e4", "one-burst", "version", "no-quiet"],
+)
+def test_a_damaged_record_is_one_line_and_exit_2_with_nothing_printed_before(tmp_path, edit, said):
+    """An adversarial review: tracebacks, earlier files' tables printed first, or -5.67 J read as normal."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(counter_coverage.synthetic(part_time=False)))
+    bad.write_text(json.dumps(_damaged(counter_coverage.synthetic(part_time=False), edit)))
+    script = Path(counter_coverage.__file__)
+    argv = [sys.executable, str(script), "analyze", str(good), str(bad)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    (line,) = done.stderr.splitlines()
+    assert said in line and str(bad) in line

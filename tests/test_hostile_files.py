@@ -324,6 +324,7 @@ def test_a_schema_version_that_is_not_an_int_is_refused(
             set_at("boards", 0, "window", "device", "simulated", False),
             r"boards\[0\] is not a simulated board",
         ),
+        (set_at("simulated", None), "a simulated board's run record without its `simulated` block"),
         (set_at("left_running", [0]), r"left_running\[0\] is 0, not an integer >= 1"),
         (
             set_at("left_running", [10**9]),
@@ -536,3 +537,110 @@ def test_a_run_record_with_an_impossible_figure_is_damaged(run_record, tmp_path,
     place[field[-1]] = value
     line = one_line_error(nvmeter("show", write(tmp_path, data)), 2)
     assert f"a malformed Measurement: {'.'.join(field)} must be a finite number" in line
+
+
+# -- an adversarial review of 2026-12-05 (helper-22) ----------------------------------------------
+def _scaled_samples(factor):
+    def change(data):
+        samples = data["boards"][0]["window"]["samples"]
+        samples["power_w"] = [p * factor for p in samples["power_w"]]
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("factor", "why"),
+    [
+        (1000.0, "a power sample above what any board draws"),
+        (1e4, "a power sample above what any board draws"),
+    ],
+)
+def test_samples_no_board_draws_are_a_damaged_record(tmp_path, run_data, factor, why):
+    """Samples x1000 (379 kW on a 700 W board) showed as a reliable figure."""
+    line = one_line_error(nvmeter("show", damaged(tmp_path, run_data, _scaled_samples(factor))), 2)
+    assert why in line
+
+
+def test_samples_that_disagree_with_the_counter_make_the_figure_not_reliable():
+    """Samples x3, under any board's maximum, are still no reading of the sensor the counter reads."""
+    from nvmeter.meter.measurement import Measurement
+    from nvmeter.meter.window import EnergyWindow
+
+    board = SimulatedBoard(SimConfig(seed=5))
+    idle = IdleBaseline.given(board.config.idle_no_context_w)
+    with EnergyWindow(board, idle=idle, sync="none", calls=1) as w:
+        board.set_load(300.0)
+        board.clock.sleep(1.0)
+        board.set_load(0.0)
+    window = json.loads(json.dumps(records._clean(w.result.to_dict())))
+    genuine = Measurement.from_dict(window)
+    assert genuine.reliable and 0.9 < genuine.samples_to_counter < 1.1
+    window["samples"]["power_w"] = [p * 3 for p in window["samples"]["power_w"]]
+    forged = Measurement.from_dict(window)
+    assert not forged.reliable and "times what the counter does" in forged.reason
+
+
+def test_summarize_refuses_a_score_record_with_impossible_samples(tmp_path, score_data):
+    """summarize read negative, null and inf samples, and samples x1000, as a PASS."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    damaged(
+        folder,
+        score_data,
+        set_at("energy", "idle", 0, "span", "samples", "power_w", 1, -500.0),
+        "run-001.json",
+    )
+    line = one_line_error(nvmeter("summarize", folder), 2)
+    assert "damaged score record: a negative power sample (at energy.idle[0].span.samples)" in line
+
+
+def test_a_loop_of_links_as_the_output_is_refused_and_left_as_it_was(tmp_path):
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop.name)
+    line = one_line_error(nvmeter("run", "--simulate", "--json", loop, "--", "true"), 2)
+    assert "is a link that leads to no file" in line
+    assert loop.is_symlink() and os.readlink(loop) == loop.name
+
+
+def test_a_damaged_probe_file_is_said_without_a_numpy_warning_first(tmp_path):
+    """A sample time of 1e308 printed numpy's overflow warning and its source line before the error."""
+    made = tmp_path / "made.json"
+    assert nvmeter("probe", "--simulate", "--only", "samples", "--out", made).returncode == 0
+    data = json.loads(made.read_text())
+    path = damaged(tmp_path, data, set_at("probes", "samples", "raw", "buffer", "t_s", -1, 1e308))
+    line = one_line_error(nvmeter("show", path), 2)  # one line: no RuntimeWarning
+    assert str(path) in line
+
+
+def test_a_run_record_whose_wall_time_is_shorter_than_its_window_is_refused(tmp_path):
+    """wall_s of 0 in a 1.5 s window showed as "exited 0 after -0 ms" (an upper bound alone was checked)."""
+    from nvmeter.command import SimulatedLife, load_run, run_command
+
+    board = SimulatedBoard(SimConfig(seed=5))
+    data = json.loads(
+        json.dumps(records._clean(run_command(["sleep", "1"], [board], life=SimulatedLife(board)).to_dict()))
+    )
+    assert load_run(write(tmp_path, data, "ok.json")).wall_s > 0.9
+    path = damaged(tmp_path, data, set_at("wall_s", 0.0))
+    line = one_line_error(nvmeter("show", path), 2)
+    assert "wall_s is 0 s, shorter than the window that held the command" in line
+
+
+@pytest.mark.parametrize(
+    ("record", "change", "why"),
+    [
+        (
+            "pytest-energy",
+            set_at("session_status", 2**64),
+            "session_status is 18446744073709551616, not an integer",
+        ),
+        ("score", set_at("run", 2**64), "run is 18446744073709551616, not an integer from 1 to 1000000"),
+    ],
+)
+def test_integers_past_any_real_one_are_refused(tmp_path, score_data, record, change, why):
+    data = score_data if record == "score" else json.loads((FIXTURES / "pytest-energy-v2.json").read_text())
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    path = damaged(folder, data, change, "run-001.json")
+    line = one_line_error(nvmeter("summarize" if record == "score" else "show", path), 2)
+    assert why in line

@@ -82,6 +82,9 @@ def test_step(energy):
     result = run(pytester, body, "--energy-undecided=warn")
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(["*EnergyBudgetWarning*straddles*"])
+    # at the test's line, not the plugin's (a new user's trial: pytest_plugin.py:161)
+    result.stdout.fnmatch_lines(["*test_a_budget_inside_the_bound*.py:*: EnergyBudgetWarning*"])
+    assert "pytest_plugin.py" not in result.stdout.str()
 
 
 def test_an_unreliable_figure_fails_by_default_and_warns_on_request(pytester):
@@ -349,6 +352,20 @@ def test_an_idle_file_that_is_no_probe_is_refused_before_the_run(pytester, tmp_p
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([words])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_record_may_not_overwrite_the_probe_file_it_reads(pytester, tmp_path, simulated_idle_probe):
+    """An adversarial review: --energy-json equal to --energy-idle replaced the probe with the record."""
+    probe = tmp_path / "probe.json"
+    probe.write_bytes(simulated_idle_probe.read_bytes())
+    link = tmp_path / "link.json"
+    link.symlink_to(probe)
+    pytester.makepyfile("def test_x():\n    pass\n")
+    for out in (probe, link):
+        result = pytester.runpytest(f"--energy-idle={probe}", f"--energy-json={out}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines(["*--energy-json: * is the --energy-idle file this command reads*"])
+    assert probe.read_bytes() == simulated_idle_probe.read_bytes()
 
 
 def test_a_probe_of_another_board_ends_the_session_in_one_line(pytester):

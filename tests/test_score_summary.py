@@ -111,7 +111,6 @@ def test_medians_are_over_passing_runs_and_the_bound_is_the_largest(folder):
             "energy.method.window.derived.per_call_mj",
         ),
         (lambda d: d["calls"][0].__setitem__("correct", 9999), "derived"),
-        (lambda d: d["energy"]["idle"][1]["span"]["end"]["energy_mj"].__setitem__(-1, 1), "derived"),
     ],
 )
 def test_a_stored_figure_that_disagrees_is_an_error(folder, change, where):
@@ -122,6 +121,16 @@ def test_a_stored_figure_that_disagrees_is_an_error(folder, change, where):
     assert code == 2 and not stdout
     line = one_line(err)
     assert f"run-001.json: {where}" in line and "disagrees with its recomputation" in line
+
+
+def test_an_idle_span_whose_counter_goes_back_is_a_damaged_record(folder):
+    """Once a figure that disagreed; the raw series is now refused first, as show refuses it."""
+    data = json.loads((folder / "run-001.json").read_text())
+    data["energy"]["idle"][1]["span"]["end"]["energy_mj"][-1] = 1
+    (folder / "run-001.json").write_text(json.dumps(data))
+    code, stdout, err = summarize(folder)
+    assert code == 2 and not stdout
+    assert "damaged score record: the energy counter goes backwards (at energy.idle[1].span)" in one_line(err)
 
 
 def test_damaged_and_foreign_records_are_errors(folder, tmp_path):

@@ -64,8 +64,10 @@ def spawn(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.
     Raises:
         CommandNotFound, CommandNotExecutable, UsageError: it could not be started.
     """
+    from nvmeter.descendants import own_child
+
     try:
-        return subprocess.Popen(list(argv), start_new_session=True, env=env)
+        proc = subprocess.Popen(list(argv), start_new_session=True, env=env)
     except FileNotFoundError as exc:
         raise errors.CommandNotFound(f"command not found: {argv[0]}") from exc
     except PermissionError as exc:
@@ -74,6 +76,8 @@ def spawn(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.
         if exc.errno == errno.ENOEXEC:  # no format the kernel runs: a shell says 126 too
             raise errors.CommandNotExecutable(f"{argv[0]} is not executable: {exc.strerror}") from exc
         raise errors.UsageError(f"cannot start {argv[0]}: {exc.strerror or exc}") from exc
+    own_child(proc.pid)  # started here: never an orphan nvmeter adopted
+    return proc
 
 
 def signal_group(proc: subprocess.Popen | None, signum: int) -> None:
@@ -118,7 +122,8 @@ def survivors(proc: subprocess.Popen, token: str | None = None) -> tuple[int, ..
     from nvmeter.descendants import Descendants, adopted_pids
 
     marked = Descendants(proc.pid, token).marked_pids() if token else ()
-    return tuple(sorted({*_session_members(proc), *marked, *adopted_pids()}))
+    adopted = (pid for pid in adopted_pids() if pid != proc.pid)
+    return tuple(sorted({*_session_members(proc), *marked, *adopted}))
 
 
 def _session_members(proc: subprocess.Popen) -> list[int]:

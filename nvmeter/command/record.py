@@ -269,8 +269,12 @@ def check_run(d: dict) -> None:
             records.items(b["other_pids"], f"{where}.other_pids", records.integer)
         window = measurement.check_dict(b["window"], f"{where}.window")
         _wall_inside(d["wall_s"], window, where)
+    _wall_fills(d["wall_s"], d["boards"])
     if records.mapping(d.get("simulated"), "simulated", none=True) is not None:
         _simulated_life(d["simulated"], d["boards"])
+    elif any(b["window"]["device"].get("simulated") for b in d["boards"]):
+        # what the simulated board drew is what nvmeter run imposed: without it the figure stands alone
+        raise records.BadField("a simulated board's run record without its `simulated` block")
 
 
 # Linux's PID_MAX_LIMIT: the kernel gives no process a larger id (pid_max is at most this)
@@ -324,6 +328,19 @@ def _simulated_life(sim: dict, boards: list) -> None:
 # The command's wall time is taken from before its start to after its end, both inside each
 # board's window (opened before the start, closed after the end); a little slack for the clocks.
 _WALL_SLACK_S = 0.5
+
+
+def _wall_fills(wall_s: float, boards: list) -> None:
+    """The command's ``wall_s`` fills the window entered last (it closes first), or BadField.
+
+    That window was opened just before the command started and is closed just after it
+    ended: an adversarial review's wall_s of 0 s in a 1.5 s window showed as "exited 0 after -0 ms".
+    """
+    span_s = min(b["window"]["work_t1_s"] - b["window"]["work_t0_s"] for b in boards)
+    if wall_s < span_s - _WALL_SLACK_S:
+        raise records.BadField(
+            f"wall_s is {wall_s:.6g} s, shorter than the window that held the command ({span_s:.3f} s)"
+        )
 
 
 def _wall_inside(wall_s: float, window: dict, where: str) -> None:

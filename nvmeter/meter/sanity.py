@@ -76,7 +76,8 @@ def _span_fault(d: dict) -> str | None:
     return None
 
 
-def _samples_fault(d: dict) -> str | None:
+def samples_fault(d: dict) -> str | None:
+    """Why a power-sample series (``t_s``, ``power_w``) cannot be real, or None."""
     t, p = d["t_s"], d["power_w"]
     if not (_numbers(t) and _numbers(p)) or len(t) != len(p):
         return "power samples with missing, unequal or non-finite values"
@@ -84,6 +85,8 @@ def _samples_fault(d: dict) -> str | None:
         return "power samples out of time order"
     if p and min(p) < 0:
         return "a negative power sample"
+    if p and max(p) > MAX_BOARD_W:
+        return f"a power sample above what any board draws ({MAX_BOARD_W:,.0f} W)"
     return None
 
 
@@ -113,7 +116,7 @@ def _instant_fault(d: dict) -> str | None:
     return "a negative power reading" if p and min(p) < 0 else None
 
 
-_CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, _samples_fault))
+_CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, samples_fault))
 _CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault), ({"instant_w"}, _instant_fault))
 
 
@@ -130,7 +133,7 @@ def faults(raw, where: str = "") -> Iterator[tuple[str, str]]:
             if shape <= keys:
                 try:
                     why = check(raw)
-                except (KeyError, TypeError, ValueError, IndexError) as exc:
+                except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
                     why = f"malformed ({type(exc).__name__}: {exc})"
                 if why:
                     yield where or "(top)", why

@@ -28,6 +28,9 @@ from nvmeter.score.target import Target
 from nvmeter.workloads import judge
 from nvmeter.workloads.versions import SCHEMES
 
+# The largest run number a record may hold (check_record).
+MAX_RUN_NUMBER = 10**6
+
 KIND = "score"
 
 
@@ -290,7 +293,9 @@ def check_record(d: dict) -> None:
         BadField: the first field that is wrong, named as a dotted path; KeyError for a
             missing one.
     """
-    records.integer(d["run"], "run", at_least=1)
+    # a folder's runs are numbered on across invocations of at most MAX_RUNS each; a million is
+    # past any folder's (an adversarial review's 2**64 was summarised as a run)
+    records.integer(d["run"], "run", at_least=1, at_most=MAX_RUN_NUMBER)
     records.integer(d["difficulty"], "difficulty")
     target = records.mapping(d["target"], "target")
     for key in ("name", "file", "function", "sha256"):

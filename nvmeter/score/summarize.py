@@ -22,6 +22,7 @@ from pathlib import Path
 
 from nvmeter import errors, provenance, records
 from nvmeter import verify as verify_figures
+from nvmeter.meter import sanity
 from nvmeter.score.procedure import folder_runs
 from nvmeter.score.record import RunRecord
 
@@ -88,6 +89,10 @@ def load_records(
         copies[content] = path
         with records.building(path, KIND):
             record = RunRecord.from_dict(data)
+            # every raw series the record holds (windows, idle spans, the reference's), as show's are:
+            # an adversarial review's inf, negative and x1000 samples summarised as a PASS
+            for at, why in sanity.faults(data):
+                raise records.BadField(f"{why} (at {at})")
             record.derived()  # recompute once here so a damaged raw series is this record's error
         verify(path, data, record)
         out.append((path, record))
