@@ -85,7 +85,8 @@ class _Adoption:
     """Whether this process adopts its descendants' orphans, and the children it started itself."""
 
     on = False
-    # the roots of every Descendants made here (psutil compares pid and start time)
+    # its children that are no orphans (psutil compares pid and start time): the roots of every
+    # Descendants made here, what else it started (own_child), and those it had when it began to adopt
     own: ClassVar[set[psutil.Process]] = set()
 
 
@@ -94,11 +95,16 @@ def adopt_orphans() -> bool:
 
     An orphan anywhere under it (its parent ended, whatever its session or environment) is then
     given to this process, not to init, and :class:`Descendants` finds it among this process's
-    children. Meant for a command's own process (the console script), not a library's caller:
-    every child of this process that was not started as a :class:`Descendants` root reads as
-    an orphan, and this process must reap those that end (:func:`reap_orphans`).
+    children (:func:`_adopted` says which are). Meant for a command's own process (the console
+    script), not a library's caller. The children it has already (a helper a wrapper script
+    started before it ``exec``'d nvmeter) are its own, never orphans; so is every process in its
+    own session, where nothing nvmeter starts can go (each child leads a session of its own, and
+    a process can only leave a session for a new one). This process must reap the orphans that
+    end (:func:`reap_orphans`).
     """
     if not _Adoption.on and sys.platform.startswith("linux"):
+        with contextlib.suppress(psutil.Error):
+            _Adoption.own.update(psutil.Process().children())
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
             _Adoption.on = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -112,8 +118,18 @@ def own_child(pid: int) -> None:
 
 
 def _adopted(entry_ppid: int, process: psutil.Process) -> bool:
-    """True for an orphan this process adopted: its child, not one it started itself."""
-    return _Adoption.on and entry_ppid == os.getpid() and process not in _Adoption.own
+    """True for an orphan this process adopted: its child, neither its own nor of its own session.
+
+    A wrapper's helper, started before the wrapper ``exec``'d nvmeter, is in nvmeter's session
+    (and its orphans too, unless they left it): an adversarial review found such a helper frozen,
+    ended and named in ``left_running`` as the command's, before both checks.
+    """
+    if not (_Adoption.on and entry_ppid == os.getpid()) or process in _Adoption.own:
+        return False
+    try:
+        return os.getsid(process.pid) != os.getsid(0)
+    except OSError:  # ended (or another user's): not one to take in
+        return False
 
 
 def adopted_pids() -> tuple[int, ...]:
@@ -129,16 +145,39 @@ def adopted_pids() -> tuple[int, ...]:
 def reap_orphans() -> tuple[int, ...]:
     """Reap the adopted orphans that have ended (never a child this process started); their pids.
 
-    Nothing else waits for them: left, each would stay a zombie until this process ends. Cheap
-    when no child has ended (one system call, which reaps nothing), so it may be called often.
+    Nothing else waits for them: left, each would stay a zombie until this process ends. Each
+    is found by a system call that reaps nothing (``waitid`` with ``WNOWAIT``), so a call when
+    none has ended costs one system call; only while a child of this process's own lies ended,
+    unreaped, in front of them (its ``Popen`` is about to reap it) are they looked for among
+    all its children.
     """
     if not _Adoption.on:
         return ()
+    reaped: list[int] = []
+    while True:
+        try:
+            found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # no child at all
+            found = None
+        if found is None:
+            return tuple(reaped)
+        if _own_pid(found.si_pid):
+            return (*reaped, *_reap_behind_own())
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(found.si_pid, os.WNOHANG)
+        reaped.append(found.si_pid)
+
+
+def _own_pid(pid: int) -> bool:
+    """True when ``pid`` is one of this process's own children (its unreaped zombie keeps the pid)."""
     try:
-        if os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-            return ()  # no child has ended
-    except ChildProcessError:  # no child at all
-        return ()
+        return psutil.Process(pid) in _Adoption.own
+    except psutil.Error:
+        return False
+
+
+def _reap_behind_own() -> tuple[int, ...]:
+    """The ended orphans, among all this process's children, reaped; their pids."""
     reaped = []
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process().children():

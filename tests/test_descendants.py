@@ -405,3 +405,55 @@ def test_adopted_orphans_that_end_are_reaped(tmp_path):
     """
     done = subprocess.run([PY, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "True ()", done.stderr
+
+
+def test_a_child_the_process_had_before_it_adopted_or_in_its_own_session_is_no_orphan():
+    """A wrapper's helper (`helper & exec nvmeter ...`) was frozen, ended and named as the command's."""
+    script = f"""
+        import os, subprocess, sys
+        from nvmeter import descendants
+
+        before = subprocess.Popen({SLEEP_600!r})  # as a wrapper's helper, started before the exec
+        assert descendants.adopt_orphans()
+        after = subprocess.Popen({SLEEP_600!r})  # not a Descendants root, in this process's session
+        root = subprocess.Popen({SLEEP_600!r}, start_new_session=True)
+        tree = descendants.Descendants(root.pid)
+        tree.note()
+        print(tree.pids(), descendants.adopted_pids(), flush=True)
+        for p in (before, after, root):
+            p.kill()
+            p.wait()
+        print(p.returncode, descendants.reap_orphans(), flush=True)  # its Popen reaped it, not reap_orphans
+    """
+    done = subprocess.run([PY, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split("\n")[:2] == ["() ()", "-9 ()"], done.stdout + done.stderr
+
+
+def test_orphans_that_end_while_a_worker_works_are_reaped_as_they_end(tmp_path):
+    """Under nvmeter score they were reaped only when the worker closed: 2,101 zombies at once."""
+    (tmp_path / "spawning_handlers.py").write_text(
+        "import subprocess, sys\n"
+        "def spawn(request, engine):\n"
+        "    return {'pid': subprocess.Popen([sys.executable, '-c', request['script']]).pid}\n"
+        "HANDLERS = {'spawn': spawn}\n"
+    )
+    orphans = "import os\\nfor _ in range(50):\\n    if os.fork() == 0:\\n        os._exit(0)\\n"
+    script = f"""
+        import time
+        import psutil
+        from nvmeter import descendants
+        from nvmeter.worker.process import WorkerProcess
+
+        assert descendants.adopt_orphans()
+        with WorkerProcess("cpu", handlers="spawning_handlers") as worker:
+            worker.request("spawn", script="{orphans}")
+            time.sleep(1.0)  # the spawner and its 50 children have ended: nvmeter's orphans
+            worker.ping()
+            zombies = [c for c in psutil.Process().children() if c.status() == psutil.STATUS_ZOMBIE]
+            print(len(zombies), flush=True)
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [PY, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.stdout.strip() == "0", done.stdout + done.stderr

@@ -24,7 +24,7 @@ import time
 import psutil
 
 from nvmeter import errors, interrupts
-from nvmeter.descendants import Descendants, end_tree, marked
+from nvmeter.descendants import Descendants, end_tree, marked, reap_orphans
 from nvmeter.worker.guardian import Guardian
 from nvmeter.worker.protocol import MatmulRun
 
@@ -196,6 +196,9 @@ class WorkerProcess:
         return self._next_id
 
     def _pump(self, timeout_s: float) -> None:
+        # the orphans a method's code leaves end while nvmeter waits for it: reaped as they do
+        # (one system call when none has), not left as zombies for the worker's life
+        reap_orphans()
         for _key, _ in self._selector.select(timeout_s):
             chunk = os.read(self._proc.stdout.fileno(), 1 << 16)
             if not chunk:
