@@ -170,6 +170,8 @@ def reap_orphans() -> tuple[int, ...]:
 
 def _own_pid(pid: int) -> bool:
     """True when ``pid`` is one of this process's own children (its unreaped zombie keeps the pid)."""
+    if all(p.pid != pid for p in _Adoption.own):  # most often: no process read for it
+        return False
     try:
         return psutil.Process(pid) in _Adoption.own
     except psutil.Error:

@@ -1,6 +1,7 @@
 """``nvmeter run`` on the simulated board: the metered command, its exit, signals, records."""
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -543,6 +544,17 @@ def test_an_executable_file_of_no_known_format_is_exit_126(tmp_path):
     )
     assert proc.returncode == 126 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "is not executable" in proc.stderr
+
+
+def test_the_line_names_ten_of_many_processes_left_running_and_the_record_all():
+    """A command that left a thousand printed a line of ~7,000 characters (an adversarial review)."""
+    board = SimulatedBoard(SimConfig(seed=3))
+    result = run_command(["sh", "-c", "true"], [board], life=SimulatedLife(board))
+    many = dataclasses.replace(result, left_running=tuple(range(1000, 1025)))
+    (line,) = [x for x in many.lines() if "left 25 processes" in x]
+    shown = ", ".join(map(str, range(1000, 1010)))
+    assert f"({shown} and 15 more, all in the record)" in line
+    assert many.to_dict()["left_running"] == list(range(1000, 1025))
 
 
 def test_a_zombie_of_the_session_is_not_left_running():

@@ -118,9 +118,11 @@ class CommandRun:
             out.append(f"interrupted ({got}, passed on to the command); measured until it ended")
         if self.left_running:
             n = len(self.left_running)
+            pids = ", ".join(map(str, self.left_running[:SHOWN_PIDS]))
+            pids += f" and {n - SHOWN_PIDS:,} more, all in the record" if n > SHOWN_PIDS else ""
             out.append(
-                f"the command left {n} process{'es' if n > 1 else ''} it started running "
-                f"({', '.join(map(str, self.left_running))}): what they draw after it exited is not measured"
+                f"the command left {n:,} process{'es' if n > 1 else ''} it started running ({pids}): "
+                "what they draw after it exited is not measured"
             )
         if self.simulated:
             out.append(
@@ -197,6 +199,11 @@ class CommandRun:
             left_running=tuple(d["left_running"]),
             provenance=None if d["provenance"] is None else Provenance.from_dict(d["provenance"]),
         )
+
+
+# The left-running processes the line names; a command that left a thousand printed a line of 7,000
+# characters (an adversarial review).
+SHOWN_PIDS = 10
 
 
 def _drift_words(m: Measurement) -> str:
