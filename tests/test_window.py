@@ -1,5 +1,6 @@
 """EnergyWindow on the simulated board, against the model's exact energy."""
 
+import itertools
 import math
 import time
 
@@ -382,6 +383,20 @@ def test_result_read_inside_the_block_is_refused_not_none(board):
         with pytest.raises(errors.UsageError, match="after the `with EnergyWindow"):
             w.result  # noqa: B018
     assert w.result is not None
+
+
+def test_measure_says_its_progress_phase_by_phase_and_once_a_sub_window(board):
+    """A new user's trial: a run to the 30 s limit said nothing until it ended."""
+    told = []
+    m = measure(lambda: _block(board, 0.04), device=board, sync="none", progress=told.append)
+    phases = [p.phase for p in told]
+    assert phases[:2] == ["idle", "warm-up"] and phases[-1] == "idle"
+    run = [p for p in told if p.phase == "run"]
+    assert len(run) >= 3 and [p.subwindows for p in run] == list(range(1, len(run) + 1))
+    assert all(a.calls < b.calls and a.elapsed_s < b.elapsed_s for a, b in itertools.pairwise(run))
+    assert run[-1].calls <= m.calls and "sub-windows" in str(run[-1]) and "target 2.00%" in str(run[-1])
+    with pytest.raises(errors.UsageError, match="progress must be a callable"):
+        measure(lambda: _block(board, 0.04), device=board, sync="none", progress="yes")
 
 
 def test_measure_judges_its_target_with_the_idle_after_the_work_too():

@@ -64,6 +64,44 @@ _TINY_CALLS = 1_000_000
 _TINY_S = 1e-6
 
 
+@dataclass(frozen=True)
+class Progress:
+    """Where a ``measure()`` run is, as its ``progress`` callback is told.
+
+    Attributes:
+        phase: ``"idle"`` (a quiescent span, before or after), ``"control"``, ``"settle"``,
+            ``"warm-up"`` or ``"run"`` (the metered calls).
+        elapsed_s: The board's seconds since ``measure()`` began.
+        run_s: The run's own seconds so far (``"run"`` only; else 0): ``max_window_s`` caps it.
+        calls: The metered calls so far (``"run"`` only; else 0).
+        subwindows: The sub-windows marked so far (``"run"`` only; else 0).
+        rel_err: The stopping rule's latest estimate of the relative bound, or None before
+            it has one.
+        target_rel_err: The bound asked for.
+        max_window_s: The longest run, s.
+    """
+
+    phase: str
+    elapsed_s: float
+    run_s: float = 0.0
+    calls: int = 0
+    subwindows: int = 0
+    rel_err: float | None = None
+    target_rel_err: float = math.nan
+    max_window_s: float = math.nan
+
+    def __str__(self) -> str:
+        head = f"measure(): {self.phase} at {self.elapsed_s:.1f} s"
+        if self.phase != "run":
+            return head
+        bound = "no estimate yet" if self.rel_err is None else f"bound ~{self.rel_err:.2%}"
+        return (
+            f"{head}: {self.run_s:.1f} s of at most {self.max_window_s:g}, {self.calls:,} calls, "
+            f"{self.subwindows} sub-window{'' if self.subwindows == 1 else 's'}, {bound} "
+            f"(target {self.target_rel_err:.2%})"
+        )
+
+
 def measure(
     fn: Callable[[], object],
     *,
@@ -78,6 +116,7 @@ def measure(
     control: bool | Callable[[], object] = False,
     profile: BoardProfile | str | Path | None = None,
     settle: float | str | None = None,
+    progress: Callable[[Progress], object] | None = None,
 ) -> Measurement:
     """Run ``fn`` back to back, in one uninterrupted run, until the bound reaches ``target_rel_err``.
 
@@ -114,6 +153,9 @@ def measure(
         settle: Before the warm-up, ``None`` (nothing), seconds of idle cool-down, or
             ``"temperature"``: call ``fn`` until the board's temperature has held within
             ``SETTLE_BAND_C`` for ``SETTLE_HOLD_S`` (at most ``SETTLE_MAX_S``).
+        progress: Called with a :class:`Progress` as each phase begins and once per
+            sub-window of the run (``progress=print`` prints a line each time). It runs
+            between two calls, so it should be quick.
 
     Returns:
         The :class:`Measurement` of the run (marked not reliable if the target was not
@@ -125,26 +167,34 @@ def measure(
     _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_windows, settle)
     if not (isinstance(control, bool) or callable(control)):
         raise errors.UsageError(f"control must be True, False or a callable null call, not {control!r}")
+    if progress is not None and not callable(progress):
+        raise errors.UsageError(f"progress must be a callable (e.g. print), not {progress!r}")
     board = open_board(device)
     prof = resolve_profile(profile, board.identity(), idle)
     sync_fn, _ = resolve(sync)
     sync_fn()  # the caller's work queued before: not the idle's (an EnergyWindow's entry does the same)
+    said = _Said(board, progress, target_rel_err, max_window_s)
+    said("idle" if idle == "measure" else None)
     before = measure_quiescent(board) if idle == "measure" else None
     window_idle = IdleBaseline.from_spans([before], "quiescent") if before else idle
     null = None
     if control:
+        said("control")
         null_fn = control if callable(control) else (lambda: None)
         null = _run_window(null_fn, board, min_window_s, window_idle, sync, prof)
+    said("settle" if settle is not None else None)
     _settle(fn, board, settle, sync_fn)
     # imported now: the stopping rule's first look (the Student-t quantile, the fold's F-test)
     # would import it between two calls of the run, a pause of 0.6-1.2 s on CI's CPU
     import scipy.stats  # noqa: F401
 
+    said("warm-up")
     _warm_up(fn, board, warmup_s, sync_fn)
     control_mj = (null.per_call_mj, null.per_call_mj_err) if null else (0.0, 0.0)
     stop = _Stop(min_window_s, min_windows, target_rel_err, max_window_s, control_mj)
-    result = _run(fn, board, window_idle, sync, prof, stop)
+    result = _run(fn, board, window_idle, sync, prof, stop, said)
     if before is not None:
+        said("idle")
         # the idle after the work can widen the bound: judge the window with both spans
         window_idle = IdleBaseline.from_spans([before, measure_quiescent(board)], "quiescent")
         null = null and replace(null, idle=window_idle)
@@ -223,7 +273,21 @@ class _Stop:
     control_mj: tuple[float, float] = (0.0, 0.0)
 
 
-def _run(fn, board, idle, sync, prof, stop: _Stop) -> Measurement:
+class _Said:
+    """Tells ``measure()``'s progress callback (if any) where the run is."""
+
+    def __init__(self, board: Board, progress, target: float, max_s: float) -> None:
+        self._board, self._progress = board, progress
+        self._t0 = board.clock.now()
+        self._fixed = {"target_rel_err": target, "max_window_s": max_s}
+
+    def __call__(self, phase: str | None, **run) -> None:
+        """Say ``phase`` (None: nothing to say), with the run's figures (:class:`Progress`'s fields)."""
+        if self._progress is not None and phase is not None:
+            self._progress(Progress(phase, self._board.clock.now() - self._t0, **run, **self._fixed))
+
+
+def _run(fn, board, idle, sync, prof, stop: _Stop, said=lambda *a, **k: None) -> Measurement:
     """One window of calls, marked every ``stop.window_s``, ended when its spread allows."""
     control_mj, control_err_mj = stop.control_mj
     window = EnergyWindow(
@@ -245,6 +309,7 @@ def _run(fn, board, idle, sync, prof, stop: _Stop) -> Measurement:
                 w.mark()
                 marks += 1
                 unseen = True
+                said("run", run_s=elapsed, calls=calls, subwindows=marks, rel_err=looks.rel_err)
             if elapsed >= stop.max_s:
                 return True
             # the rule looks once the mark's step is in, so that a provisional window ends there
@@ -269,6 +334,7 @@ class _Looks:
         self._clock = board.clock
         self._next_s = -math.inf
         self.ended = False
+        self.rel_err: float | None = None  # the stopping rule's latest estimate (for progress)
 
     def due(self) -> bool:
         return not self.ended and self._clock.now() >= self._next_s
@@ -308,6 +374,7 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     # the idle span after the work often reads higher than the one before (a warm board):
     # allow twice the error known so far
     rel = (halfwidth + model.state_floor_rel * mean + 2 * idle_err_w + edges_w + control_err_w) / net
+    looks.rel_err = rel
     if looks.ended:
         return rel <= ESTIMATE_SHARE * stop.target
     if rel > stop.target or not looks.due():
