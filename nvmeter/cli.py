@@ -841,7 +841,10 @@ def score(
         float,
         typer.Option(
             "--window-warmup-s",
-            help="Unmetered method calls just before its window, s (at least one; 0: none; at most 600).",
+            help=(
+                "Unmetered method calls just before its window, s (any time above 0 runs at least "
+                "one call; 0: none; at most 600)."
+            ),
         ),
     ] = 2.5,
     min_calls: Annotated[
