@@ -56,6 +56,11 @@ class Budget:
         unknown = sorted(set(kwargs) - set(_MARK_DEFAULTS))
         if unknown:
             raise errors.UsageError(f"energy marker: unknown key(s) {unknown}; known: {list(_MARK_DEFAULTS)}")
+        if kwargs.get("max_mj_per_call") is None:
+            raise errors.UsageError(
+                "energy marker: the budget is required, mJ per call above idle: "
+                "@pytest.mark.energy(max_mj_per_call=1500)"
+            )
         try:
             return cls._checked({**_MARK_DEFAULTS, **kwargs}, "energy marker: ")
         except records.BadField as exc:  # the marker's mistake, not a record's

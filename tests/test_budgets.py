@@ -93,7 +93,6 @@ def test_load_budgets_rebuilds_each_window_its_budget_and_verdict(budget_run):
 @pytest.mark.parametrize(
     ("field", "value", "why"),
     [
-        ("max_mj_per_call", None, "max_mj_per_call is None, not a finite number"),
         ("max_mj_per_call", True, "max_mj_per_call is True, not a finite number"),
         ("max_mj_per_call", float("inf"), "max_mj_per_call is inf, not a finite number"),
         ("max_mj_per_call", 0, "max_mj_per_call is 0, not a number > 0"),
@@ -111,6 +110,14 @@ def test_a_marker_and_a_record_refuse_a_budget_alike(field, value, why):
         Budget.from_dict(given, "entries[0].budget")
     assert str(marker.value).startswith(f"energy marker: {why}")
     assert str(record.value).startswith(f"entries[0].budget.{why}")
+
+
+def test_a_marker_without_a_budget_says_it_is_required():
+    """A bare @pytest.mark.energy() said 'max_mj_per_call is None, not a finite number' (a user's trial)."""
+    with pytest.raises(errors.UsageError, match=r"the budget is required.*energy\(max_mj_per_call=1500\)"):
+        Budget.from_mark(SimpleNamespace(args=(), kwargs={}))
+    with pytest.raises(records.BadField, match="max_mj_per_call is None, not a finite number"):
+        Budget.from_dict({"max_mj_per_call": None, "calls": 1, "device": None}, "entries[0].budget")
 
 
 def test_a_record_reads_without_pytest(budget_run):
