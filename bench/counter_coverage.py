@@ -474,6 +474,7 @@ def _analysed(path: Path) -> tuple[dict, dict]:
         if records.mapping(rec, "the record").get("version") not in (1, VERSION):
             raise records.BadField(f"version is {rec.get('version')!r}, not 1 or {VERSION}")
         records.text(records.mapping(rec["board"], "board")["uuid"], "board.uuid")
+        records.number(rec["burst_ms"], "burst_ms", at_least=0)  # the table's heading prints both
         polls = np.asarray(rec["polls"], dtype=float).reshape(-1, 3)
         samples = np.asarray(rec["samples"], dtype=float).reshape(-1, 2)
         t0_s, t1_s, energy_mj = (polls[:, i].tolist() for i in range(3))

@@ -10,6 +10,7 @@ Boards (:mod:`nvmeter.boards`):
     NvmlBoard, SimulatedBoard, SimConfig, Fault: the two implementations.
 Meter (:mod:`nvmeter.meter`):
     EnergyWindow, measure, measure_many, Measurement: per-call energy above idle, with a bound.
+    MeasureProgress: where a measure() run is, as its progress callback is told.
     JobWindow, DistributedWindow, JobMeasurement: one window over several boards, and over the
         ranks of a torch.distributed job; per-step energy above idle, each board counted once.
     IdleBaseline: where the idle power came from.
@@ -43,6 +44,7 @@ _LAZY = {
     "EnergyWindow": "nvmeter.meter.window",
     "measure": "nvmeter.meter.adaptive",
     "measure_many": "nvmeter.meter.adaptive",
+    "MeasureProgress": "nvmeter.meter.adaptive",
     "Measurement": "nvmeter.meter.measurement",
     "JobWindow": "nvmeter.meter.job",
     "EnergyMonitor": "nvmeter.meter.monitor",

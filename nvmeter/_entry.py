@@ -8,9 +8,9 @@ handler back, so Ctrl-C raises KeyboardInterrupt and the command's cleanup runs 
 reaped, finished records kept). Only the ~30 ms in which Python itself starts, before
 this module loads, are Python's.
 
-The console script's process also adopts the orphans of all it starts
-(:func:`nvmeter.descendants.adopt_orphans`), so that what a command or a worker leaves behind
-can still be found and ended.
+The console script's ``run``, ``score`` and ``probe`` also adopt the orphans of all they start
+(:func:`nvmeter.descendants.adopt_orphans`, through ``nvmeter.cli``), so that what a command or a
+worker leaves behind can still be found and ended.
 """
 
 from __future__ import annotations
@@ -41,10 +41,7 @@ def main() -> None:
     install()
     try:
         from nvmeter.cli import main as cli_main
-        from nvmeter.descendants import adopt_orphans
 
-        # what a command or worker orphans is given to nvmeter, not init, so it can be ended
-        adopt_orphans()
         cli_main()
     except KeyboardInterrupt:
         print("nvmeter: interrupted; nothing written", file=sys.stderr, flush=True)

@@ -165,6 +165,21 @@ def _guarded(fn):
 
 # True in the console script (and python -m nvmeter.cli), False when a test invokes the app in-process
 _CONSOLE = False
+
+
+def _adopt_orphans() -> None:
+    """In the console script, for the commands that start processes: adopt what they orphan.
+
+    Not in a process that invokes the app (a test): the adoption is for good
+    (:func:`nvmeter.descendants.adopt_orphans`), and ``nvmeter show`` starts nothing, so it does
+    not pay for psutil.
+    """
+    if _CONSOLE:
+        from nvmeter.descendants import adopt_orphans
+
+        adopt_orphans()
+
+
 # What the console ignores once a command is done: its outcome is final, the process only exits
 _SETTLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -414,6 +429,7 @@ def probe(
     sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,
 ) -> None:
     """Characterise the board's telemetry and write a probe record (a minute a board; simulated, a second)."""
+    _adopt_orphans()
     from nvmeter import records
     from nvmeter.probes.report import selection
 
@@ -612,6 +628,7 @@ def run(
     ended it); SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGWINCH are passed on to the command, and
     what was measured is still printed and recorded. Exit 127: no such command; 126: not executable.
     """
+    _adopt_orphans()
     from nvmeter import command as cmd
     from nvmeter import records
     from nvmeter.boards.factory import open_board
@@ -903,6 +920,7 @@ def score(
     run failed the judge or its energy was voided by a check; 2: bad input (also a method
     returning bad output); 4: the method raised or its worker died or hung (that run is recorded).
     """
+    _adopt_orphans()
     from nvmeter.score import procedure as scoring
     from nvmeter.score.config import ScoreConfig
     from nvmeter.score.summarize import summarize as group

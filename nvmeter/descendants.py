@@ -82,12 +82,15 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 
 class _Adoption:
-    """Whether this process adopts its descendants' orphans, and the children it started itself."""
+    """Whether this process adopts its descendants' orphans, and which of its children are not orphans."""
 
     on = False
-    # its children that are no orphans (psutil compares pid and start time): the roots of every
-    # Descendants made here, what else it started (own_child), and those it had when it began to adopt
+    # psutil compares pid and start time. The children it started itself (the roots of every
+    # Descendants made here, and own_child's), reaped by their Popen ...
     own: ClassVar[set[psutil.Process]] = set()
+    # ... and those it had when it began to adopt (a wrapper's helper, before its exec): no orphans
+    # of its children, but nothing else waits for them, so reap_orphans reaps them as they end
+    inherited: ClassVar[set[psutil.Process]] = set()
 
 
 def adopt_orphans() -> bool:
@@ -97,14 +100,14 @@ def adopt_orphans() -> bool:
     given to this process, not to init, and :class:`Descendants` finds it among this process's
     children (:func:`_adopted` says which are). Meant for a command's own process (the console
     script), not a library's caller. The children it has already (a helper a wrapper script
-    started before it ``exec``'d nvmeter) are its own, never orphans; so is every process in its
-    own session, where nothing nvmeter starts can go (each child leads a session of its own, and
-    a process can only leave a session for a new one). This process must reap the orphans that
-    end (:func:`reap_orphans`).
+    started before it ``exec``'d nvmeter) are never orphans; nor is any process of its own
+    session, where nothing under a :class:`Descendants` root can go (each root leads a session of
+    its own, and a process can only leave a session for a new one). This process must reap the
+    orphans that end (:func:`reap_orphans`).
     """
     if not _Adoption.on and sys.platform.startswith("linux"):
         with contextlib.suppress(psutil.Error):
-            _Adoption.own.update(psutil.Process().children())
+            _Adoption.inherited.update(psutil.Process().children())
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
             _Adoption.on = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -124,7 +127,9 @@ def _adopted(entry_ppid: int, process: psutil.Process) -> bool:
     (and its orphans too, unless they left it): an adversarial review found such a helper frozen,
     ended and named in ``left_running`` as the command's, before both checks.
     """
-    if not (_Adoption.on and entry_ppid == os.getpid()) or process in _Adoption.own:
+    if not (_Adoption.on and entry_ppid == os.getpid()):
+        return False
+    if process in _Adoption.own or process in _Adoption.inherited:
         return False
     try:
         return os.getsid(process.pid) != os.getsid(0)
@@ -143,7 +148,11 @@ def adopted_pids() -> tuple[int, ...]:
 
 
 def reap_orphans() -> tuple[int, ...]:
-    """Reap the adopted orphans that have ended (never a child this process started); their pids.
+    """Reap the adopted orphans (and inherited children) that have ended; their pids.
+
+    Never a child this process started itself (its ``Popen`` reaps it). Call it from the thread
+    that starts children, between their starts and their waits: a ``subprocess.run`` waiting in
+    another thread on a child not noted as its own would lose its status (ECHILD reads as 0).
 
     Nothing else waits for them: left, each would stay a zombie until this process ends. Each
     is found by a system call that reaps nothing (``waitid`` with ``WNOWAIT``), so a call when
@@ -260,20 +269,23 @@ class Descendants:
         root_pid: The child nvmeter started. This class never signals it: it is stopped by its
             process group (by its owner, or :func:`end_tree`) and reaped by its owner.
         token: The marker's token the child was started with (:func:`marked`), if any.
+        reaped: The child has been reaped already (to find what carries its marker only).
         on_hold: Called with each process :meth:`stop` is about to hold stopped, before its
             SIGSTOP (the worker's guardian is told so: :mod:`nvmeter.worker.guardian`).
 
     """
 
-    def __init__(self, root_pid: int, token: str | None = None, on_hold=None) -> None:
+    def __init__(
+        self, root_pid: int, token: str | None = None, on_hold=None, *, reaped: bool = False
+    ) -> None:
         self.root_pid = root_pid
         self._token = token
         self._on_hold = on_hold or (lambda process: None)
-        try:
-            self._root: psutil.Process | None = psutil.Process(root_pid)
-        except psutil.Error:  # gone already (and reaped): its children, if any, are init's now
-            self._root = None
-        else:
+        self._root: psutil.Process | None = None
+        # a reaped child's pid may be another process's now: never looked under, nor noted as a child
+        with contextlib.suppress(psutil.Error):  # gone already: its children are init's now
+            self._root = None if reaped else psutil.Process(root_pid)
+        if self._root is not None:
             _Adoption.own.add(self._root)  # started here: never one of the orphans adopted
         self._known: dict[int, psutil.Process] = {}
         # what a SIGSTOP from here stopped while it ran, until cont() continues it (or end() ends it)

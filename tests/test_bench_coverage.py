@@ -81,8 +81,9 @@ def _damaged(record: dict, edit) -> dict:
         (lambda r: r.update(bursts=r["bursts"][:1]), "fewer than two bursts"),
         (lambda r: r.update(version=99), "version is 99"),
         (lambda r: r.pop("quiet"), "lacks 'quiet'"),
+        (lambda r: r.pop("burst_ms"), "lacks 'burst_ms'"),
     ],
-    ids=["counter-backwards", "samples-x1e4", "one-burst", "version", "no-quiet"],
+    ids=["counter-backwards", "samples-x1e4", "one-burst", "version", "no-quiet", "no-burst-ms"],
 )
 def test_a_damaged_record_is_one_line_and_exit_2_with_nothing_printed_before(tmp_path, edit, said):
     """An adversarial review: tracebacks, earlier files' tables printed first, or -5.67 J read as normal."""

@@ -164,14 +164,12 @@ def test_damaged_series_are_one_line_errors(probe_file, tmp_path):
 
 
 def test_ctrl_c_anywhere_in_the_console_script_is_one_line(monkeypatch, capsys):
-    from nvmeter import _entry, cli, descendants
+    from nvmeter import _entry, cli
 
     def interrupted():
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli, "main", interrupted)
-    # nor may it make the pytest process every later test's subreaper (adopt_orphans is for good)
-    monkeypatch.setattr(descendants, "adopt_orphans", lambda: False)
     # _entry installs its os._exit handlers for the process: left here, they ended every later
     # test that signals itself, and the test run on a Ctrl-C, silently with 130
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}

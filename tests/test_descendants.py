@@ -413,7 +413,8 @@ def test_a_child_the_process_had_before_it_adopted_or_in_its_own_session_is_no_o
         import os, subprocess, sys
         from nvmeter import descendants
 
-        before = subprocess.Popen({SLEEP_600!r})  # as a wrapper's helper, started before the exec
+        # as a wrapper's helper, started before the exec (a session of its own: that alone is no proof)
+        before = subprocess.Popen({SLEEP_600!r}, start_new_session=True)
         assert descendants.adopt_orphans()
         after = subprocess.Popen({SLEEP_600!r})  # not a Descendants root, in this process's session
         root = subprocess.Popen({SLEEP_600!r}, start_new_session=True)

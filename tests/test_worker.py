@@ -15,6 +15,8 @@ import pytest
 from processes import gone
 
 from nvmeter import errors
+from nvmeter.descendants import MARKER
+from nvmeter.worker.guardian import DISMISSED
 from nvmeter.worker.process import WorkerProcess
 
 
@@ -98,19 +100,27 @@ def test_worker_dies_with_its_parent_even_when_frozen(tmp_path):
     assert gone(child_pid), "the frozen worker outlived its SIGKILLed parent"
 
 
+ALONE = (
+    "import os, sys\n"
+    "os.setsid()\n"
+    "os.execve(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)'], {})\n"
+)
+
+
 def test_what_a_frozen_worker_holds_ends_with_its_sigkilled_parent(tmp_path, monkeypatch):
     """The worker's group and what was held out of it: before its guardian, both stayed stopped for ever."""
     importable(tmp_path, monkeypatch, "spawning_handlers", SPAWNING_HANDLERS)
     script = tmp_path / "parent.py"
     script.write_text(
         textwrap.dedent(
-            """
+            f"""
             import time
             from nvmeter.worker.process import WorkerProcess
             w = WorkerProcess("cpu", handlers="spawning_handlers")
             member = w.request("spawn", script="import time; time.sleep(600)", args=[])["pid"]
-            alone = w.request("spawn", script="import os, time; os.setsid(); time.sleep(600)", args=[])["pid"]
-            time.sleep(0.5)  # the second one in its own session
+            # in a session of its own, its environment (the marker) cleared: only its hold tells the guardian
+            alone = w.request("spawn", script={ALONE!r}, args=[])["pid"]
+            time.sleep(0.5)
             w.freeze()
             print(w.pid, member, alone, flush=True)
             time.sleep(60)
@@ -121,6 +131,7 @@ def test_what_a_frozen_worker_holds_ends_with_its_sigkilled_parent(tmp_path, mon
     pids = [int(pid) for pid in parent.stdout.readline().split()]
     try:
         assert [psutil.Process(pid).status() for pid in pids] == [psutil.STATUS_STOPPED] * 3
+        assert MARKER not in psutil.Process(pids[2]).environ()
         assert os.getsid(pids[2]) == pids[2]  # out of the worker's group and session
         parent.kill()
         parent.wait()
@@ -139,7 +150,7 @@ def test_close_dismisses_the_guardian_and_a_dismissed_one_ends_nothing():
     guardian = worker._guardian._proc
     assert guardian.poll() is None and os.getsid(guardian.pid) == guardian.pid
     worker.close()
-    assert guardian.returncode == 0  # reaped by close(), after its goodbye
+    assert guardian.returncode == DISMISSED  # reaped by close(), after its goodbye (it did nothing)
 
 
 def test_a_stopped_job_ends_after_its_current_chunk_and_reports_what_ran(worker):

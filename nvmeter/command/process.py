@@ -121,7 +121,7 @@ def survivors(proc: subprocess.Popen, token: str | None = None) -> tuple[int, ..
     """
     from nvmeter.descendants import Descendants, adopted_pids
 
-    marked = Descendants(proc.pid, token).marked_pids() if token else ()
+    marked = Descendants(proc.pid, token, reaped=True).marked_pids() if token else ()
     adopted = (pid for pid in adopted_pids() if pid != proc.pid)
     return tuple(sorted({*_session_members(proc), *marked, *adopted}))
 

@@ -54,8 +54,8 @@ MAX_S = 3600.0
 # so) more would not fit in MAX_S.
 MAX_WINDOWS = 10_000
 # Calls in a row that leave the board's clock where it was before measure() gives up, or real
-# seconds of them: a simulated call that sleeps in real time (time.sleep, not the board's clock)
-# would otherwise run for minutes before 10,000 of it were counted.
+# seconds of them (both choices): a simulated call that sleeps in real time (time.sleep, not the
+# board's clock) would otherwise run for minutes before 10,000 of it were counted.
 _STUCK_CALLS = 10_000
 _STUCK_REAL_S = 2.0
 # Calls in a row that each move the clock less than _TINY_S: no GPU call is that short (a device
@@ -65,7 +65,7 @@ _TINY_S = 1e-6
 
 
 @dataclass(frozen=True)
-class Progress:
+class MeasureProgress:
     """Where a ``measure()`` run is, as its ``progress`` callback is told.
 
     Attributes:
@@ -116,7 +116,7 @@ def measure(
     control: bool | Callable[[], object] = False,
     profile: BoardProfile | str | Path | None = None,
     settle: float | str | None = None,
-    progress: Callable[[Progress], object] | None = None,
+    progress: Callable[[MeasureProgress], object] | None = None,
 ) -> Measurement:
     """Run ``fn`` back to back, in one uninterrupted run, until the bound reaches ``target_rel_err``.
 
@@ -153,7 +153,7 @@ def measure(
         settle: Before the warm-up, ``None`` (nothing), seconds of idle cool-down, or
             ``"temperature"``: call ``fn`` until the board's temperature has held within
             ``SETTLE_BAND_C`` for ``SETTLE_HOLD_S`` (at most ``SETTLE_MAX_S``).
-        progress: Called with a :class:`Progress` as each phase begins and once per
+        progress: Called with a :class:`MeasureProgress` as each phase begins and once per
             sub-window of the run (``progress=print`` prints a line each time). It runs
             between two calls, so it should be quick.
 
@@ -282,9 +282,9 @@ class _Said:
         self._fixed = {"target_rel_err": target, "max_window_s": max_s}
 
     def __call__(self, phase: str | None, **run) -> None:
-        """Say ``phase`` (None: nothing to say), with the run's figures (:class:`Progress`'s fields)."""
+        """Say ``phase`` (None: nothing to say), with the run's figures (as :class:`MeasureProgress`)."""
         if self._progress is not None and phase is not None:
-            self._progress(Progress(phase, self._board.clock.now() - self._t0, **run, **self._fixed))
+            self._progress(MeasureProgress(phase, self._board.clock.now() - self._t0, **run, **self._fixed))
 
 
 def _run(fn, board, idle, sync, prof, stop: _Stop, said=lambda *a, **k: None) -> Measurement:

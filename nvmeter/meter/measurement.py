@@ -156,8 +156,13 @@ class Measurement:
             return None
         a_s, b_s = self._span.t_a_s, self._span.t_b_s
         t = [s.t_s for s in self.samples]
-        inside = [x for x in t if a_s <= x <= b_s]
-        gap_s = max((y - x for x, y in itertools.pairwise(inside)), default=math.inf)
+        # the samples that cover the span: the last at or before its start to the first at or after
+        # its end (each is held back over the gap before it, so a gap at an edge counts too)
+        first = max((i for i, x in enumerate(t) if x <= a_s), default=None)
+        last = min((i for i, x in enumerate(t) if x >= b_s), default=None)
+        if first is None or last is None:
+            return None
+        gap_s = max((y - x for x, y in itertools.pairwise(t[first : last + 1])), default=math.inf)
         if b_s - a_s < RATIO_MIN_SPAN_S or gap_s > RATIO_MAX_GAP_SPACINGS * self.profile.sample_spacing_s:
             return None
         try:
@@ -1023,12 +1028,14 @@ def _check_figures(m: Measurement) -> None:
 
 
 # A window's samples and its counter read one sensor: between its steps they agree to a few
-# percent (the 1,801 committed windows with such a span, H200s and H100s, 0.959-1.045; a probe's
-# 19 ms burst, its samples +28% at most, results/probe-h200.json). A factor of two is no board's
-# reading (an adversarial review scaled a record's samples by 3, and it read as a reliable figure).
-# Spans shorter than this, or with a gap in the samples (a block that read the buffer only at its
-# edges), are not compared.
+# percent (1,799 committed H200 and H100 windows: 0.959-1.045, results/enclose/samples-counter-ratio.txt,
+# from bench/samples_counter_ratio.py; a probe's 19 ms burst, its samples +28% at most,
+# results/probe-h200.json). A factor of two is no board's reading (an adversarial review scaled a
+# record's samples by 3, and it read as a reliable figure): a margin chosen far outside that range.
 SAMPLES_COUNTER_RATIO = 2.0
+# Choices, not fits: spans shorter than three counter periods, where one short burst's place in the
+# period weighs its reading (0.84-1.21 polled, docs/window.md), and spans with a gap in the samples
+# over three spacings (a block that read the buffer only at its edges) are not compared.
 RATIO_MIN_SPAN_S = 0.3
 RATIO_MAX_GAP_SPACINGS = 3.0
 

@@ -27,11 +27,13 @@ import signal
 import subprocess
 import sys
 
-# A held process is the one told when psutil's start time agrees to this, s (the kernel counts
-# start times in clock ticks of 10 ms).
-_SAME_START_S = 0.01
-# How long dismiss() waits for the guardian to exit after its goodbye, s.
+import psutil
+
+# How long dismiss() waits for the guardian to exit after its goodbye, s: a choice (it exits at
+# once; a guardian that does not is killed, and acts on nothing).
 _DISMISS_WAIT_S = 5.0
+# The guardian's exit status: goodbye said (nothing done), or nvmeter gone (what it left ended).
+DISMISSED, ACTED = 0, 1
 
 
 class Guardian:
@@ -53,18 +55,22 @@ class Guardian:
         )
         own_child(self._proc.pid)  # nvmeter's own child, never an orphan it adopted
 
-    def hold(self, process) -> None:
-        """Tell the guardian that ``process`` (a psutil Process) is held stopped; never raises."""
-        import psutil
-
+    def hold(self, process: psutil.Process) -> None:
+        """Tell the guardian that ``process`` is held stopped; never raises."""
         # OSError, ValueError: the guardian is gone or dismissed; psutil.Error: the process is
         with contextlib.suppress(OSError, ValueError, psutil.Error):
             self._send(f"held {process.pid} {process.create_time()!r}\n")
 
-    def dismiss(self) -> None:
-        """Say goodbye and reap the guardian (it does nothing more); idempotent, never raises."""
-        with contextlib.suppress(OSError, ValueError):
-            self._send("bye\n")
+    def dismiss(self, ended: bool = True) -> None:
+        """Reap the guardian; idempotent, never raises.
+
+        Args:
+            ended: nvmeter ended the worker and all under it: goodbye, the guardian does
+                nothing. False (the ending failed): no goodbye, so it ends what is left.
+        """
+        if ended:
+            with contextlib.suppress(OSError, ValueError):
+                self._send("bye\n")
         with contextlib.suppress(OSError):
             self._proc.stdin.close()
         try:
@@ -79,7 +85,7 @@ class Guardian:
 
 
 def main(argv: list[str]) -> int:
-    """The guardian's process: read until goodbye (exit 0) or end of input (end the worker's rest)."""
+    """The guardian's process: read until goodbye (:data:`DISMISSED`) or end of input (:data:`ACTED`)."""
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # only nvmeter's death ends its watch
     pgid, token = int(argv[0]), argv[1]
@@ -87,41 +93,47 @@ def main(argv: list[str]) -> int:
     for line in sys.stdin:
         words = line.split()
         if words == ["bye"]:
-            return 0
+            return DISMISSED
         if len(words) == 3 and words[0] == "held":
             held.append((int(words[1]), float(words[2])))
     _end(pgid, token, held)
-    return 0
+    return ACTED
 
 
 def _end(pgid: int, token: str, held: list[tuple[int, float]]) -> None:
-    """SIGSTOP the worker's group and its marked processes, then SIGKILL them and the held ones.
+    """SIGSTOP the marked processes and the worker's group, then SIGKILL them and the held ones.
 
-    The group's id is not another group's: the stopped members that this exists for keep it
-    in use, and without any the kill finds no group.
+    The group is signalled only while a process in it carries the worker's marker: once the
+    group is empty its id may be another's.
     """
-    import psutil
-
     from nvmeter.descendants import MARKER
 
-    with contextlib.suppress(OSError):
-        os.killpg(pgid, signal.SIGSTOP)  # so that none forks between the look and the kill
     marked = []
     for process in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
             if process.environ().get(MARKER) == token:
-                process.suspend()
+                process.suspend()  # so that none forks between the look and the kill
                 marked.append(process)
+    ours = any(_group_of(p) == pgid for p in marked)
     with contextlib.suppress(OSError):
-        os.killpg(pgid, signal.SIGKILL)
+        if ours:
+            os.killpg(pgid, signal.SIGSTOP)
+            os.killpg(pgid, signal.SIGKILL)
     for process in marked:
         with contextlib.suppress(psutil.Error):
             process.kill()  # psutil checks the start time first: a reused pid is never signalled
     for pid, start_s in held:
         with contextlib.suppress(psutil.Error):
             process = psutil.Process(pid)
-            if abs(process.create_time() - start_s) < _SAME_START_S:
+            if process.create_time() == start_s:  # computed as nvmeter computed it: the same process
                 process.kill()  # SIGKILL ends a stopped process too
+
+
+def _group_of(process: psutil.Process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":

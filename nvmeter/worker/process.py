@@ -397,12 +397,14 @@ class WorkerProcess:
 
     def _end(self) -> None:
         """Kill the worker's group, end every process under it, reap it, close its pipes."""
+        ended = False
         try:
             # never reaped before this, so the group's id is still the worker's
             end_tree(self._proc, self._descendants)
+            ended = True
         finally:  # the pipes too when it fails: close() is not called twice (it is marked closed)
             if self._guardian is not None:
-                self._guardian.dismiss()
+                self._guardian.dismiss(ended)  # no goodbye if the ending failed: it ends the rest
             self.frozen = False
             self._selector.close()
             for stream in (self._proc.stdin, self._proc.stdout, self._stderr):
