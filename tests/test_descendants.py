@@ -458,3 +458,18 @@ def test_orphans_that_end_while_a_worker_works_are_reaped_as_they_end(tmp_path):
         [PY, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120, env=env
     )
     assert done.stdout.strip() == "0", done.stdout + done.stderr
+
+
+def test_a_child_it_had_before_it_adopted_is_reaped_when_it_ends():
+    """Nothing else waits for a wrapper's helper: left a zombie, it sent every later reap to the slow scan."""
+    script = """
+        import os, subprocess, sys, time
+        from nvmeter import descendants
+
+        helper = subprocess.Popen(["sleep", "0.2"])  # as a wrapper's, before its exec: no one waits for it
+        assert descendants.adopt_orphans()
+        time.sleep(1.0)
+        print(descendants.reap_orphans() == (helper.pid,), descendants.reap_orphans(), flush=True)
+    """
+    done = subprocess.run([PY, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "True ()", done.stdout + done.stderr
