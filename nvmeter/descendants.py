@@ -131,20 +131,8 @@ def _adopted(entry_ppid: int, process: psutil.Process) -> bool:
         return False
     if process in _Adoption.own or process in _Adoption.inherited:
         return False
-    try:
-        return os.getsid(process.pid) != os.getsid(0)
-    except OSError:  # ended (or another user's): not one to take in
-        return False
-
-
-def adopted_pids() -> tuple[int, ...]:
-    """The adopted orphans that still run: none unless :func:`adopt_orphans` made this process a subreaper."""
-    if not _Adoption.on:
-        return ()
-    with contextlib.suppress(psutil.Error):
-        children = psutil.Process().children()
-        return tuple(sorted(c.pid for c in children if _adopted(os.getpid(), c) and running(c)))
-    return ()
+    session = _session(process.pid)  # None: ended (or another user's), not one to take in
+    return session is not None and session != os.getsid(0)
 
 
 def reap_orphans() -> tuple[int, ...]:
@@ -203,6 +191,14 @@ def marked(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
     """``env`` with a new marker added, and the marker's token (for :class:`Descendants`)."""
     token = secrets.token_hex(16)
     return {**env, MARKER: token}, token
+
+
+def _session(pid: int) -> int | None:
+    """``pid``'s session id, or None once it has ended (or is not this user's to ask about)."""
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 def running(process: psutil.Process) -> bool:
@@ -386,14 +382,22 @@ class Descendants:
                 new = self._add(entry.process) or new
         return new
 
-    def marked_pids(self) -> tuple[int, ...]:
-        """The processes that carry the child's marker and still run (none without a marker).
+    def left_running(self, session_id: int) -> tuple[int, ...]:
+        """What a child that has ended left running, wherever it went, from one reading of the process table.
 
-        For what a child that has ended left running, wherever it went: its group, its session
-        or a session of its own.
+        The processes that still run (not the child) and are in ``session_id`` (the session the
+        child led), carry the child's marker (a session of their own), or were orphaned to this
+        process (:func:`adopt_orphans`; one that cleared its environment too).
         """
-        self._note_marked(self._read_table())
-        return tuple(sorted(p.pid for p in self._known.values() if running(p) and p.pid != self.root_pid))
+        found = []
+        for entry in self._read_table():
+            process = entry.process
+            if process.pid == self.root_pid or not running(process):
+                continue
+            marked = self._token is not None and entry.marker == self._token
+            if marked or _adopted(entry.ppid, process) or _session(process.pid) == session_id:
+                found.append(process.pid)
+        return tuple(sorted(found))
 
     def pids(self) -> tuple[int, ...]:
         """The processes noted so far that still run."""

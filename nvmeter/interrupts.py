@@ -31,7 +31,6 @@ class Held:
     def __init__(self) -> None:
         self.signums: list[int] = []
         self._previous: dict[int, object] = {}
-        self._delivered = False
 
     def __bool__(self) -> bool:
         return bool(self.signums)
@@ -48,14 +47,11 @@ class Held:
     def _note(self, signum: int, _frame) -> None:
         self.signums.append(signum)
 
-    def deliver(self) -> None:
-        """The signals held, in order and once, each to the handler it would have gone to.
+    def _deliver(self) -> None:
+        """The signals held, in order, each to the handler it would have gone to.
 
         A handler that raises (the console's KeyboardInterrupt) ends the delivery there.
         """
-        if self._delivered:
-            return
-        self._delivered = True
         for signum in self.signums:
             _deliver(signum, self._previous[signum])
 
@@ -85,7 +81,7 @@ def held() -> Iterator[Held]:
     finally:
         got._release()
         if not ending:
-            got.deliver()
+            got._deliver()
 
 
 def _deliver(signum: int, handler) -> None:

@@ -59,13 +59,12 @@ def _output_path(path: Path) -> Path:
     if not path.is_symlink():
         return path
     try:
-        os.path.realpath(path, strict=True)
-    except FileNotFoundError:
-        pass  # a link to a free name: the record is written there
+        real = Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:  # a link to a free name: the record is written there
+        real = Path(os.path.realpath(path))
     except OSError as exc:  # a loop: not strict, realpath stops inside it and the write replaced the link
         why = f"{path} is a link that leads to no file ({exc.strerror}); give a file path"
         raise errors.UsageError(why) from None
-    real = Path(os.path.realpath(path))
     special = not real.is_absolute() or real.parts[1:2] in (("proc",), ("dev",))
     if special or (real.exists() and not real.is_file()) or not real.parent.is_dir():
         raise errors.UsageError(f"{path} is a link to {real}, not to a file; give a file path")

@@ -547,7 +547,7 @@ def test_an_executable_file_of_no_known_format_is_exit_126(tmp_path):
 
 
 def test_the_line_names_ten_of_many_processes_left_running_and_the_record_all():
-    """A command that left a thousand printed a line of ~7,000 characters (an adversarial review)."""
+    """A command that left 1,000 processes had every pid on its line (an adversarial review)."""
     board = SimulatedBoard(SimConfig(seed=3))
     result = run_command(["sh", "-c", "true"], [board], life=SimulatedLife(board))
     many = dataclasses.replace(result, left_running=tuple(range(1000, 1025)))

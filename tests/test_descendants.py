@@ -363,7 +363,10 @@ def test_what_was_orphaned_under_a_failing_command_is_ended_by_its_subreaper(tmp
             run_command(command, [board], life=FailsOnceNoted(board))
         except RuntimeError:
             print("failed as planned", flush=True)
-        print("orphans left", descendants.adopted_pids(), flush=True)
+        import psutil  # no child of this process runs any more, adopted or not
+
+        left = tuple(c.pid for c in psutil.Process().children() if descendants.running(c))
+        print("orphans left", left, flush=True)
     """
     done = subprocess.run([PY, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=120)
     (orphan,) = pids_in(file)
@@ -383,7 +386,8 @@ def test_a_worker_started_by_the_adopting_process_is_never_taken_for_an_orphan(t
         trees = [descendants.Descendants(p.pid) for p in sleepers]
         for tree in trees:
             tree.note()
-        print([tree.pids() for tree in trees], descendants.adopted_pids(), flush=True)
+        adopted = descendants.Descendants(0, reaped=True).left_running(session_id=-1)  # orphans only
+        print([tree.pids() for tree in trees], adopted, flush=True)
         for p in sleepers:
             p.kill()
             p.wait()
@@ -420,7 +424,8 @@ def test_a_child_the_process_had_before_it_adopted_or_in_its_own_session_is_no_o
         root = subprocess.Popen({SLEEP_600!r}, start_new_session=True)
         tree = descendants.Descendants(root.pid)
         tree.note()
-        print(tree.pids(), descendants.adopted_pids(), flush=True)
+        adopted = descendants.Descendants(0, reaped=True).left_running(session_id=-1)  # orphans only
+        print(tree.pids(), adopted, flush=True)
         for p in (before, after, root):
             p.kill()
             p.wait()

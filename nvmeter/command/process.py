@@ -117,28 +117,11 @@ def survivors(proc: subprocess.Popen, token: str | None = None) -> tuple[int, ..
     started its own session (``setsid``, a daemon's double fork) still carries ``token``, the
     marker of the command's environment, unless it cleared its environment; and where nvmeter
     adopts orphans (:func:`~nvmeter.descendants.adopt_orphans`), what was orphaned under the
-    command is nvmeter's child.
+    command is nvmeter's child. A zombie has ended (killed with its group, say): it is not named.
     """
-    from nvmeter.descendants import Descendants, adopted_pids
+    from nvmeter.descendants import Descendants
 
-    marked = Descendants(proc.pid, token, reaped=True).marked_pids() if token else ()
-    adopted = (pid for pid in adopted_pids() if pid != proc.pid)
-    return tuple(sorted({*_session_members(proc), *marked, *adopted}))
-
-
-def _session_members(proc: subprocess.Popen) -> list[int]:
-    """Processes still in the command's session, but the command itself (and zombies)."""
-    import psutil
-
-    from nvmeter.descendants import running
-
-    found = []
-    for pid in psutil.pids():
-        with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
-            # a zombie has ended (killed with its group, say): it waits only for its parent to reap it
-            if pid != proc.pid and os.getsid(pid) == proc.pid and running(psutil.Process(pid)):
-                found.append(pid)
-    return found
+    return Descendants(proc.pid, token, reaped=True).left_running(session_id=proc.pid)
 
 
 class LateSignals:

@@ -201,6 +201,14 @@ def context_level(board: Board) -> str:
     return "no_context" if getattr(board, "context_open", True) is False else "context"
 
 
+def watts_in(text: str) -> float | None:
+    """The watts ``text`` spells (``"121.3"``), or None where it spells no number (a path)."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def idle_spec(text: str | None) -> str | Path | float:
     """An ``--idle`` option as a window's ``idle=``: None (measure), watts, or a probe file's path.
 
@@ -209,15 +217,12 @@ def idle_spec(text: str | None) -> str | Path | float:
     """
     if text is None:
         return "measure"
-    try:
-        power_w = float(text)
-    except ValueError:
+    power_w = watts_in(text)
+    if power_w is None:
         path = Path(text)
         if not path.is_file():
             why = "not a regular file" if os.path.lexists(path) else "no such file"
-            raise errors.UsageError(
-                f"--idle takes a probe file or watts, and {text!r} is neither ({why})"
-            ) from None
+            raise errors.UsageError(f"--idle takes a probe file or watts, and {text!r} is neither ({why})")
         return path
     IdleBaseline.given(power_w)
     return power_w

@@ -995,8 +995,7 @@ def check_dict(d, where: str) -> dict:
     window = records.mapping(d, where)
     records.board(window["device"], f"{where}.device")
     records.counters(window, where)
-    for at, why in sanity.faults(window, where):
-        raise records.BadField(f"{why} (at {at})")
+    sanity.refuse(window, where)
     return window
 
 

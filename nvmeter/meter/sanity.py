@@ -120,6 +120,19 @@ _CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, samples_fau
 _CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault), ({"instant_w"}, _instant_fault))
 
 
+def refuse(raw, where: str = "") -> None:
+    """Raise for the first raw series in ``raw`` that cannot be real (:func:`faults`).
+
+    Raises:
+        BadField: ``"<why> (at <where>)"`` (a RecordError once :func:`nvmeter.records.building`
+            names the file).
+    """
+    from nvmeter.records import BadField
+
+    for at, why in faults(raw, where):
+        raise BadField(f"{why} (at {at})")
+
+
 def faults(raw, where: str = "") -> Iterator[tuple[str, str]]:
     """Every raw series in ``raw`` (a record's JSON form) that cannot be real.
 

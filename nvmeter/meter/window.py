@@ -41,7 +41,7 @@ from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, BoardState, PowerSample
 from nvmeter.meter import fold
-from nvmeter.meter.baseline import IdleBaseline, context_level, measure_quiescent
+from nvmeter.meter.baseline import IdleBaseline, context_level, measure_quiescent, watts_in
 from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import MAX_TAIL_S, Measurement
@@ -83,14 +83,6 @@ ENTRY_PARTS = ("sync_s", "idle_s", "samples_s", "edge_s")
 # end edge (with exit="return", starting the poller's thread; with "wait", the tail, the edge's
 # reads to a step and the sample buffer's read, the idling the exit exists for).
 EXIT_PARTS = ("sync_s", "edge_s")
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def whole_calls(n) -> int:
@@ -526,7 +518,7 @@ class EnergyWindow:
             return IdleBaseline.given(float(spec))
         if spec == "measure":
             return measure_quiescent(self.board)
-        if isinstance(spec, str) and not Path(spec).exists() and _is_number(spec):
+        if isinstance(spec, str) and not Path(spec).exists() and watts_in(spec) is not None:
             raise errors.UsageError(f"idle={spec!r} is text: give watts as a number (idle={spec.strip()})")
         if isinstance(spec, (str, Path)):
             return IdleBaseline.from_probe(Path(spec), self.board, level=context_level(self.board))

@@ -91,8 +91,7 @@ def load_records(
             record = RunRecord.from_dict(data)
             # every raw series the record holds (windows, idle spans, the reference's), as show's are:
             # an adversarial review's inf, negative and x1000 samples summarised as a PASS
-            for at, why in sanity.faults(data):
-                raise records.BadField(f"{why} (at {at})")
+            sanity.refuse(data)
             record.derived()  # recompute once here so a damaged raw series is this record's error
         verify(path, data, record)
         out.append((path, record))
