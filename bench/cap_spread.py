@@ -37,7 +37,7 @@ from nvmeter.meter import spread
 
 KIND = "bf16cap"
 MODEL = 8
-BLOCK_S = (0.5, 1.0, 2.0)
+BLOCK_S = (0.25, 0.5, 1.0, 2.0)
 SLACK_S = 0.05  # a block ends at the first step at least BLOCK_S - SLACK_S after its start
 
 

@@ -27,7 +27,17 @@ from nvmeter import errors
 
 # The probes `--only` takes (probes.BY_NAME; tests/test_cli.py holds the two equal): named here so
 # that the help does not import the probes.
-PROBE_NAMES = ("read_cost", "polling", "idle", "samples", "step", "bursts", "reference", "cadence")
+PROBE_NAMES = (
+    "read_cost",
+    "polling",
+    "idle",
+    "samples",
+    "step",
+    "bursts",
+    "reference",
+    "cadence",
+    "cap_spread",
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -426,6 +436,15 @@ def probe(
             "(not a simulated board's).",
         ),
     ] = True,
+    cap_spread: Annotated[
+        bool,
+        _flag(
+            "--cap-spread",
+            help="Also run the cap-spread probe: ~18 s of bf16 products at the power cap, which measure "
+            "how far a short window's calls cost from steady state there (its figure widens the bound of "
+            "windows the board limits; without it, the family's wider defaults).",
+        ),
+    ] = False,
     sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,
 ) -> None:
     """Characterise the board's telemetry and write a probe record (a minute a board; simulated, a second)."""
@@ -437,6 +456,10 @@ def probe(
     names = [name.strip() for given in only or () for name in given.split(",") if name.strip()]
     if only is not None and not names:
         raise errors.UsageError(f"--only takes probe names: {', '.join(PROBE_NAMES)}")
+    if cap_spread:
+        if quick:
+            raise errors.UsageError("--quick skips the cap-spread probe; run --cap-spread without --quick")
+        names = list(dict.fromkeys([*(names or [m.NAME for m in selection(False)]), "cap_spread"]))
     only = names or None
     selection(quick, tuple(only or ()))  # bad names fail before a board is opened
     if device is None or device.strip() != "all":

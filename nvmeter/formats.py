@@ -192,6 +192,16 @@ def _probe_v5(d: dict) -> dict:
     return d
 
 
+def _probe_v6(d: dict) -> dict:
+    """v5's profile had no cap spread: the family's defaults, which its profile derives to today."""
+    from nvmeter.boards.profile import default_profile
+
+    if isinstance(d.get("profile"), dict) and isinstance(d.get("board"), dict):
+        spread = default_profile(str(d["board"].get("name", ""))).cap_spread
+        d["profile"]["cap_spread"] = [list(pair) for pair in spread]
+    return d
+
+
 PROBE = Format(
     "probe",
     (
@@ -213,6 +223,12 @@ PROBE = Format(
             "step `raw.derivation`: 2 measures across a counter step that a slow read blurs instead of "
             "dropping its intervals (earlier records: 1, derived as they were)",
             _probe_v5,
+        ),
+        Version(
+            6,
+            "the cap-spread probe (`probes.cap_spread`, opt-in: `nvmeter probe --cap-spread`); "
+            "`profile.cap_spread`: (window s, relative SD) pairs, the family's defaults when upgraded",
+            _probe_v6,
         ),
     ),
     verifier="nvmeter.probes.report:load_report",
@@ -519,7 +535,18 @@ GRAPH_MLP_STEP = Format(
 
 
 # -- profile: a board's BoardProfile in the user cache (nvmeter.boards.profile) --------------------
-PROFILE = Format("profile", (Version(1, "board identity and its BoardProfile, written by nvmeter probe"),))
+PROFILE = Format(
+    "profile",
+    (
+        Version(1, "board identity and its BoardProfile, written by nvmeter probe"),
+        Version(
+            2,
+            "`profile.cap_spread`: (window s, relative SD) pairs from the cap-spread probe; read as "
+            "empty (not known: the family's defaults serve) from v1",
+            unchanged,
+        ),
+    ),
+)
 
 
 # -- job: one window over several boards and ranks (nvmeter.meter.jobmeasurement) -------------------

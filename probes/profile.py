@@ -50,4 +50,11 @@ def _samples(d: dict, _base: BoardProfile) -> dict:
 
 # The step probe's counter delays (10-11 ms on the H200) bound the power lag from above but are
 # not it: the lag an in-work edge sees was fitted on the window bench (nvmeter.boards.profile).
-_FIGURES = {"cadence": _cadence, "polling": _polling, "samples": _samples}
+def _cap_spread(d: dict, _base: BoardProfile) -> dict:
+    from nvmeter.probes.capspread import profile_spread
+
+    spread = profile_spread(d)
+    return {"cap_spread": spread} if spread else {}
+
+
+_FIGURES = {"cadence": _cadence, "polling": _polling, "samples": _samples, "cap_spread": _cap_spread}

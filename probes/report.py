@@ -184,13 +184,15 @@ def selection(quick: bool, only: tuple[str, ...] = ()) -> list:
     unknown = sorted(set(only) - set(probes.BY_NAME))
     if unknown:
         raise errors.UsageError(f"unknown probe(s) {', '.join(unknown)}; known: {', '.join(probes.BY_NAME)}")
-    offered = [m.NAME for m in probes.selected(quick)]
+    offered = [m.NAME for m in probes.offered(quick)]
     skipped = sorted(set(only) - set(offered))
     if skipped:  # asked for, and would silently not run
         raise errors.UsageError(
             f"--quick skips {', '.join(skipped)} (it runs {', '.join(offered)}); run it without --quick"
         )
-    return [m for m in probes.selected(quick) if not only or m.NAME in only]
+    if only:
+        return [m for m in probes.offered(quick) if m.NAME in only]
+    return list(probes.selected(quick))
 
 
 def check_readings(name: str, record) -> None:

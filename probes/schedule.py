@@ -84,6 +84,9 @@ class Plan:
         bursts: Isolated bursts of each size.
         step_s: Full runs: the step response's (idle before, load, idle after) polls.
         cadence_s: Quick runs: the counter polls at context idle and under load.
+        cap_lead_s: bf16 products before the cap-spread probe's poll: the limiter's overshoot
+            after a start, and the 2 s look-back of error model 6, are over.
+        cap_s: The cap-spread probe's poll through those products.
 
     """
 
@@ -99,6 +102,8 @@ class Plan:
     bursts: int
     step_s: tuple[float, float, float] | None
     cadence_s: float | None
+    cap_lead_s: float = 2.5
+    cap_s: float = 15.0
 
 
 # The full run. What each length does to today's figures, from the raw series of the committed
@@ -170,6 +175,15 @@ class Load:
     run: object
     poll: CounterSeries | None
     submitted_s: float
+
+
+@dataclass(frozen=True)
+class CapLoad:
+    """The cap-spread probe's load: the counter's reads either side of each step, the job, the states."""
+
+    counter: CounterSeries
+    run: object
+    states: tuple
 
 
 @dataclass(frozen=True)
@@ -374,6 +388,51 @@ def _context_poll(s: Session) -> CounterSeries:
     return poll_counter(s.board, s.clock, s.plan.cadence_s or QUICK.cadence_s)
 
 
+# The cap-spread probe's products: bf16 8192² holds Hopper boards at their 700 W limit
+# (results/enclose/: the bf16cap kind, power-cap reason at 491 of 491 warm windows' edges).
+CAP_N = 8192
+# The board's state is read between polls of this length (a few cheap NVML reads).
+CAP_STATE_EVERY_S = 1.0
+
+
+def _cap_load(s: Session) -> CapLoad:
+    p = s.plan
+    worker = s.context()
+    s.after_load()
+    s.rig.on_phase("bf16 products at the power cap")
+    job = worker.matmul(
+        CAP_N, "random", seconds=p.cap_lead_s + p.cap_s + JOB_SLACK_S, dtype="bf16", marks=True
+    )
+    try:
+        s.clock.sleep(p.cap_lead_s)
+        states, kept = [], []
+        end_s = s.clock.now() + p.cap_s
+        while (left_s := end_s - s.clock.now()) > 0:
+            states.append(s.board.state())
+            kept.append(_bracketing(poll_counter(s.board, s.clock, min(CAP_STATE_EVERY_S, left_s))))
+        states.append(s.board.state())
+    finally:
+        job.stop()
+    run = job.result()
+    s._load_end_s = run.t1_s
+    counter = kept[0]
+    for part in kept[1:]:
+        counter = _joined(counter, part)
+    return CapLoad(counter, run, tuple(states))
+
+
+def _bracketing(series: CounterSeries) -> CounterSeries:
+    """Only the reads either side of each step (and the first and last): the steps, kept small."""
+    e = np.asarray(series.energy_mj)
+    changed = np.flatnonzero(np.diff(e) != 0)
+    keep = sorted({0, len(e) - 1} | set(changed.tolist()) | set((changed + 1).tolist())) if len(e) else []
+    return _cut(series, keep)
+
+
+def _joined(a: CounterSeries, b: CounterSeries) -> CounterSeries:
+    return CounterSeries(a.t0_s + b.t0_s, a.t1_s + b.t1_s, a.energy_mj + b.energy_mj)
+
+
 def _cut(series: CounterSeries, idx: list[int]) -> CounterSeries:
     return CounterSeries(
         tuple(series.t0_s[i] for i in idx),
@@ -415,6 +474,8 @@ STEPS = (
     Step("bursts", "isolated bursts", True, _bursts),
     Step("step", "step response", True, _step),
     Step("context_poll", "counter polled, context", True, _context_poll),
+    # last: an idle span after ~17 s at the cap would read a board still warm
+    Step("cap_load", "bf16 products at the power cap", True, _cap_load),
 )
 BY_NAME = {s.NAME: s for s in STEPS}
 
@@ -466,6 +527,7 @@ def expected_s(quick: bool, needs: set[str], plan_: Plan | None = None) -> float
         "bursts": CALIBRATE_S + p.bursts * sum(BURST_GAP_S + b + BURST_EXTRA_S for b in BURST_S),
         "step": sum(step_s),
         "context_poll": cadence_s,
+        "cap_load": p.after_load_s + p.cap_lead_s + p.cap_s,
     }
     total = sum(costs[name] for name in needs)
     context_steps = [s.NAME for s in STEPS if s.context and s.NAME in needs]

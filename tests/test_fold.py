@@ -11,7 +11,7 @@ from nvmeter.boards.protocol import PowerSample
 from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.meter import fold
 from nvmeter.meter.baseline import IdleBaseline
-from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.measurement import SCHEMA_VERSION, Measurement
 from nvmeter.meter.window import EnergyWindow
 
 LOAD_W = 550.0
@@ -88,7 +88,7 @@ def test_calls_declared_in_bulk_are_not_folded():
 def test_the_call_ends_survive_json_and_older_records_read_without_them():
     m, _ = windows([5])[0]
     d = m.to_dict()
-    assert d["schema_version"] == 5 and len(d["call_ends_s"]) == m.calls
+    assert d["schema_version"] == SCHEMA_VERSION and len(d["call_ends_s"]) == m.calls
     again = Measurement.from_dict(d)
     assert again.call_ends_s == m.call_ends_s and again.above_idle_j == m.above_idle_j
     old = {k: v for k, v in d.items() if k != "call_ends_s"} | {"schema_version": 4}

@@ -115,6 +115,53 @@ def test_quick_probe_cli_within_30_s(tmp_path):
     assert elapsed < 30.0, f"quick probe took {elapsed:.1f} s"
 
 
+def test_the_cap_spread_probe_holds_the_board_at_its_cap_and_measures_its_spread(tmp_path):
+    """bf16 products at the power cap, the counter's steps and the chunks' ends, on the real board.
+
+    NVMETER_GPU_OUT keeps the record (the device scripts commit it).
+    """
+    from pathlib import Path
+
+    from nvmeter.boards.profile import default_profile
+    from nvmeter.probes.capspread import MIN_BLOCKS
+    from nvmeter.probes.report import load_report
+
+    out = Path(os.environ.get("NVMETER_GPU_OUT", tmp_path)) / "cap-spread-probe.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nvmeter.cli",
+            "probe",
+            "--only",
+            "cap_spread",
+            "--no-cache",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    print(result.stdout[-3000:])
+    assert result.returncode == 0, result.stderr
+    report = load_report(out)
+    rec = report.probes["cap_spread"]
+    marks = np.asarray(rec.run.mark_t_s)
+    assert len(marks) > 100 and np.all(np.diff(marks) > 0) and np.all(np.diff(rec.run.mark_products) > 0)
+    assert rec.run.dtype == "bf16" and rec.run.mark_products[-1] == rec.run.matmuls
+    d = rec.derived()
+    print("cap spread:", d)
+    half = next(w for w in d["windows"] if w["window_s"] == 0.5)
+    assert half["blocks"] >= 20 and 0 <= half["rel_sd"] < 0.2
+    if d["at_cap"]:  # the counter's power at the board's limit (polling adds a few W)
+        assert abs(d["power_w"] / report.board.power_limit_w - 1) < 0.1
+        kept = [w["window_s"] for w in d["windows"] if w["blocks"] >= MIN_BLOCKS]
+        assert [w for w, _ in report.profile().cap_spread] == kept
+    else:  # not held at the cap: the family's defaults stay
+        assert report.profile().cap_spread == default_profile(report.board.name).cap_spread
+
+
 def test_unknown_device_is_one_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "nvmeter.cli", "probe", "--device", "17", "--out", str(tmp_path / "p.json")],

@@ -9,8 +9,9 @@ from the one our defaults were measured on gets its own figures once it is probe
 from __future__ import annotations
 
 import contextlib
+import math
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from nvmeter import errors, files, records
@@ -30,6 +31,9 @@ _LIMITS = {
     "power_lag_s": (0.0, 0.5),
     "power_lag_err_s": (0.0, 0.5),
 }
+# A cap-spread entry: (window length s, relative SD); lengths from a counter period to a minute.
+_SPREAD_WINDOW_S = (0.05, 60.0)
+_SPREAD_REL = (0.0, 0.5)
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,11 @@ class BoardProfile:
             s: a window that starts inside a run of calls still holds this much of the
             previous calls' power, which the meter takes off.
         power_lag_err_s: The bound on that lag, s.
+        cap_spread: At the power cap, how far the per-call energy of windows of a given length
+            moves about its steady value: ``(window_s, rel_sd)`` pairs, shortest first, each an
+            upper confidence limit of the relative SD (``nvmeter.probes.capspread``). Error model
+            10 widens a limited window's state part to ``2 x`` this at its length
+            (:meth:`cap_spread_rel`). Empty: not known (a profile from before it).
 
     """
 
@@ -66,6 +75,7 @@ class BoardProfile:
     sample_every_s: float
     power_lag_s: float
     power_lag_err_s: float
+    cap_spread: tuple[tuple[float, float], ...] = field(default=())
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -74,6 +84,9 @@ class BoardProfile:
                 if not isinstance(value, str):
                     raise errors.RecordError(f"a board profile's source must be text, not {value!r}")
                 continue
+            if f.name == "cap_spread":
+                object.__setattr__(self, f.name, self._checked_spread(value))
+                continue
             low, high = _LIMITS[f.name]
             if isinstance(value, bool) or not (isinstance(value, (int, float)) and low <= value <= high):
                 raise errors.RecordError(
@@ -81,9 +94,50 @@ class BoardProfile:
                 )
             object.__setattr__(self, f.name, float(value))  # numpy scalars print and store as plain floats
 
+    def _checked_spread(self, value) -> tuple[tuple[float, float], ...]:
+        """``value`` as ``((window_s, rel_sd), ...)`` of plain floats, or RecordError naming the fault."""
+        try:
+            pairs = tuple((float(w), float(r)) for w, r in value)
+        except (TypeError, ValueError) as exc:
+            raise errors.RecordError(
+                f"board profile {self.source}: cap_spread must be [window_s, rel_sd] pairs, not {value!r}"
+            ) from exc
+        lengths = [w for w, _ in pairs]
+        fine = all(
+            _SPREAD_WINDOW_S[0] <= w <= _SPREAD_WINDOW_S[1] and _SPREAD_REL[0] <= r <= _SPREAD_REL[1]
+            for w, r in pairs
+        )
+        if not fine or lengths != sorted(set(lengths)):
+            raise errors.RecordError(
+                f"board profile {self.source}: cap_spread = {value!r} is not (window_s in "
+                f"[{_SPREAD_WINDOW_S[0]:g}, {_SPREAD_WINDOW_S[1]:g}], rel_sd in [0, {_SPREAD_REL[1]:g}]) "
+                "pairs in rising window_s"
+            )
+        return pairs
+
+    def cap_spread_rel(self, window_s: float) -> float | None:
+        """The relative SD of a ``window_s`` window's per-call energy at the power cap (None: unknown).
+
+        Between the lengths measured, linear in log length, from the envelope that never falls
+        with a shorter window (at the cap the spread need not fall monotonically: a limiter that
+        swings with a period P spreads windows of 1.5 P more than windows of P); below the
+        shortest, the shortest's; above the longest, the longest's (a spread falls with length).
+        """
+        if not self.cap_spread or not window_s > 0:
+            return None
+        lengths = [w for w, _ in self.cap_spread]
+        envelope = [max(r for _, r in self.cap_spread[i:]) for i in range(len(lengths))]
+        if window_s <= lengths[0]:
+            return envelope[0]
+        if window_s >= lengths[-1]:
+            return envelope[-1]
+        i = next(k for k in range(1, len(lengths)) if window_s <= lengths[k])
+        share = math.log(window_s / lengths[i - 1]) / math.log(lengths[i] / lengths[i - 1])
+        return envelope[i - 1] + share * (envelope[i] - envelope[i - 1])
+
     def to_dict(self) -> dict:
         """Plain dict for JSON."""
-        return asdict(self)
+        return {**asdict(self), "cap_spread": [list(pair) for pair in self.cap_spread]}
 
     @classmethod
     def from_dict(cls, data: dict) -> BoardProfile:
@@ -94,7 +148,9 @@ class BoardProfile:
 
         """
         try:
-            return cls(**{f.name: data[f.name] for f in fields(cls)})
+            # a profile from before the cap spread (nvmeter 0.3) lacks it: not known
+            names = [f.name for f in fields(cls) if f.name != "cap_spread" or f.name in data]
+            return cls(**{name: data[name] for name in names})
         except (KeyError, TypeError) as exc:
             raise errors.RecordError(f"a board profile lacks {exc}") from exc
 
@@ -145,11 +201,19 @@ HOPPER = BoardProfile(
     # (median 7.5); the counter's own step delays, 10-11 ms (results/probe-h200.json), bound it above
     power_lag_s=0.0075,
     power_lag_err_s=0.005,
+    # the largest per-board relative SD of bf16 products' per-call energy at the power cap, in
+    # consecutive blocks of ~0.5, 1 and 2 s of measure() runs, over four H100s and four H200s:
+    # 2.49%, 0.70%, 0.44% (results/enclose/cap-spread.txt, "calls"), each raised by a fifth or
+    # more; 0.25 s blocks were not measured there (measure()'s sub-windows are ~0.5 s): 3.5%
+    cap_spread=((0.25, 0.035), (0.5, 0.03), (1.0, 0.01), (2.0, 0.006)),
 )
+# no board of these families was measured at the cap: Hopper's spread, half as wide again
+_WIDER_SPREAD = tuple((w, 1.5 * r) for w, r in HOPPER.cap_spread)
 AMPERE = HOPPER.with_(
     source="defaults:Ampere (wider than the public A100 probe, docs/facts.md)",
     polling_artefact_w=35.0,
     samples_vs_counter=0.005,
+    cap_spread=_WIDER_SPREAD,
 )
 GENERIC = HOPPER.with_(
     source="defaults:any NVIDIA board (no board of its family measured)",
@@ -160,6 +224,7 @@ GENERIC = HOPPER.with_(
     sample_spacing_s=0.05,
     samples_vs_counter=0.01,
     power_lag_err_s=0.0075,
+    cap_spread=_WIDER_SPREAD,
 )
 _FAMILIES = (("H200", HOPPER), ("H100", HOPPER), ("GH200", HOPPER), ("A100", AMPERE))
 KIND = "profile"

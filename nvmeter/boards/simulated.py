@@ -75,14 +75,21 @@ class SimConfig:
             the 7.5 ms lag fitted on the H200 window bench (nvmeter.boards.profile.HOPPER); the
             counter's own step delay is 10-11 ms (H200 probe).
         noise_w: SD of sensor noise on each reading, W (H200 probe: idle samples' SD 0.30 W).
-        tflops_per_matmul_s: Matmul rate by operands, TFLOP/s (H200 probe: 51.1 both).
+        tflops_per_matmul_s: Matmul rate by operands, TFLOP/s (H200 probe: 51.1 both); ``bf16``:
+            the cap-spread probe's bfloat16 products, a model (500), not a measurement.
         load_above_idle_w: 4096^2 FP32 matmul power above context idle by operands
-            (H200 probe: 295 and 553 W).
+            (H200 probe: 295 and 553 W); ``bf16``: 640 W, a demand above the 700 W limit, as
+            bf16 products at the cap draw (results/enclose/: 700 W, power-cap reason set).
         power_limit_w: Board power limit (H200 probe: 700 W).
         overshoot_rel: Right after a pause, the limiter lets power run this share above the
             limit, decaying with ``overshoot_tau_s`` (H200 lead, docs/facts.md: per-call energy
             ~3% above steady in the first ~0.5 s after any pause). 0 by default.
         overshoot_tau_s: Decay time of the overshoot, s.
+        cap_swing_rel, cap_swing_period_s: While the limit binds, it swings by this share
+            either way with this period (an H100's bf16 products at the cap: per-call energy
+            spread 2.1% over 0.5 s blocks, 0.4% over 1 s, neighbouring 0.5 s windows' errors
+            correlated -0.71, results/enclose/cap-spread.txt, docs/window.md: a swing of about
+            a second). 0 by default.
         pause_s: A load pause at least this long restarts the overshoot and the drift
             (docs/facts.md: a 100 ms pause is enough on the H200).
         drift_rel_per_s: Load power above idle rises by this share per second of continuous
@@ -128,11 +135,17 @@ class SimConfig:
     step_delay_s: float = 0.002
     tau_s: float = 0.0055
     noise_w: float = 0.3
-    tflops_per_matmul_s: dict = field(default_factory=lambda: {"constant": 51.1, "random": 51.1})
-    load_above_idle_w: dict = field(default_factory=lambda: {"constant": 295.0, "random": 553.0})
+    tflops_per_matmul_s: dict = field(
+        default_factory=lambda: {"constant": 51.1, "random": 51.1, "bf16": 500.0}
+    )
+    load_above_idle_w: dict = field(
+        default_factory=lambda: {"constant": 295.0, "random": 553.0, "bf16": 640.0}
+    )
     power_limit_w: float = 700.0
     overshoot_rel: float = 0.0
     overshoot_tau_s: float = 0.25
+    cap_swing_rel: float = 0.0
+    cap_swing_period_s: float = 1.0
     pause_s: float = 0.05
     drift_rel_per_s: float = 0.0
     drift_max_rel: float = 0.05
@@ -496,12 +509,13 @@ class SimulatedBoard:
             return min(self._level_idle_w, c.power_limit_w)
         load_w *= 1 + min(c.drift_max_rel, c.drift_rel_per_s * on_s)
         cap_w = c.power_limit_w * (1 + c.overshoot_rel * math.exp(-on_s / c.overshoot_tau_s))
+        cap_w *= 1 + c.cap_swing_rel * math.sin(2 * math.pi * on_s / c.cap_swing_period_s)
         return min(self._level_idle_w + load_w, cap_w)
 
     def _extend(self, t_s: float) -> None:
         """Grow the trace to ``t_s``; a drifting or overshooting level in 5 ms steps."""
         c = self.config
-        dynamic = self._level_load_w > 0 and (c.drift_rel_per_s or c.overshoot_rel)
+        dynamic = self._level_load_w > 0 and (c.drift_rel_per_s or c.overshoot_rel or c.cap_swing_rel)
         while dynamic and self._trace.end_s + _GRID_S < t_s:
             t_next = min(t_s, self._trace.end_s + 0.005)
             self._target_w = self._level_w(t_next)

@@ -28,6 +28,9 @@ JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes)
        versions read as empty. Its records written since 2026-12-04 add ``idle.local``: the idle
        was measured around this window (its own quiescent spans), which error model 8 does not
        move by the samples before the start; records without it read as false.
+    6: ``profile.cap_spread``: the board's spread at the power cap by window length, which error
+       model 10 widens a limited window's bound with (:mod:`nvmeter.boards.profile`). Earlier
+       versions read as empty (not known): model 10 then takes the family's defaults.
 """
 
 from __future__ import annotations
@@ -40,14 +43,14 @@ from dataclasses import dataclass, field, replace
 
 from nvmeter import errors, records
 from nvmeter.arguments import finite
-from nvmeter.boards.profile import H200_V1, BoardProfile
+from nvmeter.boards.profile import H200_V1, BoardProfile, default_profile
 from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample
 from nvmeter.meter import errormodel, fold, sanity, spread
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_from_dict, samples_to_dict
 from nvmeter.meter.span import AlignedSpan
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # An SM clock that moved more than this between the window's edges is reported: a power-capped
 # H200 slid 1,545 -> 1,470 MHz (-5%) over 20 s (docs/facts.md); 2% is well inside that change.
 CLOCK_MOVE_REL = 0.02
@@ -578,13 +581,30 @@ class Measurement:
         if halfwidth_mj is not None:
             term = halfwidth_mj * self.calls / 1e3 + m.state_floor_rel * above
         else:
-            term = m.state_rel * above + (m.limited_rel * above if self.limited else 0.0)
+            term = self.state_rel * above + (m.limited_rel * above if self.limited else 0.0)
         if self.transient and self.work_s > 0:
             fixed_j = m.transient_fixed_s * self.work_w
             if m.fixed_capped:  # the burst after a pause is no more than the work's own energy
                 fixed_j = min(fixed_j, above)
             term += fixed_j + m.transient_rel * above * min(1.0, m.transient_s / self.work_s)
         return term
+
+    @property
+    def state_rel(self) -> float:
+        """The state part's share of the energy above idle for a window without sub-windows.
+
+        The model's ``state_rel``; from error model 10, for a limited window at least
+        ``cap_spread_k`` times the board's spread at the cap at the window's length
+        (:meth:`~nvmeter.boards.profile.BoardProfile.cap_spread_rel`, the family's defaults
+        where the profile has none).
+        """
+        m = self.model
+        if not (m.cap_spread_k > 0 and self.limited and self.work_s > 0):
+            return m.state_rel
+        spread_rel = self.profile.cap_spread_rel(self.work_s)
+        if spread_rel is None:  # a profile from before the cap spread
+            spread_rel = default_profile(self.device.name).cap_spread_rel(self.work_s)
+        return max(m.state_rel, m.cap_spread_k * spread_rel)
 
     @property
     def reading_err_j(self) -> float:
@@ -628,7 +648,7 @@ class Measurement:
         (head, tail), (head_0, tail_0) = self._cuts_j, self._pro_rata_cuts_j
         shift_j = (head - tail) - (head_0 - tail_0)
         m = self.model
-        shares = m.state_rel + m.state_floor_rel + m.limited_rel + m.transient_rel
+        shares = self.state_rel + m.state_floor_rel + m.limited_rel + m.transient_rel
         return abs(shift_j) * (1 + shares) if math.isfinite(shift_j) else 0.0
 
     def _outside_w(self, t_s: float, edge_w: float, before: bool) -> float:
@@ -873,10 +893,12 @@ class Measurement:
             }
         if self.model_version >= 6:
             figures["since_pause_s"] = self.since_pause_s
+        if self.model_version >= 10:
+            figures["state_rel"] = self.state_rel
         return figures
 
     def to_dict(self) -> dict:
-        """JSON form (``schema_version`` 5): raw readings and the derived figures."""
+        """JSON form (``schema_version`` 6): raw readings and the derived figures."""
         return {
             "schema_version": SCHEMA_VERSION,
             "device": self.device.to_dict(),

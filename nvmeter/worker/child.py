@@ -71,8 +71,8 @@ class _Engine:
             self.uuid = f"GPU-{torch.cuda.get_device_properties(0).uuid}"
         return self.uuid
 
-    def _pair(self, n: int, operands: str):
-        key = (n, operands)
+    def _pair(self, n: int, operands: str, dtype: str = "fp32"):
+        key = (n, operands, dtype)
         if key not in self._operands:
             if self.backend == "cuda":
                 import torch
@@ -84,6 +84,8 @@ class _Engine:
                     g = torch.Generator(device="cuda:0").manual_seed(n)
                     a = torch.randn(n, n, device="cuda:0", generator=g)
                     pair = (a, torch.randn(n, n, device="cuda:0", generator=g), torch.empty_like(a))
+                if dtype == "bf16":
+                    pair = tuple(x.to(torch.bfloat16) for x in pair)
             else:
                 import numpy as np
 
@@ -112,32 +114,43 @@ class _Engine:
 
             np.matmul(a, b, out=out)
 
-    def matmul(self, n: int, operands: str, seconds: float, count: int, check: bool) -> dict:
+    def matmul(
+        self,
+        n: int,
+        operands: str,
+        seconds: float,
+        count: int,
+        check: bool,
+        dtype: str = "fp32",
+        marks: bool = False,
+    ) -> dict:
         global _STOP
         _STOP = False
-        a, b, out = self._pair(n, operands)
+        if self.backend != "cuda" and dtype != "fp32":
+            raise errors.UsageError(f"{dtype} products need a GPU; this worker runs numpy on the CPU")
+        a, b, out = self._pair(n, operands, dtype)
         self._product(a, b, out)  # first product outside the timed job (lazy init)
         self._sync()
         t0 = time.perf_counter()
-        done = 0
+        done, mark_t, mark_n = 0, [], []
         chunk = max(1, min(count or 8, 8))
         while not _STOP and ((count and done < count) or (not count and time.perf_counter() - t0 < seconds)):
             for _ in range(min(chunk, count - done) if count else chunk):
                 self._product(a, b, out)
                 done += 1
             self._sync()
+            if marks:
+                mark_t.append(time.perf_counter())
+                mark_n.append(done)
         t1 = time.perf_counter()
         err = None
-        if check and operands == "constant":
+        if check and operands == "constant" and dtype == "fp32":
             err = float(abs(out - n * 2.0**-12).max())
-        return {
-            "t0_s": t0,
-            "t1_s": t1,
-            "matmuls": done,
-            "n": n,
-            "flops": 2.0 * n**3 * done,
-            "max_abs_err": err,
-        }
+        run = {"t0_s": t0, "t1_s": t1, "matmuls": done, "n": n, "flops": 2.0 * n**3 * done}
+        run["max_abs_err"] = err
+        if marks:
+            run |= {"dtype": dtype, "mark_t_s": mark_t, "mark_products": mark_n}
+        return run
 
     def calibrate(self, n: int) -> float:
         a, b, out = self._pair(n, "random")
@@ -175,6 +188,7 @@ def _serve(backend: str, handlers: dict | None = None, out=None, inp=None) -> No
                 reply = {"seconds": engine.calibrate(int(request["n"]))}
             elif op == "matmul":
                 args = {k: request[k] for k in ("n", "operands", "seconds", "count", "check")}
+                args |= {k: request[k] for k in ("dtype", "marks") if k in request}
                 reply = {"run": engine.matmul(**args)}
             else:
                 reply = {"error": f"unknown op {op!r}"}

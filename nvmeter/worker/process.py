@@ -26,7 +26,7 @@ import psutil
 from nvmeter import errors, interrupts
 from nvmeter.descendants import Descendants, end_tree, marked, reap_orphans
 from nvmeter.worker.guardian import Guardian
-from nvmeter.worker.protocol import MatmulRun
+from nvmeter.worker.protocol import DTYPES, MatmulRun, job_run
 
 # Replies to quick commands (context, calibration) should come within this; a CUDA
 # context and torch import take ~5-10 s on a cold machine.
@@ -89,7 +89,7 @@ class Reply:
 
 class _ProcessJob(Reply):
     def result(self) -> MatmulRun:
-        return MatmulRun(**super().result()["run"])
+        return job_run(super().result()["run"])
 
     def stop(self) -> None:
         """End the job after its current chunk (at most 8 products): SIGUSR1 to the worker.
@@ -291,12 +291,25 @@ class WorkerProcess:
         return float(self._call("calibrate", n=n)["seconds"])
 
     def matmul(
-        self, n: int, operands: str, *, seconds: float = 0.0, count: int = 0, check: bool = False
+        self,
+        n: int,
+        operands: str,
+        *,
+        seconds: float = 0.0,
+        count: int = 0,
+        check: bool = False,
+        dtype: str = "fp32",
+        marks: bool = False,
     ) -> _ProcessJob:
         """Start a job; see :class:`Worker`."""
         if operands not in ("constant", "random"):
             raise errors.UsageError(f"operands must be 'constant' or 'random', not {operands!r}")
-        request_id = self._send("matmul", n=n, operands=operands, seconds=seconds, count=count, check=check)
+        if dtype not in DTYPES:
+            raise errors.UsageError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+        extra = {"dtype": dtype, "marks": True} if marks or dtype != "fp32" else {}
+        request_id = self._send(
+            "matmul", n=n, operands=operands, seconds=seconds, count=count, check=check, **extra
+        )
         return _ProcessJob(self, request_id, "matmul", seconds + _JOB_MARGIN_S)
 
     def ping(self) -> int:

@@ -43,6 +43,36 @@ class MatmulRun:
         return self.flops / self.duration_s / 1e12 if self.duration_s > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class MarkedRun(MatmulRun):
+    """A job that also kept when each chunk of products ended (the cap-spread probe's load).
+
+    Attributes:
+        dtype: ``"fp32"`` or ``"bf16"``.
+        mark_t_s: When each chunk's synchronisation returned, s on the shared monotonic clock,
+            shape (k,), rising.
+        mark_products: Products done by each of those times, shape (k,), rising.
+
+    """
+
+    dtype: str = "fp32"
+    mark_t_s: tuple[float, ...] = ()
+    mark_products: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        # JSON gives lists: stored as tuples, so that a record read back equals the one written
+        object.__setattr__(self, "mark_t_s", tuple(float(t) for t in self.mark_t_s))
+        object.__setattr__(self, "mark_products", tuple(int(n) for n in self.mark_products))
+
+
+DTYPES = ("fp32", "bf16")
+
+
+def job_run(data: dict) -> MatmulRun:
+    """The run a job's reply (or a record) holds: :class:`MarkedRun` where it kept marks."""
+    return MarkedRun(**data) if "mark_t_s" in data else MatmulRun(**data)
+
+
 class Job(Protocol):
     """A submitted worker job."""
 
@@ -77,9 +107,21 @@ class Worker(Protocol):
         ...
 
     def matmul(
-        self, n: int, operands: str, *, seconds: float = 0.0, count: int = 0, check: bool = False
+        self,
+        n: int,
+        operands: str,
+        *,
+        seconds: float = 0.0,
+        count: int = 0,
+        check: bool = False,
+        dtype: str = "fp32",
+        marks: bool = False,
     ) -> Job:
-        """Start products back to back for ``seconds`` (or exactly ``count`` of them)."""
+        """Start products back to back for ``seconds`` (or exactly ``count`` of them).
+
+        ``dtype`` ``"bf16"`` runs bfloat16 products; ``marks`` keeps when each chunk ended
+        (the result is then a :class:`MarkedRun`).
+        """
         ...
 
     def freeze(self) -> None:

@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from nvmeter.boards.simulated import SimulatedBoard
-from nvmeter.worker.protocol import MatmulRun
+from nvmeter.worker.protocol import MarkedRun, MatmulRun
 
 # A real worker's start, as `nvmeter probe --simulate` models it (s). The committed quick probes
 # (results/probe-h200-quick.json, probe-h200-quick-84564389.json) show the context on the board
@@ -17,6 +17,8 @@ from nvmeter.worker.protocol import MatmulRun
 # was not measured: 2.3 s and 1.0 s are assumptions, and bench/device/probe_speed.sh times both.
 REAL_START_S = 2.3
 REAL_CONTEXT_S = 1.0
+# Products between a real worker's synchronisations (nvmeter.worker.child: chunks of 8).
+_CHUNK = 8
 
 
 # --------------------------------------------------------------------------
@@ -34,7 +36,12 @@ class _SimJob:
 
     def result(self) -> MatmulRun:
         self._clock.advance_to(self._run.t1_s)
-        return self._run
+        run = self._run
+        if isinstance(run, MarkedRun):  # a real worker marks each chunk's end
+            done = (*range(_CHUNK, run.matmuls, _CHUNK), run.matmuls)
+            marks_s = tuple(run.t0_s + k * self._per_s for k in done)
+            run = replace(run, mark_t_s=marks_s, mark_products=done)
+        return run
 
     def stop(self) -> None:
         """End the job at the first product boundary from now (the real one ends after its chunk)."""
@@ -99,20 +106,32 @@ class SimWorker:
         return 2 * n**3 / (self.board.config.tflops_per_matmul_s["constant"] * 1e12)
 
     def matmul(
-        self, n: int, operands: str, *, seconds: float = 0.0, count: int = 0, check: bool = False
+        self,
+        n: int,
+        operands: str,
+        *,
+        seconds: float = 0.0,
+        count: int = 0,
+        check: bool = False,
+        dtype: str = "fp32",
+        marks: bool = False,
     ) -> _SimJob:
-        """Schedule the load on the board and return its job."""
+        """Schedule the load on the board and return its job (bf16: the model's ``bf16`` load)."""
         config = self.board.config
-        rate = config.tflops_per_matmul_s[operands] * 1e12
+        key = operands if dtype == "fp32" else dtype
+        rate = config.tflops_per_matmul_s[key] * 1e12
         per = 2 * n**3 / rate
         count = count or max(1, round(seconds / per))
         t0 = max(self.board.clock.now(), self._busy_until_s) + 50e-6  # launch latency
         t1 = t0 + count * per
-        self.board.set_load(config.load_above_idle_w[operands], at_s=t0)
+        self.board.set_load(config.load_above_idle_w[key], at_s=t0)
         self.board.set_load(0.0, at_s=t1)
         self._busy_until_s = t1
-        err = 0.0 if check and operands == "constant" else None
-        return _SimJob(self, MatmulRun(t0, t1, count, n, 2.0 * n**3 * count, err), per)
+        err = 0.0 if check and operands == "constant" and dtype == "fp32" else None
+        run = MatmulRun(t0, t1, count, n, 2.0 * n**3 * count, err)
+        if marks or dtype != "fp32":
+            run = MarkedRun(**run.__dict__, dtype=dtype)
+        return _SimJob(self, run, per)
 
     def freeze(self) -> None:
         """Mark the context's process stopped."""

@@ -1,0 +1,195 @@
+"""Spread at the power cap: how far a window's per-call energy moves about its steady value there.
+
+At the power cap the limiter moves the board's power over about a second, and the calls of a
+0.5 s window cost up to ~4% more or less than the same calls over 10 s (an H100, bf16 products;
+docs/window.md). The probe runs bf16 8192² products (a load that holds Hopper boards at their
+700 W limit) for :data:`LEAD_S` to pass the overshoot after the start, then polls the counter
+through ``cap_s`` of the same products while the worker marks when each chunk of 8 ended. The
+run is cut at counter steps into consecutive blocks of about each of :data:`WINDOWS_S`; each
+block's energy above idle over the products done in it is a window's per-call energy. The
+relative SD of the blocks about their mean, and its one-sided upper confidence limit at
+:data:`CONFIDENCE` (the chi-square limit of an SD, ``scipy.stats.chi2``), are the figures; the
+board's profile keeps the limit (``BoardProfile.cap_spread``), which error model 10 uses for
+windows that the board limited.
+
+A board that did not report the software power cap (NVML's clock-event reason 0x4) for at least
+half of the probe's state reads was not held at its limit: its figures are kept but the profile
+keeps the family's defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from nvmeter.boards.protocol import BoardState
+from nvmeter.meter.series import CounterSeries
+from nvmeter.meter.span import AlignedSpan
+from nvmeter.meter.spread import cut_at
+from nvmeter.probes import schedule
+from nvmeter.worker.protocol import MarkedRun, job_run
+from nvmeter.worker.rig import Rig
+
+NAME = "cap_spread"
+TITLE = "spread at the power cap"
+IN_QUICK = False
+# Not in a plain run (``nvmeter probe --cap-spread`` adds it): see nvmeter.probes.selected.
+OPT_IN = True
+
+# Block lengths, s: the windows issue 10 bounds run from 0.25 to 4 s; beyond 2 s a probe of
+# ~15 s holds too few blocks for a useful limit (the meter keeps the 2 s figure for longer ones).
+# 0.75 and 1.5 s are there because the spread need not fall monotonically with the length.
+WINDOWS_S = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
+# A block ends at the first counter step at least this share of its length after its start.
+BLOCK_SHARE = 0.9
+# One-sided confidence of the SD's upper limit; a profile figure needs this many blocks.
+CONFIDENCE = 0.95
+MIN_BLOCKS = 4
+# NVML's clock-event reason "software power cap" (nvml.h, nvmlClocksEventReasonSwPowerCap).
+SW_POWER_CAP = 0x4
+
+
+def needs(quick: bool) -> set[str]:
+    """The schedule's measurements this probe's record is made of (:mod:`nvmeter.probes.schedule`)."""
+    return {"idle_context", "cap_load"}
+
+
+@dataclass(frozen=True)
+class CapSpread:
+    """The context idle, the counter's steps through the load at the cap, the job and the board's states.
+
+    Attributes:
+        idle: The context idle span (the energy above idle is above it).
+        counter: The counter reads either side of each step seen while polling, oldest first.
+        run: The job, with when each chunk of products ended.
+        states: The board's state read about once a second through the poll.
+
+    """
+
+    idle: AlignedSpan
+    counter: CounterSeries
+    run: MarkedRun
+    states: tuple[BoardState, ...]
+
+    @property
+    def cap_share(self) -> float:
+        """Share of the state reads that reported the software power cap (nan with none)."""
+        flags = [
+            s.clock_event_reasons > 0 and bool(s.clock_event_reasons & SW_POWER_CAP) for s in self.states
+        ]
+        return sum(flags) / len(flags) if flags else math.nan
+
+    @property
+    def at_cap(self) -> bool:
+        """True when at least half of the state reads reported the software power cap."""
+        return self.cap_share >= 0.5
+
+    def _steps(self) -> list[tuple[float, float, float]]:
+        """(time s, counter mJ, half-width s) of each step between the first and last mark."""
+        steps = self.counter.steps
+        lo, hi = self.run.mark_t_s[0], self.run.mark_t_s[-1]
+        return [
+            (float(t), float(e), float(hw))
+            for t, e, hw in zip(steps.t_s, steps.energy_mj, steps.half_width_s, strict=True)
+            if lo <= t <= hi
+        ]
+
+    def blocks_mj(self, window_s: float) -> np.ndarray:
+        """Energy above idle per product of consecutive ~``window_s`` blocks, mJ, shape (k,)."""
+        cuts = cut_at(self._steps(), BLOCK_SHARE * window_s)
+        if len(cuts) < 2:
+            return np.empty(0)
+        t_marks = np.concatenate([[self.run.t0_s], self.run.mark_t_s])
+        n_marks = np.concatenate([[0], self.run.mark_products])
+        t = np.array([c[0] for c in cuts])
+        e_j = np.array([c[1] for c in cuts]) / 1e3
+        products = np.diff(np.interp(t, t_marks, n_marks))
+        above_j = np.diff(e_j) - self.idle.power_w * np.diff(t)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(products > 0, above_j / products * 1e3, np.nan)
+
+    def window_figures(self, window_s: float) -> dict:
+        """Blocks, relative SD and its upper confidence limit for ``window_s`` blocks."""
+        values = self.blocks_mj(window_s)
+        values = values[np.isfinite(values)]
+        n = len(values)
+        if n < 2 or not values.mean() > 0:
+            return {"window_s": window_s, "blocks": n, "rel_sd": None, "rel_sd_upper": None}
+        rel_sd = float(np.std(values / values.mean(), ddof=1))
+        upper = rel_sd * math.sqrt((n - 1) / stats.chi2.ppf(1 - CONFIDENCE, n - 1))
+        return {"window_s": window_s, "blocks": n, "rel_sd": rel_sd, "rel_sd_upper": upper}
+
+    def derived(self) -> dict:
+        """At the cap or not, mean power (W), product time (ms), and each block length's spread."""
+        steps = self._steps()
+        power_w = math.nan
+        if len(steps) > 1:
+            power_w = (steps[-1][1] - steps[0][1]) / 1e3 / (steps[-1][0] - steps[0][0])
+        return {
+            "at_cap": self.at_cap,
+            "cap_share": self.cap_share,
+            "power_w": power_w,
+            "product_ms": self.run.duration_s / self.run.matmuls * 1e3 if self.run.matmuls else math.nan,
+            "windows": [self.window_figures(w) for w in WINDOWS_S],
+        }
+
+    def rows(self) -> list[tuple[str, str]]:
+        """Summary-table rows."""
+        d = self.derived()
+        cells = ", ".join(
+            f"{w['window_s']:g} s {100 * w['rel_sd']:.2f}% (<= {100 * w['rel_sd_upper']:.2f}%, {w['blocks']})"
+            for w in d["windows"]
+            if w["rel_sd"] is not None
+        )
+        where = "at the power cap"
+        if not d["at_cap"]:
+            where = f"NOT at the power cap ({100 * d['cap_share']:.0f}% of reads): family defaults kept"
+        return [("spread at the power cap", f"{d['power_w']:.0f} W, {where}; per-call energy SD: {cells}")]
+
+    def to_dict(self) -> dict:
+        """Raw JSON form."""
+        return {
+            "idle": self.idle.to_dict(),
+            "counter": self.counter.to_dict(),
+            "run": {**self.run.__dict__, "mark_t_s": list(self.run.mark_t_s)}
+            | {"mark_products": list(self.run.mark_products)},
+            "states": [s.to_dict() for s in self.states],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CapSpread:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            AlignedSpan.from_dict(data["idle"]),
+            CounterSeries.from_dict(data["counter"]),
+            job_run(data["run"]),
+            tuple(BoardState.from_dict(s) for s in data["states"]),
+        )
+
+
+def profile_spread(derived: dict) -> tuple[tuple[float, float], ...]:
+    """``BoardProfile.cap_spread`` from :meth:`CapSpread.derived`: (window s, upper limit).
+
+    The lengths with at least :data:`MIN_BLOCKS` blocks; empty for a board not at its cap.
+    """
+    if not derived["at_cap"]:
+        return ()
+    return tuple(
+        (w["window_s"], min(0.5, w["rel_sd_upper"]))
+        for w in derived["windows"]
+        if w["blocks"] >= MIN_BLOCKS and w["rel_sd_upper"] is not None
+    )
+
+
+def assemble(m: dict, quick: bool) -> CapSpread:
+    """The record: the context idle span and the load at the cap."""
+    load = m["cap_load"]
+    return CapSpread(m["idle_context"], load.counter, load.run, load.states)
+
+
+def run(rig: Rig, quick: bool) -> CapSpread:
+    """This probe alone (``nvmeter probe --only cap_spread``)."""
+    return assemble(schedule.measure(rig, quick, needs(quick)), quick)
