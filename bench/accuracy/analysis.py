@@ -38,6 +38,9 @@ WINDOW_MODES = ("warm", "transient", "stall")
 # Board-profile figures to read every window with instead of those it was recorded with (an
 # analysis option: a record made with one family default, read with a later one).
 PROFILE_CHANGES: dict = {}
+# A board's cap spread by UUID, from its cap-spread probe (``analyze --cap-probe``): replaces the
+# profile's (model 10 reads it), so windows recorded before the probe are read with its figure.
+CAP_SPREADS: dict[str, tuple] = {}
 
 
 def load(path: Path) -> dict:
@@ -128,6 +131,8 @@ def measurement(raw: dict, idle, model_version: int | None = None):
         m = replace(m, model_version=model_version)
     if PROFILE_CHANGES:
         m = replace(m, profile=m.profile.with_(**PROFILE_CHANGES))
+    if m.device.uuid in CAP_SPREADS:
+        m = replace(m, profile=m.profile.with_(cap_spread=CAP_SPREADS[m.device.uuid]))
     return m
 
 

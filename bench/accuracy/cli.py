@@ -284,15 +284,29 @@ def _parser() -> argparse.ArgumentParser:
     for q in (a, f, c):  # read every window with another power lag than it was recorded with
         q.add_argument("--lag-s", type=float, help="the board profile's power_lag_s to read with, s")
         q.add_argument("--lag-err-s", type=float, help="its bound, s")
+        q.add_argument(
+            "--cap-probe",
+            type=Path,
+            action="append",
+            default=[],
+            help="a probe file with the cap-spread probe: its board's windows read with its cap spread "
+            "(error model 10; repeatable, one a board)",
+        )
     return p
 
 
 def _profile_changes(args) -> None:
     from accuracy import analysis
+    from nvmeter.probes.report import load_report
 
     for name, value in (("power_lag_s", args.lag_s), ("power_lag_err_s", args.lag_err_s)):
         if value is not None:
             analysis.PROFILE_CHANGES[name] = value
+    for path in args.cap_probe:
+        report = load_report(path)
+        if "cap_spread" not in report.probes:
+            raise errors.UsageError(f"{path} holds no cap-spread probe (nvmeter probe --cap-spread)")
+        analysis.CAP_SPREADS[report.board.uuid] = report.profile().cap_spread
 
 
 def _config(args):
@@ -362,7 +376,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "plan":
         _plan(args)
         return 0
-    _profile_changes(args)
+    try:
+        _profile_changes(args)
+    except (errors.NvmeterError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.cmd == "analyze":
         try:
             return _analyze(args)
