@@ -272,7 +272,7 @@ def stand_in(boards: dict[str, Board], s_by: dict[str, dict[str, dict[float, flo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default = sorted(Path("results/enclose").glob("call*.json"))
+    default = sorted(Path("results/enclose").glob("call*.json*"))
     parser.add_argument("records", nargs="*", type=Path, default=default)
     args = parser.parse_args()
     boards = gather([p for p in args.records if "summary" not in p.name])

@@ -38,8 +38,8 @@ from accuracy import analysis
 
 ROOT = Path(__file__).resolve().parent.parent / "results" / "enclose"
 BOARDS = {
-    "board 1 (GPU-546291fd)": ("GPU-546291fd", ["call2[89]-*-h100-enclose.json"]),
-    "board 2 (GPU-adc46b01)": ("GPU-adc46b01", ["call3[0-3]-97fe32f-h100b-*enclose.json"]),
+    "board 1 (GPU-546291fd)": ("GPU-546291fd", ["call2[89]-*-h100-enclose.json*"]),
+    "board 2 (GPU-adc46b01)": ("GPU-adc46b01", ["call3[0-3]-97fe32f-h100b-*enclose.json*"]),
 }
 T0_C = 50.0  # the fit's reference temperature
 BUSY_W = 8.0  # a sample this far above the kind's highest span idle is work

@@ -25,7 +25,6 @@ H200 board (the same pairs as bench/idle_temperature.py) and asks whether one sl
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -34,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy import stats
+
+from nvmeter import records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -209,8 +210,10 @@ def h100_slopes() -> dict[str, tuple[str, object, float]]:
 def records_of(uuid: str) -> list[Path]:
     """Every enclose record of the board ``uuid`` (its prefix) in results/enclose/."""
     out = []
-    for path in sorted(ROOT.glob("call*.json")):
-        if "summary" not in path.name and json.loads(path.read_text())["board"]["uuid"].startswith(uuid):
+    for path in sorted(ROOT.glob("call*.json*")):
+        if "summary" in path.name:
+            continue
+        if records.parse_json(path, "a bench record")["board"]["uuid"].startswith(uuid):
             out.append(path)
     return out
 
@@ -353,10 +356,10 @@ def h100_report() -> list[str]:
 def h200_boards() -> dict[str, list[str]]:
     """{board uuid (12 characters): its record names} for every H200 enclose record."""
     out: dict[str, list[str]] = {}
-    for path in sorted(ROOT.glob("call*.json")):
+    for path in sorted(ROOT.glob("call*.json*")):
         if "summary" in path.name:
             continue
-        board = json.loads(path.read_text())["board"]
+        board = records.parse_json(path, "a bench record")["board"]
         if "H200" in board.get("name", ""):
             out.setdefault(board["uuid"][:12], []).append(path.name)
     return out

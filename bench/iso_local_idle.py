@@ -15,12 +15,13 @@ issue 10's targets stand) quotes what it printed:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
+from nvmeter import records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -46,7 +47,7 @@ def pause_idle_w(unit: dict, idle, after_s: float, before_s: float) -> tuple[flo
 
 def report(path: str, after_s: float, before_s: float) -> None:
     """One line per isolated reference of the record at ``path`` that holds its calls' ends."""
-    rec = json.loads(Path(path).read_text())
+    rec = records.parse_json(Path(path), "a bench record")
     for name, part in rec["kinds"].items():
         isolated = [u for u in part["units"] if u.get("isolated") and u["raw"].get("call_ends_s")]
         if not isolated:

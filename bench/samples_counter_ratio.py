@@ -12,12 +12,12 @@ margin (a damaged record's check, not a fit).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 
+from nvmeter import records
 from nvmeter.meter.measurement import Measurement
 
 _WINDOW_KEYS = {"start", "end", "samples", "calls", "method", "device"}
@@ -39,10 +39,10 @@ def windows(raw):
 def ratios(paths: list[Path]) -> tuple[int, dict[str, list[float]]]:
     """(windows read, the compared windows' ratios by board family) over the JSON files under ``paths``."""
     read, by_family = 0, defaultdict(list)
-    files = [f for p in paths for f in (sorted(p.rglob("*.json")) if p.is_dir() else [p])]
+    files = [f for p in paths for f in (sorted(p.rglob("*.json*")) if p.is_dir() else [p])]
     for f in files:
         try:
-            data = json.loads(f.read_text())
+            data = records.parse_json(f, "a bench record")
         except (OSError, ValueError):
             continue
         for raw in windows(data):

@@ -7,7 +7,7 @@ over all phases, and (with ``--plot``) error against start. Trials without the d
 before it, or with the meter's own dither) are read at their start after the step as well.
 Nothing here is part of the meter; docs/window.md quotes what it printed:
 
-    python bench/single_phase.py results/enclose/call23-054bb23-phase-enclose.json \\
+    python bench/single_phase.py results/enclose/call23-054bb23-phase-enclose.json.gz \\
         --plot results/enclose/call23-054bb23-phase.png
     python bench/single_phase.py results/enclose/call2[2-7]-*-enclose.json --model 8  # calls 22-27
 """
@@ -15,11 +15,12 @@ Nothing here is part of the meter; docs/window.md quotes what it printed:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from nvmeter import records
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -34,7 +35,7 @@ def phase_rows(path: Path, model_version: int | None = None) -> dict[str, np.nda
     The tail is the window's ``tail_s`` where the trial set one (``--single-tail-s``), else -1.
     Every window is read with error model ``model_version`` (None: the one each record names).
     """
-    rec = json.loads(Path(path).read_text())
+    rec = records.parse_json(Path(path), "a bench record")
     out = {}
     for name in rec["kinds"]:
         kd = analysis.kind_data(rec, name, model_version)
@@ -116,7 +117,7 @@ def delay_arms(path: Path) -> list[str]:
     a steady call runs on a warmer board and with no pause before it, so this is a yardstick, not
     the single call's truth).
     """
-    rec = json.loads(Path(path).read_text())
+    rec = records.parse_json(Path(path), "a bench record")
     lines = []
     for name, kind in rec["kinds"].items():
         singles = [u for u in kind.get("units", []) if u.get("type") == "single" and u.get("per_call_mj")]
@@ -161,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in delay_arms(path):
             print("   arms: " + line)
         if args.plot:
-            board = json.loads(path.read_text()).get("board", {}).get("uuid", "?")[:12]
+            board = records.parse_json(path, "a bench record").get("board", {}).get("uuid", "?")[:12]
             plot(by_kind, args.plot, f"Isolated single calls by start in the counter's period ({board}…)")
     return 0
 

@@ -17,6 +17,7 @@ import math
 import os
 import re
 import tempfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -217,11 +218,17 @@ def parse_json(path: Path, what: str):
         path: The file.
         what: What it should be, for the messages (``"an nvmeter probe record"``).
 
+    A file whose name ends in ``.gz`` is read through gzip (the committed records under
+    results/ are kept so, to keep the repository small), its unpacked size held to the same limit.
+
     Raises:
-        RecordError: missing, not a regular file, over :data:`nvmeter.files.RECORD_LIMIT_BYTES`,
-            unreadable, not UTF-8, not JSON (NaN and Infinity are not), nested past the parser.
+        RecordError: missing, not a regular file, over :data:`nvmeter.files.RECORD_LIMIT_BYTES`
+            (packed or unpacked), unreadable, not gzip where named so, not UTF-8, not JSON (NaN
+            and Infinity are not), nested past the parser.
     """
     raw = files.read_bytes(path, files.RECORD_LIMIT_BYTES, what, errors.RecordError)
+    if str(path).endswith(".gz"):
+        raw = _gunzip(Path(path), raw)
     try:
         return json.loads(raw.decode("utf-8"), parse_constant=_not_json)
     except UnicodeDecodeError as exc:
@@ -234,7 +241,23 @@ def parse_json(path: Path, what: str):
         raise errors.RecordError(f"{path}: not {what} ({exc})") from exc
 
 
-# The deepest committed record nests 10 levels (results/enclose/call26-7c23ffb-isoidle-enclose.json);
+def _gunzip(path: Path, packed: bytes) -> bytes:
+    """``packed`` unpacked, at most :data:`nvmeter.files.RECORD_LIMIT_BYTES` of it (no gzip bomb)."""
+    unpacker = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip's header and trailer
+    try:
+        raw = unpacker.decompress(packed, files.RECORD_LIMIT_BYTES + 1)
+    except zlib.error as exc:
+        raise errors.RecordError(f"{path}: not gzip ({exc})") from exc
+    if len(raw) > files.RECORD_LIMIT_BYTES or unpacker.unconsumed_tail:
+        raise errors.RecordError(
+            f"{path}: unpacks to over {files.RECORD_LIMIT_BYTES // files.MIB} MiB; not an nvmeter record"
+        )
+    if not unpacker.eof:
+        raise errors.RecordError(f"{path}: not gzip (cut short)")
+    return raw
+
+
+# The deepest committed record nests 10 levels (results/enclose/call26-7c23ffb-isoidle-enclose.json.gz);
 # 100 leaves room, and is far under what copying or comparing one needs of Python's stack.
 MAX_DEPTH = 100
 

@@ -800,7 +800,7 @@ def _warm_at(kd, t0_s):
 
 def test_the_recorded_stall_at_the_power_cap_is_transient_under_model_6_and_its_bound_holds():
     """results/enclose/call5: one 129 ms call in a run of 40 ms calls, 1.76 s before a 0.5 s window."""
-    rec = analysis.load(ROOT / "results/enclose/call5-9b41547-enclose.json")
+    rec = analysis.load(ROOT / "results/enclose/call5-9b41547-enclose.json.gz")
     five, six = (_warm_at(analysis.kind_data(rec, "bf16cap", v), 374.348) for v in (5, 6))
     assert five.ref_ok and not five.m.transient and not five.contains  # model 5: warm, and wrong
     assert six.m.transient and six.m.since_pause_s == pytest.approx(1.76, abs=0.02) and six.contains

@@ -21,6 +21,8 @@ from nvmeter.probes.report import check_readings, load_report, run_probes
 from nvmeter.worker.rig import Rig
 from nvmeter.worker.simulated import SimWorker
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def nvmeter(*args, env=None, timeout=60):
     return subprocess.run(
@@ -644,3 +646,30 @@ def test_integers_past_any_real_one_are_refused(tmp_path, score_data, record, ch
     path = damaged(folder, data, change, "run-001.json")
     line = one_line_error(nvmeter("summarize" if record == "score" else "show", path), 2)
     assert why in line
+
+
+# -- records kept packed (results/ holds its larger records as .json.gz) -----------------------------
+def test_a_packed_record_reads_as_the_plain_one(tmp_path):
+    plain = ROOT / "results" / "probe-h200.json"
+    packed = tmp_path / "probe-h200.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert records.read_json(packed, "probe") == records.read_json(plain, "probe")
+    assert load_report(packed).profile() == load_report(plain).profile()
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"not gzip at all", "not gzip"),
+        (gzip.compress(b'{"kind": "probe"}')[:-12], "cut short"),
+        (gzip.compress(b" " * (2**20 + 1)), "unpacks to over 1 MiB"),
+    ],
+    ids=["not-gzip", "cut-short", "bomb"],
+)
+def test_a_bad_packed_record_is_one_line(tmp_path, monkeypatch, content, says):
+    monkeypatch.setattr(files, "RECORD_LIMIT_BYTES", 2**20)
+    path = tmp_path / "r.json.gz"
+    path.write_bytes(content)
+    with pytest.raises(errors.RecordError, match=says) as caught:
+        records.read_json(path, "probe")
+    assert "\n" not in str(caught.value)

@@ -14,7 +14,7 @@ from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.window import EnergyWindow
 
 LOAD_W = 550.0
-CALL27 = Path(__file__).parent.parent / "results/enclose/call27-25b7f91-tail-enclose.json"
+CALL27 = Path(__file__).parent.parent / "results/enclose/call27-25b7f91-tail-enclose.json.gz"
 
 
 @pytest.fixture

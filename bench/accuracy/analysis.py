@@ -75,7 +75,7 @@ def idle_of(part: dict):
 
 
 # The isolated reference's pauses, read for its idle: from this long after a call's end (its
-# power is within 0.15 W of the pause's from 0.18 s on: results/enclose/call27-25b7f91-tail-enclose.json)
+# power is within 0.15 W of the pause's from 0.18 s on: results/enclose/call27-25b7f91-tail-enclose.json.gz)
 # to this long before the next call's start, s; at least this many samples (0.2 s of ~20 ms ones).
 PAUSE_SETTLE_S = 0.2
 PAUSE_MARGIN_S = 0.03
@@ -170,7 +170,7 @@ def _temps(unit: dict) -> list[float]:
     """The temperatures at a window's own edges (its Measurement's states), °C.
 
     The runner's ``state_before`` can precede a trial's lead-in, over which a board at its
-    power limit warms by ~10 °C in 2 s (results/enclose/call1-fe66f43-enclose.json), so it
+    power limit warms by ~10 °C in 2 s (results/enclose/call1-fe66f43-enclose.json.gz), so it
     stands in only where the record holds no edge states.
     """
     states = (unit.get("raw") or {}).get("states") or [unit.get("state_before"), unit.get("state_after")]

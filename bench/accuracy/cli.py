@@ -120,8 +120,9 @@ def _positive_int(text: str) -> int:
 
 
 def _schema(path: Path) -> int:
-    with open(path) as f:
-        return json.load(f).get("schema_version", 1)
+    from nvmeter import records
+
+    return records.parse_json(path, "a window-accuracy record").get("schema_version", 1)
 
 
 def analyze(path: Path, plot: Path | None = None) -> dict:

@@ -12,11 +12,12 @@ keeps their analysis so every figure in docs/window.md still recomputes:
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
+from nvmeter import records
 
 SCHEMA_VERSION = 1
 WINDOWS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -26,7 +27,7 @@ def analyze(path: Path, plot: Path | None) -> dict:
     """Per method and window: median and max |error| of per-call energy vs the reference."""
     from nvmeter.meter.measurement import Measurement
 
-    rec = json.loads(path.read_text())
+    rec = records.parse_json(path, "a bench record")
     refs = [Measurement.from_dict(r["raw"]) for r in rec["references"]]
     ref_mj = float(np.mean([r.per_call_mj for r in refs]))
     ref_spread = float(np.ptp([r.per_call_mj for r in refs]) / ref_mj)
@@ -124,7 +125,7 @@ def fit(path: Path) -> dict:
 
     COLD_RAMP_S = model(1).transient_s
 
-    rec = json.loads(path.read_text())
+    rec = records.parse_json(path, "a bench record")
     ref_mj = float(np.mean([Measurement.from_dict(r["raw"]).per_call_mj for r in rec["references"]]))
     long, short = [], []
     for t in rec["trials"]:

@@ -11,7 +11,7 @@ Trials (issue 10's targets set the counts; ``FLOOR`` is what each target needs):
 * ``measure``: ``nvmeter.measure()`` of the call.
 * ``stall``: a 0.5 s window after >= 2 s of calls, one of which waited 60-150 ms on the
   host after its work (the board idled inside it), 0.3-2 s before entry: the stall of
-  results/enclose/call5-9b41547-enclose.json (a 129 ms call among 40 ms ones, 1.76 s
+  results/enclose/call5-9b41547-enclose.json.gz (a 129 ms call among 40 ms ones, 1.76 s
   before a window), injected. Their target is the bound's (>= 95%); how many read transient
   shows where error model 6's 2 s look-back stops seeing a stall. Run only when asked
   (``only`` names it): each needs a lead of its own.

@@ -6,7 +6,7 @@ The stream knows where the current unbroken run began, so the runner adds calls 
 when a gap (a window's exit that took long, a save, a pause) broke it. A call that took
 ``max_gap_s`` longer than the recent calls' median breaks it too: each call synchronises, so
 the extra time was spent before its work reached the GPU or after it finished, and the board
-idled (results/enclose/call5-9b41547-enclose.json: a 129 ms call among 40 ms ones, after which
+idled (results/enclose/call5-9b41547-enclose.json.gz: a 129 ms call among 40 ms ones, after which
 a power-capped board's limiter swung for ~2 s).
 """
 

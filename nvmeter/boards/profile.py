@@ -196,7 +196,7 @@ HOPPER = BoardProfile(
     sample_lead_s=0.02,
     samples_vs_counter=0.002,
     sample_every_s=1.0,
-    # fitted on the fit kinds of one H200 (results/window-accuracy-v2/run1-a.json, FP32 and bf16
+    # fitted on the fit kinds of one H200 (results/window-accuracy-v2/run1-a.json.gz, FP32 and bf16
     # matmuls): the lag that zeroes their warm 0.25 s and 0.5 s windows' median error was 5.4-14 ms
     # (median 7.5); the counter's own step delays, 10-11 ms (results/probe-h200.json), bound it above
     power_lag_s=0.0075,

@@ -357,7 +357,7 @@ class SimulatedBoard:
         """Move every idle level by ``shift_w`` W from now.
 
         An H200's idle moved by up to 2.4 W within ~15 s
-        (results/enclose/call27-25b7f91-tail-enclose.json).
+        (results/enclose/call27-25b7f91-tail-enclose.json.gz).
 
         Raises:
             ValueError: ``shift_w`` not a finite number of watts.

@@ -18,7 +18,7 @@ A poller can also read the board's state (clocks, temperature, clock-event reaso
 first read, so that the caller's thread makes no NVML call at an in-work edge but the sample
 buffer's: on an H100 (GPU-adc46b01) the reads at warm windows' entries took 4.6-8.1 ms in 4 of
 80 windows, and the bench's own state read just before them was as slow
-(results/enclose/call30-97fe32f-h100b-enclose.json: gap before entry and entry alike).
+(results/enclose/call30-97fe32f-h100b-enclose.json.gz: gap before entry and entry alike).
 
 A window's end edge can be found the same way, inside the caller's later work
 (``EnergyWindow(exit="return")``): the poller then also reads the sample buffer once the

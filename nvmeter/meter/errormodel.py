@@ -65,7 +65,7 @@ History:
        apart than ``pause_gap_s`` plus the board's sample spacing (the part of the gap that one
        sample's width cannot explain), or a lead of samples under that power before the first
        one above it. Why: at the power cap an H200's limiter does not settle in the ~0.5 s
-       that models 2-5 assumed. In results/enclose/call5-9b41547-enclose.json one call inside
+       that models 2-5 assumed. In results/enclose/call5-9b41547-enclose.json.gz one call inside
        an unbroken run took 129 ms instead of 40 (the board idled ~60-80 ms); the limiter
        overshot (876-919 W), then dipped twice to ~500-600 W, 0.9 and 1.85 s after, and a
        0.5 s "warm" window 1.76 s after the pause read -3.48% against its reference, outside

@@ -30,7 +30,7 @@ from nvmeter.boards.protocol import PowerSample
 BINS = 6
 # Ridge weight per sample and bin, pulling each bin toward the samples' mean power, so that
 # work without a profile reads flat. 0.1 was picked from 0.01, 0.1 and 1 on call 2's records
-# (results/enclose/call2-e9e826e-enclose.json; a first version of this fit, without the F-test,
+# (results/enclose/call2-e9e826e-enclose.json.gz; a first version of this fit, without the F-test,
 # read 12 of 20 duty-cycled windows within ±1% with each, largest error 1.77-2.19%) and checked
 # on calls 3-7 (docs/window.md).
 RIDGE = 0.1

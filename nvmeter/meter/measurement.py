@@ -392,7 +392,7 @@ class Measurement:
         """How far the board's idle has moved since its baseline, W (model 8; else 0).
 
         An H200's quiescent idle moved by up to 2.4 W within ~15 s, which a ~20 ms call's
-        window of ~0.2 s turns into up to 5% (results/enclose/call27-25b7f91-tail-enclose.json:
+        window of ~0.2 s turns into up to 5% (results/enclose/call27-25b7f91-tail-enclose.json.gz:
         the samples before 40 single copies read 1.4-2.0 W under the quiescent span at the
         kind's start). The sample buffer follows the counter's idle to -0.05..+0.14 W (the
         quiescent spans of calls 26-27, read both ways), so the samples of a quiet stretch
