@@ -560,7 +560,7 @@ def test_pooling_refuses_unknown_names_nothing_left_and_copies(sim_run, tmp_path
         ([str(sim_run), "--pool-except", "acc.jsno"], "not among FILES"),
         ([str(sim_run), "--pool-except", "acc.json"], "nothing is left to pool"),
         ([str(sim_run), str(copy), "--pool-except"], "is a copy of"),
-        ([str(tmp_path / "none.json")], "No such file"),
+        ([str(tmp_path / "none.json")], "no such file"),
     ):
         assert cli.main(["analyze", *extra]) == 2
         err = capsys.readouterr().err

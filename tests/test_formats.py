@@ -23,6 +23,8 @@ COMMITTED = {
     ("probe", 2): FIXTURES / "probe-v2.json",
     ("probe", 3): RESULTS / "probe-h200-quick-84564389.json",
     ("probe", 4): RESULTS / "probe-speed" / "f2595641" / "new-full.json",
+    ("probe", 5): RESULTS / "probe-h100-quick-546291fd.json",
+    ("profile", 1): FIXTURES / "profile-v1.json",
     ("score", 1): FIXTURES / "score-v1.json",
     ("score", 2): FIXTURES / "score-v2.json",
     ("score", 3): RESULTS / "score-h200" / "ladder_d4_fused" / "run-001.json",

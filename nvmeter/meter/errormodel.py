@@ -141,7 +141,7 @@ History:
        narrower than model 8. Batch means are the standard remedy of simulation output
        analysis; 2 s is model 6's look-back (the limiter's dips come 0.9 and 1.85 s after a
        pause), chosen before any reading and not fitted. Read on every committed ``measure()``
-       run (results/enclose/call*-measure.json and call3*-h100b*enclose.json;
+       run (results/enclose/call*-measure.json* and call3*-h100b*enclose.json;
        ``python bench/subwindow_batches.py``), the records the correlation was seen on, so not
        a check: duty-cycled runs ±1.9-2.3% become ±2.0-2.7% (H200s) and ±2.5-3.2% become
        ±2.9-3.8% (the H100), two bf16 runs at the cap widen (±1.7% to ±2.0% and ±2.6%), the rest
