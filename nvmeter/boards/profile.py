@@ -207,6 +207,14 @@ HOPPER = BoardProfile(
     # more; 0.25 s blocks were not measured there (measure()'s sub-windows are ~0.5 s): 3.5%
     cap_spread=((0.25, 0.035), (0.5, 0.03), (1.0, 0.01), (2.0, 0.006)),
 )
+# The H200's own limiter swings far less than the H100's: its four boards' largest spreads were
+# 1.03%, 0.46%, 0.44% (0.5, 1, 2 s; results/enclose/cap-spread.txt, "calls"), raised by a fifth or
+# more; 0.25 s as Hopper's, 1.2 times the 0.5 s figure. A GH200 (another board and power limit) and
+# an H100 take Hopper's, the widest of both.
+HOPPER_H200 = HOPPER.with_(
+    source="defaults:Hopper H200 (wider than results/probe-h200.json and results/enclose/cap-spread.txt)",
+    cap_spread=((0.25, 0.015), (0.5, 0.0125), (1.0, 0.006), (2.0, 0.0055)),
+)
 # no board of these families was measured at the cap: Hopper's spread, half as wide again
 _WIDER_SPREAD = tuple((w, 1.5 * r) for w, r in HOPPER.cap_spread)
 AMPERE = HOPPER.with_(
@@ -226,7 +234,8 @@ GENERIC = HOPPER.with_(
     power_lag_err_s=0.0075,
     cap_spread=_WIDER_SPREAD,
 )
-_FAMILIES = (("H200", HOPPER), ("H100", HOPPER), ("GH200", HOPPER), ("A100", AMPERE))
+# first match wins: "GH200" before "H200", which its name holds too
+_FAMILIES = (("GH200", HOPPER), ("H200", HOPPER_H200), ("H100", HOPPER), ("A100", AMPERE))
 KIND = "profile"
 
 
