@@ -809,7 +809,7 @@ def test_the_recorded_stall_at_the_power_cap_is_transient_under_model_6_and_its_
 @pytest.mark.parametrize("name", ["call3-bc87bb4", "call5-9b41547"])
 def test_duty_cycled_windows_stay_warm_under_model_6(name):
     """15 ms on, 15 ms off: busy samples up to 50.6 ms apart, inside the sample-spacing allowance."""
-    rec = analysis.load(ROOT / f"results/enclose/{name}-enclose.json")
+    rec = analysis.load(ROOT / f"results/enclose/{name}-enclose.json.gz")
     warm = [t for t in analysis.kind_data(rec, "duty", 6).trials if t.mode == "warm"]
     assert warm and not any(t.m.transient for t in warm)
 

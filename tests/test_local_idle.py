@@ -9,6 +9,7 @@ import pytest
 from simboards import context_board
 
 from bench.accuracy import analysis
+from nvmeter import records
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.window import EnergyWindow
@@ -88,7 +89,7 @@ def test_the_drift_survives_the_json_and_model_7_records_keep_theirs(board):
 
 def test_call_27s_board_idled_under_its_baseline_through_the_copies():
     """The H200 record that showed the drift: its copies' windows find it, its FP32 ones do not."""
-    rec = json.loads(CALL27.read_text())
+    rec = records.parse_json(CALL27, "a bench record")
     for kind, low, high in (("copy", -2.2, -0.8), ("fp32big", -0.6, 0.6)):
         part = rec["kinds"][kind]
         idle = analysis.idle_of(part)
