@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import gzip
 import importlib
 import json
 import math
@@ -138,12 +139,15 @@ def write_json(path: Path, record: dict, *, replace: bool = True) -> None:
 
     """
     path = check_writable(path)
-    text = json.dumps(_clean(record), indent=1, allow_nan=False)
+    text = json.dumps(_clean(record), indent=1, allow_nan=False) + "\n"
+    data = text.encode()
+    if path.name.endswith(".gz"):  # read back through gzip (parse_json): written so, one stream
+        data = gzip.compress(data, mtime=0)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
         os.chmod(tmp, files.output_mode())  # mkstemp makes it 0600; a plain open() would not
-        with os.fdopen(fd, "w") as f:
-            f.write(text + "\n")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         if replace:
@@ -254,6 +258,9 @@ def _gunzip(path: Path, packed: bytes) -> bytes:
         )
     if not unpacker.eof:
         raise errors.RecordError(f"{path}: not gzip (cut short)")
+    if unpacker.unused_data:  # a second member or trailing bytes: nvmeter writes one stream
+        extra = len(unpacker.unused_data)
+        raise errors.RecordError(f"{path}: not one gzip stream ({extra} bytes after its end)")
     return raw
 
 

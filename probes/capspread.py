@@ -43,13 +43,16 @@ OPT_IN = True
 # ~15 s holds too few blocks for a useful limit (the meter keeps the 2 s figure for longer ones).
 # 0.75 and 1.5 s are there because the spread need not fall monotonically with the length.
 WINDOWS_S = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
-# A block ends at the first counter step at least this share of its length after its start.
-BLOCK_SHARE = 0.9
+# A block ends at the first counter step at least its length less this share of the counter's
+# period after its start: the step nearest the length (0.25 s -> 0.3 s blocks on a 0.1 s counter).
+SHORT_BY_PERIODS = 0.4
 # One-sided confidence of the SD's upper limit; a profile figure needs this many blocks.
 CONFIDENCE = 0.95
 MIN_BLOCKS = 4
 # NVML's clock-event reason "software power cap" (nvml.h, nvmlClocksEventReasonSwPowerCap).
 SW_POWER_CAP = 0x4
+# Products between the worker's marks (nvmeter.worker.child: chunks of 8).
+CHUNK = 8
 
 
 def needs(quick: bool) -> set[str]:
@@ -74,6 +77,9 @@ class CapSpread:
     run: MarkedRun
     states: tuple[BoardState, ...]
 
+    def __post_init__(self) -> None:
+        check_marks(self.run)
+
     @property
     def cap_share(self) -> float:
         """Share of the state reads that reported the software power cap (nan with none)."""
@@ -97,9 +103,14 @@ class CapSpread:
             if lo <= t <= hi
         ]
 
+    def _cuts(self, window_s: float) -> list[tuple[float, float, float]]:
+        steps = self._steps()
+        period_s = float(np.median(np.diff([t for t, _, _ in steps]))) if len(steps) > 1 else 0.0
+        return cut_at(steps, window_s - SHORT_BY_PERIODS * period_s)
+
     def blocks_mj(self, window_s: float) -> np.ndarray:
         """Energy above idle per product of consecutive ~``window_s`` blocks, mJ, shape (k,)."""
-        cuts = cut_at(self._steps(), BLOCK_SHARE * window_s)
+        cuts = self._cuts(window_s)
         if len(cuts) < 2:
             return np.empty(0)
         t_marks = np.concatenate([[self.run.t0_s], self.run.mark_t_s])
@@ -111,16 +122,26 @@ class CapSpread:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(products > 0, above_j / products * 1e3, np.nan)
 
+    def block_s(self, window_s: float) -> float:
+        """The median length of the ~``window_s`` blocks, s.
+
+        Cut at counter steps, they run longer (~0.3 s for 0.25 s on a 0.1 s counter); the
+        profile files each spread under this length.
+        """
+        t = np.array([c[0] for c in self._cuts(window_s)])
+        return float(np.median(np.diff(t))) if len(t) > 1 else math.nan
+
     def window_figures(self, window_s: float) -> dict:
-        """Blocks, relative SD and its upper confidence limit for ``window_s`` blocks."""
+        """Blocks, their median length (s), relative SD and its upper confidence limit."""
         values = self.blocks_mj(window_s)
         values = values[np.isfinite(values)]
         n = len(values)
+        found = {"window_s": window_s, "block_s": self.block_s(window_s), "blocks": n}
         if n < 2 or not values.mean() > 0:
-            return {"window_s": window_s, "blocks": n, "rel_sd": None, "rel_sd_upper": None}
+            return found | {"rel_sd": None, "rel_sd_upper": None}
         rel_sd = float(np.std(values / values.mean(), ddof=1))
         upper = rel_sd * math.sqrt((n - 1) / stats.chi2.ppf(1 - CONFIDENCE, n - 1))
-        return {"window_s": window_s, "blocks": n, "rel_sd": rel_sd, "rel_sd_upper": upper}
+        return found | {"rel_sd": rel_sd, "rel_sd_upper": upper}
 
     def derived(self) -> dict:
         """At the cap or not, mean power (W), product time (ms), and each block length's spread."""
@@ -170,6 +191,40 @@ class CapSpread:
         )
 
 
+def check_marks(run) -> None:
+    """Refuse a load whose marks no worker writes (they decide every block's products).
+
+    Raises:
+        RecordError: not a marked bf16 run; marks empty, of unequal length, not finite, not
+            rising, outside the run; products not whole, not rising by at most a chunk, or not
+            ending at the run's products.
+    """
+    from nvmeter import errors
+    from nvmeter.worker.protocol import DTYPES
+
+    if not isinstance(run, MarkedRun) or run.dtype not in DTYPES:
+        raise errors.RecordError(f"the cap-spread load is not a marked run of {'/'.join(DTYPES)} products")
+    t, n = np.asarray(run.mark_t_s, dtype=float), np.asarray(run.mark_products)
+    fine = (
+        len(t) > 1
+        and len(t) == len(n)
+        and np.isfinite(t).all()
+        and (np.diff(t) > 0).all()
+        and run.t0_s <= t[0]
+        and t[-1] <= run.t1_s
+        and (np.diff(n) > 0).all()
+        and (np.diff(n) <= CHUNK).all()
+        and 0 < n[0] <= CHUNK
+        and n[-1] == run.matmuls
+    )
+    if not fine:
+        raise errors.RecordError(
+            "the cap-spread load's marks are not a worker's: each chunk's end must be finite, rising "
+            f"and inside the run, its products whole, rising by at most {CHUNK} and ending at the "
+            f"run's {run.matmuls}"
+        )
+
+
 def profile_spread(derived: dict) -> tuple[tuple[float, float], ...]:
     """``BoardProfile.cap_spread`` from :meth:`CapSpread.derived`: (window s, upper limit).
 
@@ -177,11 +232,12 @@ def profile_spread(derived: dict) -> tuple[tuple[float, float], ...]:
     """
     if not derived["at_cap"]:
         return ()
-    return tuple(
-        (w["window_s"], min(0.5, w["rel_sd_upper"]))
-        for w in derived["windows"]
-        if w["blocks"] >= MIN_BLOCKS and w["rel_sd_upper"] is not None
-    )
+    kept = {}  # by block length: two lengths whose blocks came out alike keep the wider figure
+    for w in derived["windows"]:
+        if w["blocks"] >= MIN_BLOCKS and w["rel_sd_upper"] is not None:
+            length = round(w["block_s"], 3)
+            kept[length] = max(kept.get(length, 0.0), min(0.5, w["rel_sd_upper"]))
+    return tuple(sorted(kept.items()))
 
 
 def assemble(m: dict, quick: bool) -> CapSpread:

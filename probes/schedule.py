@@ -399,7 +399,7 @@ def _cap_load(s: Session) -> CapLoad:
     p = s.plan
     worker = s.context()
     s.after_load()
-    s.rig.on_phase("bf16 products at the power cap")
+    s.rig.on_phase(f"{p.cap_lead_s:g} s to settle, then {p.cap_s:g} s polled")
     job = worker.matmul(
         CAP_N, "random", seconds=p.cap_lead_s + p.cap_s + JOB_SLACK_S, dtype="bf16", marks=True
     )

@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 from test_meter_bound import CALL_S, calls, idle_of, make_board
 
-from nvmeter import errors
+from nvmeter import errors, records
 from nvmeter.boards import profile as profiles
+from nvmeter.boards.protocol import BoardIdentity
 from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.meter.window import EnergyWindow
 from nvmeter.probes import capspread
@@ -34,7 +35,9 @@ def probed(seed: int, **config) -> "profiles.BoardProfile":
 # -- the profile's figure ---------------------------------------------------------------------------
 def test_the_spread_between_lengths_is_log_linear_on_an_envelope_that_never_falls_with_shorter_windows():
     p = profiles.HOPPER.with_(cap_spread=((0.5, 0.02), (1.0, 0.004), (1.5, 0.008), (2.0, 0.003)))
-    assert p.cap_spread_rel(0.1) == p.cap_spread_rel(0.5) == 0.02  # below the shortest: the shortest's
+    assert p.cap_spread_rel(0.5) == 0.02
+    assert p.cap_spread_rel(0.125) == pytest.approx(0.04)  # below the shortest: grown as sqrt(0.5 / L)
+    assert p.cap_spread_rel(1e-4) == 0.5  # never past the largest a profile holds
     assert p.cap_spread_rel(1.0) == 0.008  # 1.5 s spread more than 1 s: the envelope holds 1 s to it
     assert p.cap_spread_rel(0.75) == pytest.approx(0.02 + (0.008 - 0.02) * 0.584963, rel=1e-5)
     assert p.cap_spread_rel(8.0) == 0.003
@@ -43,7 +46,17 @@ def test_the_spread_between_lengths_is_log_linear_on_an_envelope_that_never_fall
 
 @pytest.mark.parametrize(
     "bad",
-    [((0.5, 0.02), (0.25, 0.03)), ((0.5, -0.01),), ((0.0, 0.01),), ((0.5, float("nan")),), "x", ((0.5,),)],
+    [
+        ((0.5, 0.02), (0.25, 0.03)),
+        ((0.5, -0.01),),
+        ((0.0, 0.01),),
+        ((0.5, float("nan")),),
+        "x",
+        ((0.5,),),
+        ((True, 0.0),),
+        (("0.5", "0.02"),),
+        ("10",),
+    ],
 )
 def test_a_damaged_cap_spread_is_a_record_error(bad):
     with pytest.raises(errors.RecordError, match="cap_spread"):
@@ -75,7 +88,57 @@ def test_the_probe_sees_a_swinging_limiter_and_its_board_profile_keeps_the_sprea
     assert swinging.cap_spread_rel(0.5) > 2 * calm.cap_spread_rel(0.5)
     # the swing's period is a second: whole periods average it out
     assert swinging.cap_spread_rel(1.0) < swinging.cap_spread_rel(0.5) / 2
-    assert [w for w, _ in swinging.cap_spread] == list(capspread.WINDOWS_S)
+    assert [round(w, 1) for w, _ in swinging.cap_spread] == [0.3, 0.5, 0.8, 1.0, 1.5, 2.0]
+
+
+def test_a_damaged_cached_profile_names_its_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
+    board = BoardIdentity("NVIDIA H100 80GB HBM3", "GPU-feed", "0", "1", "", 700.0, 81559.0)
+    rec = profiles.profile_record(profiles.HOPPER, board)
+    rec["profile"]["cap_spread"] = [[0.5, "nan"]]
+    (tmp_path / "GPU-feed.json").write_text(json.dumps(rec))
+    with pytest.raises(errors.RecordError, match=r"GPU-feed\.json: board profile"):
+        profiles.resolve_profile(None, board)
+
+
+def test_each_spread_is_filed_under_the_length_its_blocks_had():
+    """Blocks end at counter steps (~0.1 s apart): 0.25 s ones run 0.3 s, and are filed so."""
+    board = SimulatedBoard(SimConfig(seed=3, **SWING))
+    rec = run_probes(Rig(board, lambda: SimWorker(board)), only=("cap_spread",)).probes["cap_spread"]
+    figures = rec.derived()["windows"]
+    assert [round(w["block_s"], 1) for w in figures] == [0.3, 0.5, 0.8, 1.0, 1.5, 2.0]
+    assert [w for w, _ in capspread.profile_spread(rec.derived())] == [
+        round(w["block_s"], 3) for w in figures
+    ]
+
+
+def _swap(seq, i, j):
+    seq[i], seq[j] = seq[j], seq[i]
+
+
+MARK_DAMAGE = {
+    "times not rising": lambda r: _swap(r["mark_t_s"], 10, 500),
+    "products not rising": lambda r: _swap(r["mark_products"], 10, 500),
+    "a time as text": lambda r: r["mark_t_s"].__setitem__(5, "nan"),
+    "fractional products": lambda r: r.__setitem__("mark_products", [p + 0.7 for p in r["mark_products"]]),
+    "products past the job's": lambda r: r.__setitem__("mark_products", [2 * p for p in r["mark_products"]]),
+    "unknown dtype": lambda r: r.__setitem__("dtype", "fp8"),
+    "no marks": lambda r: r.update(mark_t_s=[], mark_products=[]),
+}
+
+
+@pytest.mark.parametrize("damage", MARK_DAMAGE, ids=list(MARK_DAMAGE))
+def test_marks_no_worker_writes_are_one_line(tmp_path, damage):
+    out = tmp_path / "p.json"
+    board = SimulatedBoard(SimConfig(seed=3))
+    records.write_json(out, run_probes(Rig(board, lambda: SimWorker(board)), only=("cap_spread",)).to_dict())
+    data = json.loads(out.read_text())
+    MARK_DAMAGE[damage](data["probes"]["cap_spread"]["raw"]["run"])
+    out.write_text(json.dumps(data))
+    done = subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", "show", str(out)], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
 def test_a_board_that_the_load_does_not_hold_at_its_cap_keeps_the_family_s_spread():

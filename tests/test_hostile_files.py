@@ -663,8 +663,10 @@ def test_a_packed_record_reads_as_the_plain_one(tmp_path):
         (b"not gzip at all", "not gzip"),
         (gzip.compress(b'{"kind": "probe"}')[:-12], "cut short"),
         (gzip.compress(b" " * (2**20 + 1)), "unpacks to over 1 MiB"),
+        (gzip.compress(b'{"kind": "probe"}') + b"trailing", "bytes after its end"),
+        (gzip.compress(b'{"kind": ') + gzip.compress(b'"probe"}'), "bytes after its end"),
     ],
-    ids=["not-gzip", "cut-short", "bomb"],
+    ids=["not-gzip", "cut-short", "bomb", "trailing-bytes", "two-members"],
 )
 def test_a_bad_packed_record_is_one_line(tmp_path, monkeypatch, content, says):
     monkeypatch.setattr(files, "RECORD_LIMIT_BYTES", 2**20)
@@ -673,3 +675,26 @@ def test_a_bad_packed_record_is_one_line(tmp_path, monkeypatch, content, says):
     with pytest.raises(errors.RecordError, match=says) as caught:
         records.read_json(path, "probe")
     assert "\n" not in str(caught.value)
+
+
+def test_a_record_written_under_a_gz_name_is_packed_and_reads_back(tmp_path):
+    out = tmp_path / "p.json.gz"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nvmeter.cli",
+            "probe",
+            "--simulate",
+            "--no-cache",
+            "--only",
+            "idle",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes()[:2] == b"\x1f\x8b"  # gzip's magic
+    assert load_report(out).probes["idle"]

@@ -97,7 +97,10 @@ class BoardProfile:
     def _checked_spread(self, value) -> tuple[tuple[float, float], ...]:
         """``value`` as ``((window_s, rel_sd), ...)`` of plain floats, or RecordError naming the fault."""
         try:
-            pairs = tuple((float(w), float(r)) for w, r in value)
+            pairs = tuple((w, r) for w, r in value)
+            if any(isinstance(x, bool) or not isinstance(x, (int, float)) for pair in pairs for x in pair):
+                raise TypeError("not numbers")
+            pairs = tuple((float(w), float(r)) for w, r in pairs)
         except (TypeError, ValueError) as exc:
             raise errors.RecordError(
                 f"board profile {self.source}: cap_spread must be [window_s, rel_sd] pairs, not {value!r}"
@@ -121,14 +124,16 @@ class BoardProfile:
         Between the lengths measured, linear in log length, from the envelope that never falls
         with a shorter window (at the cap the spread need not fall monotonically: a limiter that
         swings with a period P spreads windows of 1.5 P more than windows of P); below the
-        shortest, the shortest's; above the longest, the longest's (a spread falls with length).
+        shortest, the shortest's grown as the square root of the lengths' ratio (the spread of a
+        mean of independent parts: wider than a swing's, which levels off); above the longest,
+        the longest's (a spread falls with length).
         """
         if not self.cap_spread or not window_s > 0:
             return None
         lengths = [w for w, _ in self.cap_spread]
         envelope = [max(r for _, r in self.cap_spread[i:]) for i in range(len(lengths))]
         if window_s <= lengths[0]:
-            return envelope[0]
+            return min(_SPREAD_REL[1], envelope[0] * math.sqrt(lengths[0] / window_s))
         if window_s >= lengths[-1]:
             return envelope[-1]
         i = next(k for k in range(1, len(lengths)) if window_s <= lengths[k])
@@ -312,7 +317,10 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
         raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.uuid}")
     if data.get("kind") == "probe":  # its profile was derived from its raw series: checked as show does
         records.verify(path, "probe")
-    profile = BoardProfile.from_dict(block)
+    try:
+        profile = BoardProfile.from_dict(block)
+    except errors.RecordError as exc:  # name the file to mend or delete, not the source it claims
+        raise errors.RecordError(f"{path}: {exc}") from exc
     return profile.with_(source=f"{path} ({profile.source})")
 
 

@@ -160,6 +160,13 @@ class SimConfig:
     name: str = "Simulated H200"
     uuid: str | None = None
 
+    def __post_init__(self) -> None:
+        # the swing divides by its period; a time constant of 0 by the decay's
+        for name in ("cap_swing_period_s", "overshoot_tau_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise errors.UsageError(f"SimConfig {name} must be positive seconds, not {value!r}")
+
     def with_(self, **changes) -> SimConfig:
         """A copy with some fields changed."""
         return replace(self, **changes)

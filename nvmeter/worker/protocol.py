@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from nvmeter import errors
+
 
 @dataclass(frozen=True)
 class MatmulRun:
@@ -60,9 +62,17 @@ class MarkedRun(MatmulRun):
     mark_products: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        # JSON gives lists: stored as tuples, so that a record read back equals the one written
-        object.__setattr__(self, "mark_t_s", tuple(float(t) for t in self.mark_t_s))
-        object.__setattr__(self, "mark_products", tuple(int(n) for n in self.mark_products))
+        # JSON gives lists: stored as tuples, so that a record read back equals the one written;
+        # text, booleans and fractions are no marks (checked where used: probes.capspread.check_marks)
+        for name, kind in (("mark_t_s", (int, float)), ("mark_products", int)):
+            values = getattr(self, name)
+            if not isinstance(values, (list, tuple)) or any(
+                isinstance(v, bool) or not isinstance(v, kind) for v in values
+            ):
+                raise errors.RecordError(
+                    f"a marked run's {name} must be a list of numbers, not {values!r:.60}"
+                )
+            object.__setattr__(self, name, tuple(values))
 
 
 DTYPES = ("fp32", "bf16")
