@@ -485,6 +485,19 @@ def probe(
         raise typer.Exit(failed[0].exit_code)
 
 
+def _cached_profile(report):
+    """The profile the cache keeps: this run's figures over what the board's cached profile measured."""
+    from nvmeter.boards.profile import resolve_profile
+    from nvmeter.probes.profile import profile_from_report
+
+    try:
+        cached = resolve_profile(None, report.board)
+    except errors.RecordError:  # a damaged cache file is replaced by this run's profile
+        cached = None
+    measured = cached if cached is not None and not cached.source.startswith("defaults:") else None
+    return profile_from_report(report, base=measured)
+
+
 def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: bool) -> None:
     from nvmeter import records
     from nvmeter.probes import schedule
@@ -509,7 +522,8 @@ def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: 
     if cache and not board.simulated:
         from nvmeter.boards.profile import store_profile
 
-        out.print(f"windows on this board now use its profile: {store_profile(report.profile(), board)}")
+        path = store_profile(_cached_profile(report), board)
+        out.print(f"windows on this board now use its profile: {path}")
 
 
 @app.command()

@@ -236,3 +236,23 @@ def test_model_10_takes_the_family_s_spread_where_the_profile_has_none():
         2 * profiles.HOPPER_H200.cap_spread_rel(m.work_s)
     )  # a (simulated) H200
     assert m.to_dict()["derived"]["state_rel"] == m.state_rel
+
+
+def test_a_run_of_some_probes_keeps_what_the_cached_profile_measured(monkeypatch):
+    """`nvmeter probe --only cap_spread` after a full run: the cache keeps the full run's figures."""
+    from nvmeter import cli
+    from nvmeter.probes.profile import profile_from_report
+
+    board = SimulatedBoard(SimConfig(seed=3, **SWING))
+    report = run_probes(Rig(board, lambda: SimWorker(board)), only=("cap_spread",))
+    earlier = profiles.HOPPER_H200.with_(
+        source="/cache/x.json (probe GPU-x earlier: polling)", polling_artefact_w=3.3
+    )
+    monkeypatch.setattr(profiles, "resolve_profile", lambda spec, b, idle=None: earlier)
+    kept = cli._cached_profile(report)
+    assert kept.polling_artefact_w == 3.3 and kept.cap_spread == report.profile().cap_spread
+    assert kept.source.endswith("cap_spread; the rest from probe GPU-x earlier: polling")
+    again = profile_from_report(report, base=kept)  # a merge of a merge names the first probe once
+    assert again.source.count("the rest from") == 1
+    monkeypatch.setattr(profiles, "resolve_profile", lambda spec, b, idle=None: profiles.HOPPER_H200)
+    assert cli._cached_profile(report) == report.profile()  # over the defaults: the run's own profile

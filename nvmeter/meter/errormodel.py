@@ -149,8 +149,8 @@ History:
        on trial on a board whose ``measure()`` runs it was not read on
        (``bench/window_accuracy.py analyze --model 9``, and ``bench/subwindow_batches.py`` run
        by run).
-   10: model 8, with a limited window's state part (the board reported the power cap or a thermal
-       limit at an edge; a window without sub-windows) at least ``cap_spread_k`` times the board's
+   10: model 8, with a limited window's state part (the board reported a limiting clock-event reason
+       at an edge, ``LIMITING_REASONS``; a window without sub-windows) at least ``cap_spread_k`` times the board's
        spread at the cap for a window of its length (``BoardProfile.cap_spread``: measured by
        ``nvmeter probe``'s cap-spread probe, else the family's defaults, wider than any board
        measured): ``max(state_rel, 2 s(L))`` of the energy above idle instead of ``state_rel``.
@@ -162,7 +162,9 @@ History:
        median bounds of +-6.7% instead of +-3.4% (``bench/cap_spread.py``,
        results/enclose/cap-spread.txt; H100s 180 of 180, model 8 175 of 180). 2 is a chosen
        multiple (about a 95% two-sided interval for a normal deviation), not fitted; the probe's
-       s(L) is a 95% upper confidence limit of its blocks' SD, so a short probe errs wide.
+       s(L) is a 95% upper confidence limit of its blocks' SD, so a short probe errs wide. The spread
+       was measured under the power cap (reason 0x4) only; thermal slowdown and the power brake get it too,
+       for want of a measurement of theirs.
 """
 
 from __future__ import annotations
