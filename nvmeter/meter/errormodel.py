@@ -149,11 +149,12 @@ History:
        on trial on a board whose ``measure()`` runs it was not read on
        (``bench/window_accuracy.py analyze --model 9``, and ``bench/subwindow_batches.py`` run
        by run).
-   10: model 8, with a limited window's state part (the board reported a limiting clock-event reason
-       at an edge, ``LIMITING_REASONS``; a window without sub-windows) at least ``cap_spread_k`` times the board's
-       spread at the cap for a window of its length (``BoardProfile.cap_spread``: measured by
-       ``nvmeter probe``'s cap-spread probe, else the family's defaults, wider than any board
-       measured): ``max(state_rel, 2 s(L))`` of the energy above idle instead of ``state_rel``.
+   10: model 8, with a limited window's state part (the board reported a limiting clock-event
+       reason at an edge, ``LIMITING_REASONS``; a window without sub-windows) at least
+       ``cap_spread_k`` times the board's spread at the cap for a window of its length
+       (``BoardProfile.cap_spread``: measured by ``nvmeter probe``'s cap-spread probe, else the
+       family's defaults, wider than any board measured): ``max(state_rel, 2 s(L))`` of the
+       energy above idle instead of ``state_rel``.
        Why: at the cap the limiter moves a board's power over about a second, and the calls of a
        0.5 s window cost up to ~4% more or less than over 10 s. Under model 8, on an H100
        (GPU-0e437aa9, calls 42-43) bf16 products at the cap held their bound in 37 of 40 warm and

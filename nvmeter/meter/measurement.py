@@ -526,8 +526,10 @@ class Measurement:
 
     @property
     def limited(self) -> bool:
-        """True when the board reported a limiting clock-event reason at an edge (``LIMITING_REASONS``:
-        the software power cap, HW slowdown, SW or HW thermal, the power brake)."""
+        """True when the board reported a limiting clock-event reason at an edge.
+
+        ``LIMITING_REASONS``: the software power cap, HW slowdown, SW or HW thermal, the power brake.
+        """
         return any(s.limited for s in self.states)
 
     @property
