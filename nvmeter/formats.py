@@ -227,7 +227,8 @@ PROBE = Format(
         Version(
             6,
             "the cap-spread probe (`probes.cap_spread`, opt-in: `nvmeter probe --cap-spread`); "
-            "`profile.cap_spread`: (window s, relative SD) pairs, the family's defaults when upgraded",
+            "`profile.cap_spread`: (window s, 95% upper limit of the relative SD) pairs, the family's "
+            "defaults when upgraded",
             _probe_v6,
         ),
     ),
@@ -541,8 +542,8 @@ PROFILE = Format(
         Version(1, "board identity and its BoardProfile, written by nvmeter probe"),
         Version(
             2,
-            "`profile.cap_spread`: (window s, relative SD) pairs from the cap-spread probe; read as "
-            "empty (not known: the family's defaults serve) from v1",
+            "`profile.cap_spread`: (window s, 95% upper limit of the relative SD) pairs from the "
+            "cap-spread probe; read as empty (not known: the family's defaults serve) from v1",
             unchanged,
         ),
     ),

@@ -161,14 +161,22 @@ class CapSpread:
         """Summary-table rows."""
         d = self.derived()
         cells = ", ".join(
-            f"{w['window_s']:g} s {100 * w['rel_sd']:.2f}% (<= {100 * w['rel_sd_upper']:.2f}%, {w['blocks']})"
+            f"{w['block_s']:.2f} s {100 * w['rel_sd']:.2f}% (95% limit {100 * w['rel_sd_upper']:.2f}%, "
+            f"{w['blocks']} blocks)"
             for w in d["windows"]
             if w["rel_sd"] is not None
         )
         where = "at the power cap"
         if not d["at_cap"]:
             where = f"NOT at the power cap ({100 * d['cap_share']:.0f}% of reads): family defaults kept"
-        return [("spread at the power cap", f"{d['power_w']:.0f} W, {where}; per-call energy SD: {cells}")]
+        kept = "the profile keeps each 95% limit" if d["at_cap"] else "the profile keeps the family's"
+        return [
+            (
+                "spread at the power cap",
+                f"{d['power_w']:.0f} W, {where}; SD of the energy per product over blocks of: "
+                f"{cells}; {kept}",
+            )
+        ]
 
     def to_dict(self) -> dict:
         """Raw JSON form."""

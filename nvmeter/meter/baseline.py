@@ -115,7 +115,10 @@ class IdleBaseline:
             uuid = data["board"]["uuid"]
             raw = data["probes"]["idle"]["raw"]["spans"][level]
         except (KeyError, TypeError) as exc:
-            raise errors.RecordError(f"{path} has no idle probe at level {level!r}") from exc
+            raise errors.RecordError(
+                f"{path} has no idle probe at level {level!r}: give a probe file with the idle probe "
+                "(a full `nvmeter probe`, or `--only idle`), the idle in watts, or idle='measure'"
+            ) from exc
         if uuid != board.identity().uuid:
             raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.identity().uuid}")
         try:

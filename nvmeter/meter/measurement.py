@@ -848,7 +848,22 @@ class Measurement:
         Measurements on one line (a job's boards).
         """
         transient = ("transient: " + self._transient_note(),) if self.transient else ()
-        return transient + self._change_notes()
+        return transient + self._cap_note() + self._change_notes()
+
+    def _cap_note(self) -> tuple[str, ...]:
+        """Where a limited window's state part came from (error model 10), when the spread set it."""
+        if self.calls == 0 or not self.state_rel > self.model.state_rel or self.subwindow_mj:
+            return ()
+        measured = bool(self.profile.cap_spread)
+        whose = (
+            "this board's, probed"
+            if measured
+            else "the family's default; `nvmeter probe --cap-spread` measures it"
+        )
+        return (
+            f"limited: state part ±{100 * self.state_rel:.1f}%, twice the spread at the cap of a "
+            f"{self.work_s:.2f} s window ({whose})",
+        )
 
     def _change_notes(self) -> tuple[str, ...]:
         drift = self.drift
