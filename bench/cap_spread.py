@@ -19,7 +19,6 @@ Nothing here is part of the meter.
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import statistics
 import sys
@@ -33,6 +32,7 @@ import numpy as np
 from accuracy import analysis
 
 from nvmeter import errors
+from nvmeter.boards import profile as profiles
 from nvmeter.meter import spread
 
 KIND = "bf16cap"
@@ -141,18 +141,12 @@ def pooled_spread(runs: list, length_s: float, by_calls: bool) -> tuple[float, i
 
 
 def interp_log(table: dict[float, float], length_s: float) -> float:
-    """``table``'s value at ``length_s``, linear in log length, clamped outside its range."""
-    known = sorted((k, v) for k, v in table.items() if math.isfinite(v))
+    """``table``'s spread at ``length_s`` as the meter reads a profile's (``BoardProfile.cap_spread_rel``:
+    log-linear on an envelope that never falls with a shorter window, grown as sqrt below the shortest)."""
+    known = tuple(sorted((k, v) for k, v in table.items() if math.isfinite(v)))
     if not known:
         return math.nan
-    if length_s <= known[0][0]:
-        return known[0][1]
-    if length_s >= known[-1][0]:
-        return known[-1][1]
-    for (k0, v0), (k1, v1) in itertools.pairwise(known):
-        if k0 <= length_s <= k1:
-            return v0 + math.log(length_s / k0) / math.log(k1 / k0) * (v1 - v0)
-    return math.nan
+    return profiles.HOPPER.with_(cap_spread=known).cap_spread_rel(length_s)
 
 
 def widened(t, s: float) -> float:
