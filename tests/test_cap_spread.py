@@ -256,3 +256,14 @@ def test_a_run_of_some_probes_keeps_what_the_cached_profile_measured(monkeypatch
     assert again.source.count("the rest from") == 1
     monkeypatch.setattr(profiles, "resolve_profile", lambda spec, b, idle=None: profiles.HOPPER_H200)
     assert cli._cached_profile(report) == report.profile()  # over the defaults: the run's own profile
+
+
+def test_a_limited_window_says_whose_spread_set_its_bound():
+    windows, _ = warm_windows(make_board(**SWING), profiles.HOPPER.with_(cap_spread=()), n=1)
+    m = windows[0]
+    assert m.model_version == 10 and "sw_power_cap (spread: family default)" in repr(m)
+    assert any("nvmeter probe --cap-spread" in note for note in m.notes)
+    probed_m = replace(m, profile=probed(5, **SWING))
+    assert "(spread: probed)" in repr(probed_m) and any("this board's, probed" in n for n in probed_m.notes)
+    old = replace(m, model_version=8)
+    assert "spread" not in repr(old) and not any("limited:" in n for n in old.notes)

@@ -833,6 +833,8 @@ class Measurement:
         if self.limited:
             limiting = next(s for s in self.states if s.limited)
             text += ", " + "+".join(limiting.reasons)
+            if self._cap_note():  # error model 10 set the state part: say from whose spread
+                text += " (spread: " + ("probed" if self.profile.cap_spread else "family default") + ")"
         text += ")"
         changes = self._change_notes()
         if changes:
