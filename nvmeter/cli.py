@@ -440,7 +440,7 @@ def probe(
         bool,
         _flag(
             "--cap-spread",
-            help="Also run the cap-spread probe: ~18 s of bf16 products at the power cap, which measure "
+            help="Also run the cap-spread probe: ~30 s of bf16 products at the power cap, which measure "
             "how far a short window's calls cost from steady state there (its figure widens the bound of "
             "windows the board limits; without it, the family's wider defaults).",
         ),

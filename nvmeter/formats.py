@@ -202,6 +202,16 @@ def _probe_v6(d: dict) -> dict:
     return d
 
 
+def _probe_v7(d: dict) -> dict:
+    """v6's cap-spread probe made one run: its counter and job become the one-element lists of v7."""
+    cap = d["probes"].get("cap_spread")
+    if cap is not None:
+        raw = cap["raw"]
+        raw["counters"], raw["runs"] = [raw.pop("counter")], [raw.pop("run")]
+        cap["derived"]["runs"] = 1
+    return d
+
+
 PROBE = Format(
     "probe",
     (
@@ -230,6 +240,12 @@ PROBE = Format(
             "`profile.cap_spread`: (window s, 95% upper limit of the relative SD) pairs, the family's "
             "defaults when upgraded",
             _probe_v6,
+        ),
+        Version(
+            7,
+            "the cap-spread probe makes several runs, each after a pause (`raw.counters`, `raw.runs`, "
+            "`derived.runs`); a v6 record's one run becomes one-element lists",
+            _probe_v7,
         ),
     ),
     verifier="nvmeter.probes.report:load_report",

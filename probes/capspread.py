@@ -2,15 +2,19 @@
 
 At the power cap the limiter moves the board's power over about a second, and the calls of a
 0.5 s window cost up to ~4% more or less than the same calls over 10 s (an H100, bf16 products;
-docs/window.md). The probe runs bf16 8192² products (a load that holds Hopper boards at their
-700 W limit) for :data:`LEAD_S` to pass the overshoot after the start, then polls the counter
-through ``cap_s`` of the same products while the worker marks when each chunk of 8 ended. The
-run is cut at counter steps into consecutive blocks of about each of :data:`WINDOWS_S`; each
-block's energy above idle over the products done in it is a window's per-call energy. The
-relative SD of the blocks about their mean, and its one-sided upper confidence limit at
-:data:`CONFIDENCE` (the chi-square limit of an SD, ``scipy.stats.chi2``), are the figures; the
-board's profile keeps the limit (``BoardProfile.cap_spread``), which error model 10 uses for
-windows that the board limited.
+docs/window.md). The probe starts bf16 8192² products (a load that holds Hopper boards at their
+700 W limit) several times after a pause (``cap_starts``, ``cap_pause_s``), lets each run for
+``cap_lead_s`` (the overshoot after a start, and error model 6's 2 s look-back), then polls the
+counter through ``cap_s`` of the same products while the worker marks when each chunk of 8
+ended. Several short runs, not one long one: the limiter's swing dies down over seconds after a
+start, and a window 2-5 s after a pause sees about twice the spread of a settled run
+(bench/cap_settling.py, results/enclose/cap-settling.txt). Each run is cut at counter steps into
+consecutive blocks of about each of :data:`WINDOWS_S`; each block's energy above idle over the
+products done in it is a window's per-call energy. The relative SD of the blocks about their own
+run's mean, pooled over the runs, and its one-sided upper confidence limit at :data:`CONFIDENCE`
+(the chi-square limit of an SD, ``scipy.stats.chi2``), are the figures; the board's profile keeps
+the limit (``BoardProfile.cap_spread``), which error model 10 uses for windows that the board
+limited.
 
 A board that did not report the software power cap (NVML's clock-event reason 0x4) for at least
 half of the probe's state reads was not held at its limit: its figures are kept but the profile
@@ -40,7 +44,7 @@ IN_QUICK = False
 OPT_IN = True
 
 # Block lengths, s: the windows issue 10 bounds run from 0.25 to 4 s; beyond 2 s a probe of
-# ~15 s holds too few blocks for a useful limit (the meter keeps the 2 s figure for longer ones).
+# three runs of 6 s hold too few blocks for a useful limit (the meter keeps the 2 s figure for longer ones).
 # 0.75 and 1.5 s are there because the spread need not fall monotonically with the length.
 WINDOWS_S = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 # A block ends at the first counter step at least its length less this share of the counter's
@@ -62,23 +66,28 @@ def needs(quick: bool) -> set[str]:
 
 @dataclass(frozen=True)
 class CapSpread:
-    """The context idle, the counter's steps through the load at the cap, the job and the board's states.
+    """The context idle, and for each start the counter's steps, the job and the board's states.
 
     Attributes:
         idle: The context idle span (the energy above idle is above it).
-        counter: The counter reads either side of each step seen while polling, oldest first.
-        run: The job, with when each chunk of products ended.
-        states: The board's state read about once a second through the poll.
+        counters: Per start, the counter reads either side of each step seen while polling.
+        runs: Per start, the job, with when each chunk of products ended.
+        states: The board's state read about once a second through every poll.
 
     """
 
     idle: AlignedSpan
-    counter: CounterSeries
-    run: MarkedRun
+    counters: tuple[CounterSeries, ...]
+    runs: tuple[MarkedRun, ...]
     states: tuple[BoardState, ...]
 
     def __post_init__(self) -> None:
-        check_marks(self.run)
+        from nvmeter import errors
+
+        if not self.runs or len(self.runs) != len(self.counters):
+            raise errors.RecordError("the cap-spread probe needs one counter series for each of its runs")
+        for run in self.runs:
+            check_marks(run)
 
     @property
     def cap_share(self) -> float:
@@ -93,28 +102,28 @@ class CapSpread:
         """True when at least half of the state reads reported the software power cap."""
         return self.cap_share >= 0.5
 
-    def _steps(self) -> list[tuple[float, float, float]]:
-        """(time s, counter mJ, half-width s) of each step between the first and last mark."""
-        steps = self.counter.steps
-        lo, hi = self.run.mark_t_s[0], self.run.mark_t_s[-1]
+    def _steps(self, i: int) -> list[tuple[float, float, float]]:
+        """(time s, counter mJ, half-width s) of each step of run ``i`` between its first and last mark."""
+        steps, run = self.counters[i].steps, self.runs[i]
+        lo, hi = run.mark_t_s[0], run.mark_t_s[-1]
         return [
             (float(t), float(e), float(hw))
             for t, e, hw in zip(steps.t_s, steps.energy_mj, steps.half_width_s, strict=True)
             if lo <= t <= hi
         ]
 
-    def _cuts(self, window_s: float) -> list[tuple[float, float, float]]:
-        steps = self._steps()
+    def _cuts(self, i: int, window_s: float) -> list[tuple[float, float, float]]:
+        steps = self._steps(i)
         period_s = float(np.median(np.diff([t for t, _, _ in steps]))) if len(steps) > 1 else 0.0
         return cut_at(steps, window_s - SHORT_BY_PERIODS * period_s)
 
-    def blocks_mj(self, window_s: float) -> np.ndarray:
-        """Energy above idle per product of consecutive ~``window_s`` blocks, mJ, shape (k,)."""
-        cuts = self._cuts(window_s)
+    def run_blocks_mj(self, i: int, window_s: float) -> np.ndarray:
+        """Energy above idle per product of run ``i``'s consecutive ~``window_s`` blocks, mJ, shape (k,)."""
+        cuts, run = self._cuts(i, window_s), self.runs[i]
         if len(cuts) < 2:
             return np.empty(0)
-        t_marks = np.concatenate([[self.run.t0_s], self.run.mark_t_s])
-        n_marks = np.concatenate([[0], self.run.mark_products])
+        t_marks = np.concatenate([[run.t0_s], run.mark_t_s])
+        n_marks = np.concatenate([[0], run.mark_products])
         t = np.array([c[0] for c in cuts])
         e_j = np.array([c[1] for c in cuts]) / 1e3
         products = np.diff(np.interp(t, t_marks, n_marks))
@@ -122,38 +131,52 @@ class CapSpread:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(products > 0, above_j / products * 1e3, np.nan)
 
+    def blocks_mj(self, window_s: float) -> np.ndarray:
+        """Every run's blocks (:meth:`run_blocks_mj`), run after run, mJ, shape (k,)."""
+        return np.concatenate([self.run_blocks_mj(i, window_s) for i in range(len(self.runs))])
+
     def block_s(self, window_s: float) -> float:
         """The median length of the ~``window_s`` blocks, s.
 
         Cut at counter steps, they run longer (~0.3 s for 0.25 s on a 0.1 s counter); the
         profile files each spread under this length.
         """
-        t = np.array([c[0] for c in self._cuts(window_s)])
-        return float(np.median(np.diff(t))) if len(t) > 1 else math.nan
+        lengths = [np.diff([c[0] for c in self._cuts(i, window_s)]) for i in range(len(self.runs))]
+        lengths = np.concatenate(lengths) if lengths else np.empty(0)
+        return float(np.median(lengths)) if len(lengths) else math.nan
 
     def window_figures(self, window_s: float) -> dict:
-        """Blocks, their median length (s), relative SD and its upper confidence limit."""
-        values = self.blocks_mj(window_s)
-        values = values[np.isfinite(values)]
-        n = len(values)
-        found = {"window_s": window_s, "block_s": self.block_s(window_s), "blocks": n}
-        if n < 2 or not values.mean() > 0:
+        """Blocks, their median length (s), relative SD about each run's mean pooled, its upper limit."""
+        ss, blocks, dof = 0.0, 0, 0
+        for i in range(len(self.runs)):
+            values = self.run_blocks_mj(i, window_s)
+            values = values[np.isfinite(values)]
+            blocks += len(values)
+            if len(values) >= 2 and values.mean() > 0:
+                ss += float(np.sum((values / values.mean() - 1) ** 2))
+                dof += len(values) - 1
+        found = {"window_s": window_s, "block_s": self.block_s(window_s), "blocks": blocks}
+        if dof < 1:
             return found | {"rel_sd": None, "rel_sd_upper": None}
-        rel_sd = float(np.std(values / values.mean(), ddof=1))
-        upper = rel_sd * math.sqrt((n - 1) / stats.chi2.ppf(1 - CONFIDENCE, n - 1))
+        rel_sd = math.sqrt(ss / dof)
+        upper = rel_sd * math.sqrt(dof / stats.chi2.ppf(1 - CONFIDENCE, dof))
         return found | {"rel_sd": rel_sd, "rel_sd_upper": upper}
 
     def derived(self) -> dict:
         """At the cap or not, mean power (W), product time (ms), and each block length's spread."""
-        steps = self._steps()
-        power_w = math.nan
-        if len(steps) > 1:
-            power_w = (steps[-1][1] - steps[0][1]) / 1e3 / (steps[-1][0] - steps[0][0])
+        powers, products_ms = [], []
+        for i, run in enumerate(self.runs):
+            steps = self._steps(i)
+            if len(steps) > 1:
+                powers.append((steps[-1][1] - steps[0][1]) / 1e3 / (steps[-1][0] - steps[0][0]))
+            if run.matmuls:
+                products_ms.append(run.duration_s / run.matmuls * 1e3)
         return {
             "at_cap": self.at_cap,
             "cap_share": self.cap_share,
-            "power_w": power_w,
-            "product_ms": self.run.duration_s / self.run.matmuls * 1e3 if self.run.matmuls else math.nan,
+            "power_w": float(np.mean(powers)) if powers else math.nan,
+            "product_ms": float(np.mean(products_ms)) if products_ms else math.nan,
+            "runs": len(self.runs),
             "windows": [self.window_figures(w) for w in WINDOWS_S],
         }
 
@@ -173,8 +196,8 @@ class CapSpread:
         return [
             (
                 "spread at the power cap",
-                f"{d['power_w']:.0f} W, {where}; SD of the energy per product over blocks of: "
-                f"{cells}; {kept}",
+                f"{d['power_w']:.0f} W over {d['runs']} starts, {where}; SD of the energy per product over "
+                f"blocks of: {cells}; {kept}",
             )
         ]
 
@@ -182,9 +205,11 @@ class CapSpread:
         """Raw JSON form."""
         return {
             "idle": self.idle.to_dict(),
-            "counter": self.counter.to_dict(),
-            "run": {**self.run.__dict__, "mark_t_s": list(self.run.mark_t_s)}
-            | {"mark_products": list(self.run.mark_products)},
+            "counters": [c.to_dict() for c in self.counters],
+            "runs": [
+                {**run.__dict__, "mark_t_s": list(run.mark_t_s), "mark_products": list(run.mark_products)}
+                for run in self.runs
+            ],
             "states": [s.to_dict() for s in self.states],
         }
 
@@ -193,8 +218,8 @@ class CapSpread:
         """Inverse of :meth:`to_dict`."""
         return cls(
             AlignedSpan.from_dict(data["idle"]),
-            CounterSeries.from_dict(data["counter"]),
-            job_run(data["run"]),
+            tuple(CounterSeries.from_dict(c) for c in data["counters"]),
+            tuple(job_run(r) for r in data["runs"]),
             tuple(BoardState.from_dict(s) for s in data["states"]),
         )
 
@@ -251,7 +276,7 @@ def profile_spread(derived: dict) -> tuple[tuple[float, float], ...]:
 def assemble(m: dict, quick: bool) -> CapSpread:
     """The record: the context idle span and the load at the cap."""
     load = m["cap_load"]
-    return CapSpread(m["idle_context"], load.counter, load.run, load.states)
+    return CapSpread(m["idle_context"], load.counters, load.runs, load.states)
 
 
 def run(rig: Rig, quick: bool) -> CapSpread:

@@ -24,6 +24,7 @@ COMMITTED = {
     ("probe", 3): RESULTS / "probe-h200-quick-84564389.json",
     ("probe", 4): RESULTS / "probe-speed" / "f2595641" / "new-full.json",
     ("probe", 5): RESULTS / "probe-h100-quick-546291fd.json",
+    ("probe", 6): RESULTS / "enclose" / "call45-cbfd08c-h200j-cap-probe.json",
     ("profile", 1): FIXTURES / "profile-v1.json",
     ("score", 1): FIXTURES / "score-v1.json",
     ("score", 2): FIXTURES / "score-v2.json",

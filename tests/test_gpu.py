@@ -147,13 +147,15 @@ def test_the_cap_spread_probe_holds_the_board_at_its_cap_and_measures_its_spread
     assert result.returncode == 0, result.stderr
     report = load_report(out)
     rec = report.probes["cap_spread"]
-    marks = np.asarray(rec.run.mark_t_s)
-    assert len(marks) > 100 and np.all(np.diff(marks) > 0) and np.all(np.diff(rec.run.mark_products) > 0)
-    assert rec.run.dtype == "bf16" and rec.run.mark_products[-1] == rec.run.matmuls
+    assert len(rec.runs) == 3
+    for run in rec.runs:  # each run after a pause, marked chunk by chunk
+        marks = np.asarray(run.mark_t_s)
+        assert len(marks) > 100 and np.all(np.diff(marks) > 0) and np.all(np.diff(run.mark_products) > 0)
+        assert run.dtype == "bf16" and run.mark_products[-1] == run.matmuls
     d = rec.derived()
     print("cap spread:", d)
     half = next(w for w in d["windows"] if w["window_s"] == 0.5)
-    assert half["blocks"] >= 20 and 0 <= half["rel_sd"] < 0.2
+    assert half["blocks"] >= 24 and 0 <= half["rel_sd"] < 0.2
     if d["at_cap"]:  # the counter's power at the board's limit (polling adds a few W)
         assert abs(d["power_w"] / report.board.power_limit_w - 1) < 0.1
         assert sum(w["blocks"] >= MIN_BLOCKS for w in d["windows"]) >= 5

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call (~9 min): error model 10's check on a board none of its figures came from.
-# 1. `nvmeter probe --only cap_spread` (the board's s(L) at the power cap, ~30 s);
+# 1. `nvmeter probe --only cap_spread` (the board's s(L) at the power cap: three runs, ~40 s);
 # 2. bf16 at the cap: warm and stall 0.5 s windows and measure() runs (bench/window_accuracy.py,
 #    as calls 42-44 ran them), to replay under model 10 with that probe's profile;
 # 3. the gpu-marked tests (the cap-spread probe's own test keeps its record: a second probe, later).

@@ -165,7 +165,9 @@ History:
        multiple (about a 95% two-sided interval for a normal deviation), not fitted; the probe's
        s(L) is a 95% upper confidence limit of its blocks' SD, so a short probe errs wide. The spread
        was measured under the power cap (reason 0x4) only; thermal slowdown and the power brake get it too,
-       for want of a measurement of theirs. Current since 2026-12-06 (``CURRENT`` says why).
+       for want of a measurement of theirs. Current since 2026-12-06 (``CURRENT`` says why). The
+       probe takes its blocks from three 6 s runs, each 2.5 s after a start: the swing is strongest
+       in the seconds after a start (results/enclose/cap-settling.txt).
 """
 
 from __future__ import annotations
