@@ -11,7 +11,12 @@ energy above idle instead of the constant ``state_rel``. From committed records 
    state part widened: bounds held and median bound, per window length;
 3. ``s(0.5)`` against the SD of the same board's warm 0.5 s windows' errors.
 
-    .venv-test/bin/python bench/cap_spread.py > results/enclose/cap-spread.txt
+    .venv-test/bin/python bench/cap_spread.py results/enclose/call[0-9]-*.json* \\
+        results/enclose/call[1-3][0-9]-*.json* results/enclose/call4[0-4]-*.json* \\
+        > results/enclose/cap-spread.txt
+
+(calls 1-44: the boards the family defaults were set from, nvmeter.boards.profile; with no files it
+reads every record, later ones too)
 
 Nothing here is part of the meter.
 """
@@ -70,7 +75,7 @@ def records(paths: list[Path]):
 
 def at_cap(m) -> bool:
     """True when any edge state of ``m`` reported the software power cap (bit 0x4)."""
-    return any(s.clock_event_reasons > 0 and s.clock_event_reasons & analysis.SW_POWER_CAP for s in m.states)
+    return any(s.power_capped for s in m.states)
 
 
 def gather(paths: list[Path]) -> dict[str, Board]:

@@ -487,15 +487,14 @@ def probe(
 
 def _cached_profile(report):
     """The profile the cache keeps: this run's figures over what the board's cached profile measured."""
-    from nvmeter.boards.profile import resolve_profile
+    from nvmeter.boards.profile import cached_profile
     from nvmeter.probes.profile import profile_from_report
 
     try:
-        cached = resolve_profile(None, report.board)
+        cached = cached_profile(report.board)
     except errors.RecordError:  # a damaged cache file is replaced by this run's profile
         cached = None
-    measured = cached if cached is not None and not cached.source.startswith("defaults:") else None
-    return profile_from_report(report, base=measured)
+    return profile_from_report(report, base=cached)
 
 
 def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: bool) -> None:

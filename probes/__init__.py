@@ -35,7 +35,7 @@ def offered(quick: bool) -> tuple:
 def selected(quick: bool) -> tuple:
     """The probes a run makes unless told which: those offered, less the opt-in ones.
 
-    The cap-spread probe is opt-in (``--cap-spread``, or named in ``--only``): its ~18 s of
-    products at the power cap would take a full run past issue 16's 60 s.
+    The cap-spread probe is opt-in (``--cap-spread``, or named in ``--only``): its ~30 s at the
+    power cap would take a full run past issue 16's 60 s.
     """
     return tuple(m for m in offered(quick) if not getattr(m, "OPT_IN", False))

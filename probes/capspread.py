@@ -16,25 +16,27 @@ run's mean, pooled over the runs, and its one-sided upper confidence limit at :d
 the limit (``BoardProfile.cap_spread``), which error model 10 uses for windows that the board
 limited.
 
-A board that did not report the software power cap (NVML's clock-event reason 0x4) for at least
+A board that did not report the software power cap (``BoardState.power_capped``) for at least
 half of the probe's state reads was not held at its limit: its figures are kept but the profile
 keeps the family's defaults.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
 
+from nvmeter import errors
 from nvmeter.boards.protocol import BoardState
 from nvmeter.meter.series import CounterSeries
 from nvmeter.meter.span import AlignedSpan
 from nvmeter.meter.spread import cut_at
 from nvmeter.probes import schedule
-from nvmeter.worker.protocol import MarkedRun, job_run
+from nvmeter.worker.protocol import CHUNK, DTYPES, MarkedRun, job_run
 from nvmeter.worker.rig import Rig
 
 NAME = "cap_spread"
@@ -43,8 +45,8 @@ IN_QUICK = False
 # Not in a plain run (``nvmeter probe --cap-spread`` adds it): see nvmeter.probes.selected.
 OPT_IN = True
 
-# Block lengths, s: the windows issue 10 bounds run from 0.25 to 4 s; beyond 2 s a probe of
-# three runs of 6 s hold too few blocks for a useful limit (the meter keeps the 2 s figure for longer ones).
+# Block lengths, s: the windows issue 10 bounds run from 0.25 to 4 s; beyond 2 s three runs of 6 s
+# hold too few blocks for a useful limit (the meter keeps the 2 s figure for longer ones).
 # 0.75 and 1.5 s are there because the spread need not fall monotonically with the length.
 WINDOWS_S = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 # A block ends at the first counter step at least its length less this share of the counter's
@@ -53,10 +55,6 @@ SHORT_BY_PERIODS = 0.4
 # One-sided confidence of the SD's upper limit; a profile figure needs this many blocks.
 CONFIDENCE = 0.95
 MIN_BLOCKS = 4
-# NVML's clock-event reason "software power cap" (nvml.h, nvmlClocksEventReasonSwPowerCap).
-SW_POWER_CAP = 0x4
-# Products between the worker's marks (nvmeter.worker.child: chunks of 8).
-CHUNK = 8
 
 
 def needs(quick: bool) -> set[str]:
@@ -82,8 +80,6 @@ class CapSpread:
     states: tuple[BoardState, ...]
 
     def __post_init__(self) -> None:
-        from nvmeter import errors
-
         if not self.runs or len(self.runs) != len(self.counters):
             raise errors.RecordError("the cap-spread probe needs one counter series for each of its runs")
         for run in self.runs:
@@ -92,9 +88,7 @@ class CapSpread:
     @property
     def cap_share(self) -> float:
         """Share of the state reads that reported the software power cap (nan with none)."""
-        flags = [
-            s.clock_event_reasons > 0 and bool(s.clock_event_reasons & SW_POWER_CAP) for s in self.states
-        ]
+        flags = [s.power_capped for s in self.states]
         return sum(flags) / len(flags) if flags else math.nan
 
     @property
@@ -104,13 +98,22 @@ class CapSpread:
 
     def _steps(self, i: int) -> list[tuple[float, float, float]]:
         """(time s, counter mJ, half-width s) of each step of run ``i`` between its first and last mark."""
-        steps, run = self.counters[i].steps, self.runs[i]
-        lo, hi = run.mark_t_s[0], run.mark_t_s[-1]
-        return [
-            (float(t), float(e), float(hw))
-            for t, e, hw in zip(steps.t_s, steps.energy_mj, steps.half_width_s, strict=True)
-            if lo <= t <= hi
-        ]
+        return self._run_steps[i]
+
+    @functools.cached_property
+    def _run_steps(self) -> tuple[list[tuple[float, float, float]], ...]:
+        # every block length and figure cuts the same steps: found once a run
+        found = []
+        for counter, run in zip(self.counters, self.runs, strict=True):
+            steps, lo, hi = counter.steps, run.mark_t_s[0], run.mark_t_s[-1]
+            found.append(
+                [
+                    (float(t), float(e), float(hw))
+                    for t, e, hw in zip(steps.t_s, steps.energy_mj, steps.half_width_s, strict=True)
+                    if lo <= t <= hi
+                ]
+            )
+        return tuple(found)
 
     def _cuts(self, i: int, window_s: float) -> list[tuple[float, float, float]]:
         steps = self._steps(i)
@@ -232,9 +235,6 @@ def check_marks(run) -> None:
             rising, outside the run; products not whole, not rising by at most a chunk, or not
             ending at the run's products.
     """
-    from nvmeter import errors
-    from nvmeter.worker.protocol import DTYPES
-
     if not isinstance(run, MarkedRun) or run.dtype not in DTYPES:
         raise errors.RecordError(f"the cap-spread load is not a marked run of {'/'.join(DTYPES)} products")
     t, n = np.asarray(run.mark_t_s, dtype=float), np.asarray(run.mark_products)

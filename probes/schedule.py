@@ -38,13 +38,14 @@ of several watts inside the span.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from nvmeter.meter.series import CounterSeries, poll_counter
-from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.meter.span import AlignedSpan, joined, measure_span
 from nvmeter.worker.rig import Rig
 
 # 4096^2 FP32 products: the probes' standard load (docs/facts.md reference).
@@ -433,10 +434,7 @@ def _cap_run(s: Session, worker, states: list):
         job.stop()
     run = job.result()
     s._load_end_s = run.t1_s
-    counter = kept[0]
-    for part in kept[1:]:
-        counter = _joined(counter, part)
-    return counter, run
+    return functools.reduce(joined, kept), run
 
 
 def _bracketing(series: CounterSeries) -> CounterSeries:
@@ -445,10 +443,6 @@ def _bracketing(series: CounterSeries) -> CounterSeries:
     changed = np.flatnonzero(np.diff(e) != 0)
     keep = sorted({0, len(e) - 1} | set(changed.tolist()) | set((changed + 1).tolist())) if len(e) else []
     return _cut(series, keep)
-
-
-def _joined(a: CounterSeries, b: CounterSeries) -> CounterSeries:
-    return CounterSeries(a.t0_s + b.t0_s, a.t1_s + b.t1_s, a.energy_mj + b.energy_mj)
 
 
 def _cut(series: CounterSeries, idx: list[int]) -> CounterSeries:
@@ -492,7 +486,7 @@ STEPS = (
     Step("bursts", "isolated bursts", True, _bursts),
     Step("step", "step response", True, _step),
     Step("context_poll", "counter polled, context", True, _context_poll),
-    # last: an idle span after ~17 s at the cap would read a board still warm
+    # last: an idle span after ~30 s at the cap would read a board still warm
     Step("cap_load", "bf16 products at the power cap", True, _cap_load),
 )
 BY_NAME = {s.NAME: s for s in STEPS}

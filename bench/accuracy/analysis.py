@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from nvmeter.boards.protocol import SW_POWER_CAP
+
 # A trial's reference: within this many seconds (centre to centre) and degrees (issue 10).
 REF_WINDOW_S = 60.0
 REF_TEMP_C = 1.0
-# NVML clock-event reason bit of the software power cap (nvml.h; nvmeter.boards.protocol).
-SW_POWER_CAP = 0x4
 MODES = ("warm", "transient", "stall", "single", "single_iso", "measure", "zeus")
 # Trial types whose windows pool into the 0.25-4 s bound target (a stall trial is a transient window).
 WINDOW_MODES = ("warm", "transient", "stall")

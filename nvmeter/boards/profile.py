@@ -208,12 +208,12 @@ HOPPER = BoardProfile(
     power_lag_err_s=0.005,
     # the largest per-board relative SD of bf16 products' per-call energy at the power cap, in
     # consecutive blocks of ~0.5, 1 and 2 s of measure() runs, over four H100s and four H200s:
-    # 2.49%, 0.70%, 0.44% (results/enclose/cap-spread.txt, "calls"), each raised by a fifth or
-    # more; 0.25 s blocks were not measured there (measure()'s sub-windows are ~0.5 s): 3.5%
+    # 2.39%, 0.70%, 0.44% (results/enclose/cap-spread.txt, "calls"), each raised by a fifth or
+    # more; its "0.25 s" blocks are measure()'s ~0.5 s sub-windows again (2.49% at most): 3.5%
     cap_spread=((0.25, 0.035), (0.5, 0.03), (1.0, 0.01), (2.0, 0.006)),
 )
 # The H200's own limiter swings far less than the H100's: its four boards' largest spreads were
-# 1.03%, 0.46%, 0.44% (0.5, 1, 2 s; results/enclose/cap-spread.txt, "calls"), raised by a fifth or
+# 1.02%, 0.46%, 0.44% (0.5, 1, 2 s; results/enclose/cap-spread.txt, "calls"), raised by a fifth or
 # more; 0.25 s as Hopper's, 1.2 times the 0.5 s figure. A GH200 (another board and power limit) and
 # an H100 take Hopper's, the widest of both.
 HOPPER_H200 = HOPPER.with_(
@@ -345,7 +345,17 @@ def resolve_profile(spec, board: BoardIdentity, idle=None) -> BoardProfile:
         raise errors.UsageError(
             f"profile must be a BoardProfile, a probe or profile file, or None, not {spec!r}"
         )
-    cached = _cache_path(board.uuid)
-    if not board.simulated and cached.is_file():
-        return load_profile(cached, board)
-    return default_profile(board.name)
+    cached = cached_profile(board)
+    return cached if cached is not None else default_profile(board.name)
+
+
+def cached_profile(board: BoardIdentity) -> BoardProfile | None:
+    """The profile ``nvmeter probe`` keeps for ``board`` (None: none kept; a simulated board's never is).
+
+    Raises:
+        RecordError: as :func:`load_profile`.
+    """
+    path = _cache_path(board.uuid)
+    if board.simulated or not path.is_file():
+        return None
+    return load_profile(path, board)

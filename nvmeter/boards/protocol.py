@@ -122,8 +122,10 @@ CLOCK_EVENT_REASONS = {
     0x80: "hw_power_brake",
     0x100: "display_clocks",
 }
+# The software power cap: the limiter error model 10's spread was measured under.
+SW_POWER_CAP = 0x4
 # The reasons that mean the board is holding its clocks down for power or heat.
-LIMITING_REASONS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+LIMITING_REASONS = SW_POWER_CAP | 0x8 | 0x20 | 0x40 | 0x80
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,11 @@ class BoardState:
     def limited(self) -> bool:
         """True when power or heat holds the clocks down (power cap, thermal, slowdown, brake)."""
         return self.clock_event_reasons > 0 and bool(self.clock_event_reasons & LIMITING_REASONS)
+
+    @property
+    def power_capped(self) -> bool:
+        """True when the software power cap holds the clocks down (``SW_POWER_CAP``)."""
+        return self.clock_event_reasons > 0 and bool(self.clock_event_reasons & SW_POWER_CAP)
 
     def to_dict(self) -> dict:
         """Plain dict for JSON."""

@@ -580,7 +580,7 @@ class Measurement:
         above, m = abs(self.above_idle_j), self.model
         if not math.isfinite(above):
             return math.nan
-        halfwidth_mj = spread.state_halfwidth_mj(self)
+        halfwidth_mj = self._subwindows_halfwidth_mj
         if halfwidth_mj is not None:
             term = halfwidth_mj * self.calls / 1e3 + m.state_floor_rel * above
         else:
@@ -592,7 +592,12 @@ class Measurement:
             term += fixed_j + m.transient_rel * above * min(1.0, m.transient_s / self.work_s)
         return term
 
-    @property
+    @functools.cached_property
+    def _subwindows_halfwidth_mj(self) -> float | None:
+        """The sub-windows' interval, mJ a call, where there are enough of them to set the state part."""
+        return spread.state_halfwidth_mj(self)
+
+    @functools.cached_property
     def state_rel(self) -> float:
         """The state part's share of the energy above idle for a window without sub-windows.
 
@@ -854,7 +859,8 @@ class Measurement:
 
     def _cap_note(self) -> tuple[str, ...]:
         """Where a limited window's state part came from (error model 10), when the spread set it."""
-        if self.calls == 0 or not self.state_rel > self.model.state_rel or self.subwindow_mj:
+        m = self.model
+        if self.calls == 0 or self._subwindows_halfwidth_mj is not None or not self.state_rel > m.state_rel:
             return ()
         measured = bool(self.profile.cap_spread)
         whose = (
@@ -863,8 +869,8 @@ class Measurement:
             else "the family's default; `nvmeter probe --cap-spread` measures it"
         )
         return (
-            f"limited: state part ±{100 * self.state_rel:.1f}%, twice the spread at the cap of a "
-            f"{self.work_s:.2f} s window ({whose})",
+            f"limited: state part ±{100 * self.state_rel:.1f}%, {m.cap_spread_k:g} x the spread at the "
+            f"cap of a {self.work_s:.2f} s window ({whose})",
         )
 
     def _change_notes(self) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ import sys
 import time
 
 from nvmeter import errors
+from nvmeter.worker.protocol import CHUNK
 
 # --------------------------------------------------------------------------
 # Child side
@@ -133,7 +134,7 @@ class _Engine:
         self._sync()
         t0 = time.perf_counter()
         done, mark_t, mark_n = 0, [], []
-        chunk = max(1, min(count or 8, 8))
+        chunk = max(1, min(count or CHUNK, CHUNK))
         while not _STOP and ((count and done < count) or (not count and time.perf_counter() - t0 < seconds)):
             for _ in range(min(chunk, count - done) if count else chunk):
                 self._product(a, b, out)
@@ -146,8 +147,14 @@ class _Engine:
         err = None
         if check and operands == "constant" and dtype == "fp32":
             err = float(abs(out - n * 2.0**-12).max())
-        run = {"t0_s": t0, "t1_s": t1, "matmuls": done, "n": n, "flops": 2.0 * n**3 * done}
-        run["max_abs_err"] = err
+        run = {
+            "t0_s": t0,
+            "t1_s": t1,
+            "matmuls": done,
+            "n": n,
+            "flops": 2.0 * n**3 * done,
+            "max_abs_err": err,
+        }
         if marks:
             run |= {"dtype": dtype, "mark_t_s": mark_t, "mark_products": mark_n}
         return run
@@ -187,8 +194,8 @@ def _serve(backend: str, handlers: dict | None = None, out=None, inp=None) -> No
             elif op == "calibrate":
                 reply = {"seconds": engine.calibrate(int(request["n"]))}
             elif op == "matmul":
-                args = {k: request[k] for k in ("n", "operands", "seconds", "count", "check")}
-                args |= {k: request[k] for k in ("dtype", "marks") if k in request}
+                keys = ("n", "operands", "seconds", "count", "check", "dtype", "marks")
+                args = {k: request[k] for k in keys}
                 reply = {"run": engine.matmul(**args)}
             else:
                 reply = {"error": f"unknown op {op!r}"}

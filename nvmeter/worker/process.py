@@ -306,9 +306,15 @@ class WorkerProcess:
             raise errors.UsageError(f"operands must be 'constant' or 'random', not {operands!r}")
         if dtype not in DTYPES:
             raise errors.UsageError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
-        extra = {"dtype": dtype, "marks": True} if marks or dtype != "fp32" else {}
         request_id = self._send(
-            "matmul", n=n, operands=operands, seconds=seconds, count=count, check=check, **extra
+            "matmul",
+            n=n,
+            operands=operands,
+            seconds=seconds,
+            count=count,
+            check=check,
+            dtype=dtype,
+            marks=marks,
         )
         return _ProcessJob(self, request_id, "matmul", seconds + _JOB_MARGIN_S)
 

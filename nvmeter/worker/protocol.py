@@ -76,6 +76,8 @@ class MarkedRun(MatmulRun):
 
 
 DTYPES = ("fp32", "bf16")
+# Products between the worker's synchronisations; a marked run marks each chunk's end.
+CHUNK = 8
 
 
 def job_run(data: dict) -> MatmulRun:

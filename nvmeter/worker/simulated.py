@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from nvmeter.boards.simulated import SimulatedBoard
-from nvmeter.worker.protocol import MarkedRun, MatmulRun
+from nvmeter.worker.protocol import CHUNK, MarkedRun, MatmulRun
 
 # A real worker's start, as `nvmeter probe --simulate` models it (s). The committed quick probes
 # (results/probe-h200-quick.json, probe-h200-quick-84564389.json) show the context on the board
@@ -17,8 +17,6 @@ from nvmeter.worker.protocol import MarkedRun, MatmulRun
 # was not measured: 2.3 s and 1.0 s are assumptions, and bench/device/probe_speed.sh times both.
 REAL_START_S = 2.3
 REAL_CONTEXT_S = 1.0
-# Products between a real worker's synchronisations (nvmeter.worker.child: chunks of 8).
-_CHUNK = 8
 
 
 # --------------------------------------------------------------------------
@@ -38,7 +36,7 @@ class _SimJob:
         self._clock.advance_to(self._run.t1_s)
         run = self._run
         if isinstance(run, MarkedRun):  # a real worker marks each chunk's end
-            done = (*range(_CHUNK, run.matmuls, _CHUNK), run.matmuls)
+            done = (*range(CHUNK, run.matmuls, CHUNK), run.matmuls)
             marks_s = tuple(run.t0_s + k * self._per_s for k in done)
             run = replace(run, mark_t_s=marks_s, mark_products=done)
         return run
@@ -129,7 +127,7 @@ class SimWorker:
         self._busy_until_s = t1
         err = 0.0 if check and operands == "constant" and dtype == "fp32" else None
         run = MatmulRun(t0, t1, count, n, 2.0 * n**3 * count, err)
-        if marks or dtype != "fp32":
+        if marks:
             run = MarkedRun(**run.__dict__, dtype=dtype)
         return _SimJob(self, run, per)
 
