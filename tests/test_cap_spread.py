@@ -276,3 +276,16 @@ def test_a_limited_window_says_whose_spread_set_its_bound():
     assert "(spread: probed)" in repr(probed_m) and any("this board's, probed" in n for n in probed_m.notes)
     old = replace(m, model_version=8)
     assert "spread" not in repr(old) and not any("limited:" in n for n in old.notes)
+
+
+def test_a_limited_window_with_too_few_sub_windows_for_their_interval_says_whose_spread_set_its_bound():
+    board = make_board(**SWING)
+    calls(board, 2.5, CAP_LOAD_W)
+    with EnergyWindow(board, idle=idle_of(board), sync="none", profile=profiles.HOPPER_H200) as w:
+        calls(board, 0.6, CAP_LOAD_W, window=w)
+        w.mark()  # one sub-window edge: two sub-windows, under the three their interval needs
+        calls(board, 0.6, CAP_LOAD_W, window=w)
+    board.set_load(0.0)
+    m = w.result
+    assert m.limited and m.subwindow_mj and m._subwindows_halfwidth_mj is None
+    assert m.state_rel > m.model.state_rel and any(n.startswith("limited: state part") for n in m.notes)
