@@ -1,6 +1,6 @@
 """Does the limiter's swing at the cap die down after a start? Early against later 0.5 s blocks.
 
-For each bf16 ``measure()`` run of a window-accuracy record, and for a cap-spread probe's run: the
+For each bf16 ``measure()`` run of a window-accuracy record, and for each of a cap-spread probe's runs: the
 relative deviation of consecutive ~0.5 s blocks' per-call energy about the run's mean (the "calls"
 figure of ``bench/cap_spread.py``), the RMS of the first ``--early`` blocks against the rest, and the
 correlation of neighbouring blocks. From committed records only:
@@ -61,7 +61,9 @@ def main() -> None:
                 print(line(f"{path.name[:18]} measure()", r, args.early))
     for path in args.probe:
         rec = load_report(path).probes["cap_spread"]
-        print(line(f"{path.name[:18]} probe", deviations(rec.blocks_mj(BLOCK_S)), args.early))
+        for i in range(len(rec.runs)):  # each run follows its own pause (probe v7: three)
+            r = deviations(rec.run_blocks_mj(i, BLOCK_S))
+            print(line(f"{path.name[:18]} probe run {i + 1}", r, args.early))
 
 
 if __name__ == "__main__":
