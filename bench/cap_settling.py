@@ -3,7 +3,9 @@
 For each bf16 ``measure()`` run of a window-accuracy record, and for each of a cap-spread probe's runs: the
 relative deviation of consecutive ~0.5 s blocks' per-call energy about the run's mean (the "calls"
 figure of ``bench/cap_spread.py``), the RMS of the first ``--early`` blocks against the rest, and the
-correlation of neighbouring blocks. From committed records only:
+correlation of neighbouring blocks. Then the records' warm ~0.5 s windows at the cap, grouped by
+how long their calls had run unbroken before entry (``unbroken_s``): their errors against the
+references, and each group's share within ±1% (issue 10's target). From committed records only:
 
     .venv-test/bin/python bench/cap_settling.py results/enclose/call45-cbfd08c-h200j-enclose.json.gz \\
         --probe results/enclose/call45-cbfd08c-h200j-cap-probe.json
@@ -12,6 +14,7 @@ correlation of neighbouring blocks. From committed records only:
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -25,6 +28,9 @@ from accuracy import analysis
 from nvmeter.probes.report import load_report
 
 BLOCK_S = 0.5
+# Groups of time run unbroken before a warm window's entry, s: the sample buffer reaches back
+# ~2.4 s, so beyond the first group a window cannot tell how long its calls have run.
+AGES_S = ((2, 3), (3, 5), (5, 10), (10, math.inf))
 
 
 def deviations(values) -> np.ndarray:
@@ -42,6 +48,37 @@ def line(name: str, r: np.ndarray, early: int) -> str:
     )
 
 
+def by_age(paths: list[Path]) -> None:
+    """Warm ~0.5 s windows at the cap (references matched as the analysis does), by time unbroken."""
+    trials = [t for path in paths for t in cap_trials(path) if _warm_half_second(t)]
+    for lo, hi in AGES_S:
+        errs = np.array([t.err for t in trials if lo <= t.unit["unbroken_s"] < hi])
+        if len(errs):
+            print(
+                f"warm 0.5 s, {lo:g}-{hi:g} s unbroken: {len(errs):3d} windows  RMS {rms_pct(errs):5.2f}%"
+                f"  max {100 * np.abs(errs).max():5.2f}%  mean {100 * errs.mean():+5.2f}%"
+                f"  within ±1% {np.mean(np.abs(errs) <= 0.01):4.0%}"
+            )
+
+
+def cap_trials(path: Path) -> list:
+    """The bf16-at-the-cap trials of one record ([] for a record without that kind)."""
+    rec = analysis.load(path)
+    if cap_spread.KIND not in rec.get("kinds", {}):
+        return []
+    return analysis.kind_data(rec, cap_spread.KIND, cap_spread.MODEL).trials
+
+
+def _warm_half_second(t) -> bool:
+    return (
+        t.mode == "warm"
+        and t.ref_ok
+        and math.isfinite(t.err)
+        and abs(t.unit.get("window_s", 0) - BLOCK_S) < 0.01
+        and t.unit.get("unbroken_s") is not None
+    )
+
+
 def rms_pct(x: np.ndarray) -> float:
     """Root mean square of ``x``, percent (nan when empty)."""
     return 100 * float(np.sqrt(np.mean(np.square(x)))) if len(x) else float("nan")
@@ -54,16 +91,16 @@ def main() -> None:
     parser.add_argument("--early", type=int, default=4, help="blocks counted as early (default 4: 2 s)")
     args = parser.parse_args()
     for path in args.records:
-        rec = analysis.load(path)
-        for t in analysis.kind_data(rec, cap_spread.KIND, cap_spread.MODEL).trials:
+        for t in cap_trials(path):
             if t.mode == "measure" and t.m is not None:
                 r = deviations(cap_spread.block_mj(t.m, BLOCK_S, by_calls=True))
                 print(line(f"{path.name[:18]} measure()", r, args.early))
+    by_age(args.records)
     for path in args.probe:
         rec = load_report(path).probes["cap_spread"]
         for i in range(len(rec.runs)):  # each run follows its own pause (probe v7: three)
             r = deviations(rec.run_blocks_mj(i, BLOCK_S))
-            print(line(f"{path.name[:18]} probe run {i + 1}", r, args.early))
+            print(line(f"{path.name.removesuffix('.json')} run {i + 1}", r, args.early))
 
 
 if __name__ == "__main__":
