@@ -3,9 +3,10 @@
 For each bf16 ``measure()`` run of a window-accuracy record, and for each of a cap-spread probe's runs: the
 relative deviation of consecutive ~0.5 s blocks' per-call energy about the run's mean (the "calls"
 figure of ``bench/cap_spread.py``), the RMS of the first ``--early`` blocks against the rest, and the
-correlation of neighbouring blocks. Then the records' warm ~0.5 s windows at the cap, grouped by
-how long their calls had run unbroken before entry (``unbroken_s``): their errors against the
-references, and each group's share within ±1% (issue 10's target). From committed records only:
+correlation of neighbouring blocks. Then the records' warm ~0.5 s windows at the cap (or of
+``--kind``), grouped by how long their calls had run unbroken before entry (``unbroken_s``): their
+errors against the references, and each group's share within ±1% (issue 10's target). From
+committed records only:
 
     .venv-test/bin/python bench/cap_settling.py results/enclose/call45-cbfd08c-h200j-enclose.json.gz \\
         --probe results/enclose/call45-cbfd08c-h200j-cap-probe.json
@@ -48,25 +49,26 @@ def line(name: str, r: np.ndarray, early: int) -> str:
     )
 
 
-def by_age(paths: list[Path]) -> None:
-    """Warm ~0.5 s windows at the cap (references matched as the analysis does), by time unbroken."""
-    trials = [t for path in paths for t in cap_trials(path) if _warm_half_second(t)]
+def by_age(paths: list[Path], kind: str) -> None:
+    """Warm ~0.5 s windows of ``kind`` (references matched as the analysis does), by time unbroken."""
+    trials = [t for path in paths for t in kind_trials(path, kind) if _warm_half_second(t)]
     for lo, hi in AGES_S:
         errs = np.array([t.err for t in trials if lo <= t.unit["unbroken_s"] < hi])
         if len(errs):
             print(
-                f"warm 0.5 s, {lo:g}-{hi:g} s unbroken: {len(errs):3d} windows  RMS {rms_pct(errs):5.2f}%"
+                f"{kind} warm 0.5 s, {lo:g}-{hi:g} s unbroken: {len(errs):3d} windows"
+                f"  RMS {rms_pct(errs):5.2f}%"
                 f"  max {100 * np.abs(errs).max():5.2f}%  mean {100 * errs.mean():+5.2f}%"
                 f"  within ±1% {np.mean(np.abs(errs) <= 0.01):4.0%}"
             )
 
 
-def cap_trials(path: Path) -> list:
-    """The bf16-at-the-cap trials of one record ([] for a record without that kind)."""
+def kind_trials(path: Path, kind: str = cap_spread.KIND) -> list:
+    """The trials of one kind of work in one record ([] for a record without that kind)."""
     rec = analysis.load(path)
-    if cap_spread.KIND not in rec.get("kinds", {}):
+    if kind not in rec.get("kinds", {}):
         return []
-    return analysis.kind_data(rec, cap_spread.KIND, cap_spread.MODEL).trials
+    return analysis.kind_data(rec, kind, cap_spread.MODEL).trials
 
 
 def _warm_half_second(t) -> bool:
@@ -88,14 +90,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", nargs="+", type=Path)
     parser.add_argument("--probe", type=Path, action="append", default=[])
+    parser.add_argument("--kind", default=cap_spread.KIND, help="the warm windows' kind (default bf16cap)")
     parser.add_argument("--early", type=int, default=4, help="blocks counted as early (default 4: 2 s)")
     args = parser.parse_args()
     for path in args.records:
-        for t in cap_trials(path):
+        for t in kind_trials(path):
             if t.mode == "measure" and t.m is not None:
                 r = deviations(cap_spread.block_mj(t.m, BLOCK_S, by_calls=True))
                 print(line(f"{path.name[:18]} measure()", r, args.early))
-    by_age(args.records)
+    by_age(args.records, args.kind)
     for path in args.probe:
         rec = load_report(path).probes["cap_spread"]
         for i in range(len(rec.runs)):  # each run follows its own pause (probe v7: three)
