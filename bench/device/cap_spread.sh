@@ -31,8 +31,10 @@ python3 bench/window_accuracy.py analyze "$W/enclose.json" --markdown "$W/summar
 pack cap
 export NVMETER_GPU_OUT="$W"
 gpu_tests "$W/gpu-tests.log" 200 tests/test_gpu.py
+pack cap  # a call cut in the later files keeps this one's log
 if [ "${GPU_FILES:-all}" = all ]; then
   gpu_tests "$W/gpu-tests.log" 50 tests/test_command_gpu.py
+  pack cap
   gpu_tests "$W/gpu-tests.log" 50 tests/test_pytest_plugin_gpu.py tests/test_monitor_gpu.py
 fi
 grep -E "^# commit|passed|failed|FAILED|ERROR" "$W/gpu-tests.log"
