@@ -29,8 +29,9 @@ from accuracy import analysis
 from nvmeter.probes.report import load_report
 
 BLOCK_S = 0.5
-# Groups of time run unbroken before a warm window's entry, s: the sample buffer reaches back
-# ~2.4 s, so beyond the first group a window cannot tell how long its calls have run.
+# Groups of time run unbroken before a warm window's entry, s. The bench's warm windows follow at
+# least 2 s of the calls (issue 10), so none falls below the first group. The sample buffer reaches
+# back ~2.4 s: from about the first group's end a window cannot tell how long its calls have run.
 AGES_S = ((2, 3), (3, 5), (5, 10), (10, math.inf))
 
 
@@ -97,7 +98,7 @@ def main() -> None:
         for t in kind_trials(path):
             if t.mode == "measure" and t.m is not None:
                 r = deviations(cap_spread.block_mj(t.m, BLOCK_S, by_calls=True))
-                print(line(f"{path.name[:18]} measure()", r, args.early))
+                print(line(f"{path.name[:18]} {cap_spread.KIND} measure()", r, args.early))
     by_age(args.records, args.kind)
     for path in args.probe:
         rec = load_report(path).probes["cap_spread"]
