@@ -5,6 +5,7 @@ import random
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from test_meter_bound import CALL_S, calls, idle_of, make_board
@@ -79,6 +80,32 @@ def test_every_family_has_a_spread_and_the_unmeasured_ones_are_wider():
         assert hopper > profiles.HOPPER_H200.cap_spread_rel(length)
         assert profiles.AMPERE.cap_spread_rel(length) > hopper
         assert profiles.GENERIC.cap_spread_rel(length) > hopper
+
+
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "enclose"
+BLOCK_LENGTHS_S = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0)  # the probe's, as filed on a 0.1 s counter
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("call*-cap*probe*.json")), ids=lambda p: p.name)
+def test_the_family_defaults_are_at_least_every_committed_probe_of_their_family(path):
+    """Unprobed boards must not be read narrower than a probed board of their family was."""
+    report = load_report(path)
+    probed_profile = report.profile()
+    default = profiles.default_profile(report.board.name)
+    for length in BLOCK_LENGTHS_S:
+        assert default.cap_spread_rel(length) >= probed_profile.cap_spread_rel(length), (path.name, length)
+
+
+def test_cap_settling_groups_warm_windows_by_how_long_their_calls_had_run():
+    """Call 46's nine warm 0.5 s windows began 2.56-7.80 s into their runs: 1, 3 and 5 of them by group."""
+    record = RESULTS / "call46-91cb5fe-h100k-enclose.json.gz"
+    probe = RESULTS / "call46-91cb5fe-h100k-cap-probe.json"
+    script = RESULTS.parent.parent / "bench" / "cap_settling.py"
+    command = [sys.executable, str(script), str(record), "--probe", str(probe)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    groups = [line.split(":")[1].split()[0] for line in out.splitlines() if "unbroken" in line]
+    assert groups == ["1", "3", "5"]
+    assert sum(" run " in line for line in out.splitlines()) == 3  # a line for each of the probe's runs
 
 
 # -- the probe ---------------------------------------------------------------------------------------
