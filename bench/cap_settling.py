@@ -3,10 +3,11 @@
 For each bf16 ``measure()`` run of a window-accuracy record, and for each of a cap-spread probe's runs: the
 relative deviation of consecutive ~0.5 s blocks' per-call energy about the run's mean (the "calls"
 figure of ``bench/cap_spread.py``), the RMS of the first ``--early`` blocks against the rest, and the
-correlation of neighbouring blocks. Then the records' warm ~0.5 s windows at the cap (or of
-``--kind``), grouped by how long their calls had run unbroken before entry (``unbroken_s``): their
-errors against the references, and each group's share within ±1% (issue 10's target). From
-committed records only:
+correlation of neighbouring blocks. Then the records' warm ~0.5 s windows at the cap (``--kind``
+reads another kind's ``measure()`` runs and windows instead), grouped by how long their calls had
+run unbroken before entry (``unbroken_s``): their errors against the references, and each group's
+share within ±1% (issue 10's target); and how far back the sample buffer read at those windows'
+entry reached. From committed records only:
 
     .venv-test/bin/python bench/cap_settling.py results/enclose/call45-cbfd08c-h200j-enclose.json.gz \\
         --probe results/enclose/call45-cbfd08c-h200j-cap-probe.json
@@ -50,9 +51,9 @@ def line(name: str, r: np.ndarray, early: int) -> str:
     )
 
 
-def by_age(paths: list[Path], kind: str) -> None:
+def by_age(trials: list, kind: str) -> None:
     """Warm ~0.5 s windows of ``kind`` (references matched as the analysis does), by time unbroken."""
-    trials = [t for path in paths for t in kind_trials(path, kind) if _warm_half_second(t)]
+    trials = [t for t in trials if _warm_half_second(t)]
     for lo, hi in AGES_S:
         errs = np.array([t.err for t in trials if lo <= t.unit["unbroken_s"] < hi])
         if len(errs):
@@ -64,7 +65,26 @@ def by_age(paths: list[Path], kind: str) -> None:
             )
 
 
-def kind_trials(path: Path, kind: str = cap_spread.KIND) -> list:
+def buffer_reach(trials: list) -> None:
+    """How long before the start edge the oldest sample of the warm windows' first read lies, s.
+
+    The samples a window keeps are its reads merged; the oldest came from the read at entry,
+    which returns the driver's whole buffer.
+    """
+    reach = []
+    for t in trials:
+        raw = t.unit.get("raw") or {}
+        samples, start = raw.get("samples", {}).get("t_s"), raw.get("start", {}).get("t0_s")
+        if t.mode == "warm" and samples and start:
+            reach.append(start[0] - samples[0])
+    if reach:
+        print(
+            f"sample buffer at entry reaches back: median {np.median(reach):.2f} s "
+            f"({min(reach):.2f}-{max(reach):.2f} s, {len(reach)} warm windows)"
+        )
+
+
+def kind_trials(path: Path, kind: str) -> list:
     """The trials of one kind of work in one record ([] for a record without that kind)."""
     rec = analysis.load(path)
     if kind not in rec.get("kinds", {}):
@@ -91,19 +111,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", nargs="+", type=Path)
     parser.add_argument("--probe", type=Path, action="append", default=[])
-    parser.add_argument("--kind", default=cap_spread.KIND, help="the warm windows' kind (default bf16cap)")
+    parser.add_argument("--kind", default=cap_spread.KIND, help="the kind of work read (default bf16cap)")
     parser.add_argument("--early", type=int, default=4, help="blocks counted as early (default 4: 2 s)")
     args = parser.parse_args()
-    for path in args.records:
-        for t in kind_trials(path):
+    trials = []
+    for path in args.records:  # each record replayed once: its measure() runs, then its windows
+        found = kind_trials(path, args.kind)
+        trials += found
+        for t in found:
             if t.mode == "measure" and t.m is not None:
                 r = deviations(cap_spread.block_mj(t.m, BLOCK_S, by_calls=True))
-                print(line(f"{path.name[:18]} {cap_spread.KIND} measure()", r, args.early))
-    by_age(args.records, args.kind)
+                print(line(f"{path.name[:18]} {args.kind} measure()", r, args.early))
+    by_age(trials, args.kind)
+    buffer_reach(trials)
     for path in args.probe:
         rec = load_report(path).probes["cap_spread"]
         for i in range(len(rec.runs)):  # each run follows its own pause (probe v7: three)
-            r = deviations(rec.run_blocks_mj(i, BLOCK_S))
+            blocks = rec.run_blocks_mj(i, BLOCK_S)
+            r = deviations(blocks[np.isfinite(blocks)])
             print(line(f"{path.name.removesuffix('.json')} run {i + 1}", r, args.early))
 
 

@@ -131,18 +131,11 @@ def block_mj(m, length_s: float, by_calls: bool) -> list[float]:
 
 
 def pooled_spread(runs: list, length_s: float, by_calls: bool) -> tuple[float, int, int]:
-    """(relative SD, blocks, runs with >= 2 blocks) of blocks about their own run's mean, pooled."""
-    ss, dof, blocks, used = 0.0, 0, 0, 0
-    for m in runs:
-        values = block_mj(m, length_s, by_calls)
-        blocks += len(values)
-        if len(values) < 2:
-            continue
-        mean = statistics.fmean(values)
-        ss += sum((v / mean - 1) ** 2 for v in values)
-        dof += len(values) - 1
-        used += 1
-    return (math.sqrt(ss / dof) if dof else math.nan), blocks, used
+    """(relative SD, blocks, runs with >= 2 blocks) of blocks about their own run's mean, pooled
+    (:func:`nvmeter.meter.spread.pooled_rel_sd`, as the cap-spread probe pools its runs)."""
+    per_run = [block_mj(m, length_s, by_calls) for m in runs]
+    rel_sd, _ = spread.pooled_rel_sd(per_run)
+    return rel_sd, sum(map(len, per_run)), sum(len(values) >= 2 for values in per_run)
 
 
 def interp_log(table: dict[float, float], length_s: float) -> float:

@@ -34,7 +34,7 @@ from nvmeter import errors
 from nvmeter.boards.protocol import BoardState
 from nvmeter.meter.series import CounterSeries
 from nvmeter.meter.span import AlignedSpan
-from nvmeter.meter.spread import cut_at
+from nvmeter.meter.spread import cut_at, pooled_rel_sd
 from nvmeter.probes import schedule
 from nvmeter.worker.protocol import CHUNK, DTYPES, MarkedRun, job_run
 from nvmeter.worker.rig import Rig
@@ -96,13 +96,12 @@ class CapSpread:
         """True when at least half of the state reads reported the software power cap."""
         return self.cap_share >= 0.5
 
-    def _steps(self, i: int) -> list[tuple[float, float, float]]:
-        """(time s, counter mJ, half-width s) of each step of run ``i`` between its first and last mark."""
-        return self._run_steps[i]
-
     @functools.cached_property
     def _run_steps(self) -> tuple[list[tuple[float, float, float]], ...]:
-        # every block length and figure cuts the same steps: found once a run
+        """Per run, (time s, counter mJ, half-width s) of each step between its first and last mark.
+
+        Every block length and figure cuts the same steps: found once a run.
+        """
         found = []
         for counter, run in zip(self.counters, self.runs, strict=True):
             steps, lo, hi = counter.steps, run.mark_t_s[0], run.mark_t_s[-1]
@@ -116,7 +115,7 @@ class CapSpread:
         return tuple(found)
 
     def _cuts(self, i: int, window_s: float) -> list[tuple[float, float, float]]:
-        steps = self._steps(i)
+        steps = self._run_steps[i]
         period_s = float(np.median(np.diff([t for t, _, _ in steps]))) if len(steps) > 1 else 0.0
         return cut_at(steps, window_s - SHORT_BY_PERIODS * period_s)
 
@@ -150,18 +149,12 @@ class CapSpread:
 
     def window_figures(self, window_s: float) -> dict:
         """Blocks, their median length (s), relative SD about each run's mean pooled, its upper limit."""
-        ss, blocks, dof = 0.0, 0, 0
-        for i in range(len(self.runs)):
-            values = self.run_blocks_mj(i, window_s)
-            values = values[np.isfinite(values)]
-            blocks += len(values)
-            if len(values) >= 2 and values.mean() > 0:
-                ss += float(np.sum((values / values.mean() - 1) ** 2))
-                dof += len(values) - 1
-        found = {"window_s": window_s, "block_s": self.block_s(window_s), "blocks": blocks}
+        runs = [self.run_blocks_mj(i, window_s) for i in range(len(self.runs))]
+        runs = [values[np.isfinite(values)].tolist() for values in runs]
+        rel_sd, dof = pooled_rel_sd(runs)
+        found = {"window_s": window_s, "block_s": self.block_s(window_s), "blocks": sum(map(len, runs))}
         if dof < 1:
             return found | {"rel_sd": None, "rel_sd_upper": None}
-        rel_sd = math.sqrt(ss / dof)
         upper = rel_sd * math.sqrt(dof / stats.chi2.ppf(1 - CONFIDENCE, dof))
         return found | {"rel_sd": rel_sd, "rel_sd_upper": upper}
 
@@ -169,7 +162,7 @@ class CapSpread:
         """At the cap or not, mean power (W), product time (ms), and each block length's spread."""
         powers, products_ms = [], []
         for i, run in enumerate(self.runs):
-            steps = self._steps(i)
+            steps = self._run_steps[i]
             if len(steps) > 1:
                 powers.append((steps[-1][1] - steps[0][1]) / 1e3 / (steps[-1][0] - steps[0][0]))
             if run.matmuls:

@@ -1,6 +1,7 @@
 """The spread at the power cap: the board profile's figure, the probe that measures it, error model 10."""
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from nvmeter import errors, records
 from nvmeter.boards import profile as profiles
 from nvmeter.boards.protocol import BoardIdentity
 from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+from nvmeter.meter import spread
 from nvmeter.meter.window import EnergyWindow
 from nvmeter.probes import capspread
 from nvmeter.probes.report import load_report, run_probes, selection
@@ -80,6 +82,15 @@ def test_every_family_has_a_spread_and_the_unmeasured_ones_are_wider():
         assert hopper > profiles.HOPPER_H200.cap_spread_rel(length)
         assert profiles.AMPERE.cap_spread_rel(length) > hopper
         assert profiles.GENERIC.cap_spread_rel(length) > hopper
+
+
+def test_the_pooled_spread_counts_each_run_about_its_own_mean():
+    """Two runs at levels 10% apart spread 1% each: pooled 1%, not the levels' difference."""
+    low, high = [99.0, 101.0, 99.0, 101.0], [108.9, 111.1, 108.9, 111.1]
+    rel_sd, dof = spread.pooled_rel_sd([low, high, [100.0], [-1.0, 1.0]])  # too short; mean not above 0
+    assert dof == 6
+    assert rel_sd == pytest.approx(math.sqrt(4 * 0.01**2 / 3))
+    assert math.isnan(spread.pooled_rel_sd([[5.0]])[0])
 
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "enclose"

@@ -16,13 +16,7 @@
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
 source bench/device/common.sh
-for step in ${STEPS:-probe enclose gpu rest}; do  # before the install: a typo costs no device time
-  case $step in probe | enclose | gpu | rest) ;; *) echo "unknown step '$step' (probe, enclose, gpu, rest)"; exit 2 ;; esac
-done
-install
 W="$OUT/w/cap"
-mkdir -p "$W"
-{ header 0; nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,temperature.gpu --format=csv; } > "$W/board.txt"
 export NVMETER_GPU_OUT="$W"
 
 step_probe() {
@@ -52,7 +46,14 @@ step_rest() {
   gpu_tests "$W/gpu-tests.log" 50 tests/test_pytest_plugin_gpu.py tests/test_monitor_gpu.py
 }
 
-for step in ${STEPS:-probe enclose gpu rest}; do
+STEPS=${STEPS:-probe enclose gpu rest}
+for step in $STEPS; do  # before the install: a typo costs no device time
+  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, gpu, rest)"; exit 2; }
+done
+install
+mkdir -p "$W"
+{ header 0; nvidia-smi --query-gpu=name,uuid,driver_version,power.limit,temperature.gpu --format=csv; } > "$W/board.txt"
+for step in $STEPS; do
   "step_$step"
   pack cap
 done

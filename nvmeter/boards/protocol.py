@@ -158,12 +158,16 @@ class BoardState:
     @property
     def limited(self) -> bool:
         """True when power or heat holds the clocks down (power cap, thermal, slowdown, brake)."""
-        return self.clock_event_reasons > 0 and bool(self.clock_event_reasons & LIMITING_REASONS)
+        return self._any_of(LIMITING_REASONS)
 
     @property
     def power_capped(self) -> bool:
         """True when the software power cap holds the clocks down (``SW_POWER_CAP``)."""
-        return self.clock_event_reasons > 0 and bool(self.clock_event_reasons & SW_POWER_CAP)
+        return self._any_of(SW_POWER_CAP)
+
+    def _any_of(self, reasons: int) -> bool:
+        # a negative bitmask is no reading at all (a board that keeps no reasons), not every reason
+        return self.clock_event_reasons > 0 and bool(self.clock_event_reasons & reasons)
 
     def to_dict(self) -> dict:
         """Plain dict for JSON."""

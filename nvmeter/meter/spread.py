@@ -59,6 +59,26 @@ def cut_at(steps: list[tuple[float, float, float]], every_s: float) -> list[tupl
     return cuts
 
 
+def pooled_rel_sd(groups) -> tuple[float, int]:
+    """(relative SD, degrees of freedom) of values about their own group's mean, pooled over groups.
+
+    Each group is one uninterrupted run's blocks, so a level that moves between runs (a board
+    warming between them) is not counted as spread. Groups of fewer than two values, or with a
+    mean not above zero, add nothing. The SD is nan with no degree of freedom.
+
+    Args:
+        groups: Iterable of sequences of finite values (per-call mJ of consecutive blocks).
+    """
+    ss, dof = 0.0, 0
+    for values in groups:
+        if len(values) < 2 or not statistics.fmean(values) > 0:
+            continue
+        mean = statistics.fmean(values)
+        ss += sum((v / mean - 1) ** 2 for v in values)
+        dof += len(values) - 1
+    return (math.sqrt(ss / dof) if dof else math.nan), dof
+
+
 def batch_steps(
     steps: list[tuple[float, float, float]], model: ErrorModel
 ) -> list[tuple[float, float, float]]:
