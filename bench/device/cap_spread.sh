@@ -7,12 +7,14 @@
 #   enclose: bf16 at the cap: warm and stall 0.5 s windows and measure() runs (bench/window_accuracy.py,
 #            as calls 42-44 ran them), to replay under model 10 with that probe's profile;
 #   gpu:     tests/test_gpu.py (the cap-spread probe's own test keeps its record: a second probe, later);
-#   rest:    the command's, the pytest plugin's and the monitor's gpu tests.
+#   rest:    the command's, the pytest plugin's and the monitor's gpu tests;
+#   lead10:  bf16 at the cap, warm 0.5 s windows inside references led by 10 s of calls (LEAD10_S
+#            of budget, default 120): does the +-1% target hold once the limiter has settled?
 # Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [MEASURE_RUNS=4]
 #   [STEPS="probe enclose gpu rest"] bash bench/device/cap_spread.sh
 #   (short of device time: STEPS="probe gpu enclose" runs the tests before the bench)
 # Writes $OUT/cap.tgz (cap/: board.txt, cap-probe.{json,log}, enclose.{json,log}, summary.md,
-# gpu-tests.log, cap-spread-probe.json).
+# lead10.{json,log}, gpu-tests.log, cap-spread-probe.json).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
 source bench/device/common.sh
@@ -38,6 +40,17 @@ step_enclose() {
   python3 bench/window_accuracy.py analyze "$W/enclose.json" --markdown "$W/summary.md" >/dev/null 2>&1
 }
 
+step_lead10() {
+  {
+    header 0
+    timeout $((${LEAD10_S:-120} + 45)) python3 bench/window_accuracy.py run --kinds bf16cap \
+      --only warm --warm-s 0.5 --lead-s 10 --exit return --enclose --no-zeus --quiet \
+      --budget-s "${LEAD10_S:-120}" --out "$W/lead10.json"
+    echo "run rc=$?"
+  } > "$W/lead10.log" 2>&1
+  tail -2 "$W/lead10.log"
+}
+
 step_gpu() { gpu_tests "$W/gpu-tests.log" 200 tests/test_gpu.py; }
 
 step_rest() {
@@ -48,7 +61,7 @@ step_rest() {
 
 STEPS=${STEPS:-probe enclose gpu rest}
 for step in $STEPS; do  # before the install: a typo costs no device time
-  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, gpu, rest)"; exit 2; }
+  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, gpu, rest)"; exit 2; }
 done
 install
 mkdir -p "$W"
