@@ -119,6 +119,27 @@ def test_cap_settling_groups_warm_windows_by_how_long_their_calls_had_run():
     assert sum(" run " in line for line in out.splitlines()) == 3  # a line for each of the probe's runs
 
 
+def test_cap_defaults_reads_a_record_with_the_current_family_defaults_not_those_it_recorded(tmp_path):
+    """Call 48 recorded the Hopper defaults that calls 47-51 then raised: --cap-defaults reads the new."""
+    record = RESULTS / "call48-1983add-h100l-enclose.json.gz"
+    script = RESULTS.parent.parent / "bench" / "window_accuracy.py"
+
+    def warm_bounds(*extra) -> list[float]:
+        out = tmp_path / "a.json"
+        command = [sys.executable, str(script), "analyze", str(record), "--model", "10", "--json", str(out)]
+        subprocess.run([*command, *extra], capture_output=True, text=True, check=True)
+        (found,) = json.loads(out.read_text())["files"].values()
+        return [bound for _, bound, _ in found["kinds"]["bf16cap"]["rows"]["warm@0.5"]["trials"]]
+
+    recorded, current = warm_bounds(), warm_bounds("--cap-defaults")
+    assert len(recorded) == len(current) == 20
+    assert all(now >= then for now, then in zip(current, recorded, strict=True))
+    assert sum(now > then * 1.001 for now, then in zip(current, recorded, strict=True)) >= 10
+    # a board read with its own probe keeps the probe's figure
+    probe = RESULTS / "call47-1983add-h100l-cap-probe.json"
+    assert warm_bounds("--cap-probe", str(probe)) == warm_bounds("--cap-probe", str(probe), "--cap-defaults")
+
+
 # -- the probe ---------------------------------------------------------------------------------------
 def test_the_probe_sees_a_swinging_limiter_and_its_board_profile_keeps_the_spread():
     calm, swinging = probed(3), probed(3, **SWING)

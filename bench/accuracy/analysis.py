@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from nvmeter.boards.profile import default_profile
 from nvmeter.boards.protocol import SW_POWER_CAP
 
 # A trial's reference: within this many seconds (centre to centre) and degrees (issue 10).
@@ -41,6 +42,9 @@ PROFILE_CHANGES: dict = {}
 # A board's cap spread by UUID, from its cap-spread probe (``analyze --cap-probe``): replaces the
 # profile's (model 10 reads it), so windows recorded before the probe are read with its figure.
 CAP_SPREADS: dict[str, tuple] = {}
+# Read every window without a probe's figure with its family's current cap-spread defaults, not the
+# ones it was recorded with (``analyze --cap-defaults``: what an unprobed board is told now).
+CAP_DEFAULTS = False
 
 
 def load(path: Path) -> dict:
@@ -133,6 +137,8 @@ def measurement(raw: dict, idle, model_version: int | None = None):
         m = replace(m, profile=m.profile.with_(**PROFILE_CHANGES))
     if m.device.uuid in CAP_SPREADS:
         m = replace(m, profile=m.profile.with_(cap_spread=CAP_SPREADS[m.device.uuid]))
+    elif CAP_DEFAULTS:
+        m = replace(m, profile=m.profile.with_(cap_spread=default_profile(m.device.name).cap_spread))
     return m
 
 

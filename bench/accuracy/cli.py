@@ -293,6 +293,12 @@ def _parser() -> argparse.ArgumentParser:
             help="a probe file with the cap-spread probe: its board's windows read with its cap spread "
             "(error model 10; repeatable, one a board)",
         )
+        q.add_argument(
+            "--cap-defaults",
+            action="store_true",
+            help="read the other boards' windows with their family's current cap-spread defaults, not "
+            "those recorded (error model 10: what an unprobed board is told now)",
+        )
     return p
 
 
@@ -308,6 +314,7 @@ def _profile_changes(args) -> None:
         if "cap_spread" not in report.probes:
             raise errors.UsageError(f"{path} holds no cap-spread probe (nvmeter probe --cap-spread)")
         analysis.CAP_SPREADS[report.board.uuid] = report.profile().cap_spread
+    analysis.CAP_DEFAULTS = args.cap_defaults
 
 
 def _config(args):

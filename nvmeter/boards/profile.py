@@ -210,17 +210,17 @@ HOPPER = BoardProfile(
     # cap in consecutive ~0.5 s blocks of measure() runs, over four H100s and four H200s, 2.39%
     # (results/enclose/cap-spread.txt, "calls"), raised by a fifth or more: 3.0%. Elsewhere, the
     # largest 95% limit (each profile's envelope) of the cap-spread probes of three H100s, raised
-    # by 30%: 3.83% at 0.3 s, 1.44% at 0.8 s, 1.25% at 1 and 1.5 s, 0.92% at 2 s
+    # by at least 30%: 3.83% at 0.3 s, 1.44% at 0.8 s, 1.25% at 1 and 1.5 s, 0.92% at 2 s
     # (results/enclose/call46-*-h100k-cap-probe.json, -cap-spread-probe.json, call47-*-h100l-*,
     # call49-*-h100l-*, call50-*-h100m-*). A fifth had not been enough: a board's probe passed the
-    # largest of the boards before it by up to 23% (0.3 s). The 30% was chosen before a fourth
+    # largest of the boards before it by up to 23% (0.3 s, envelopes). The 30% was chosen before a fourth
     # H100's probe came back (call51-*-h100n-cap-probe.json: 3.70%, 2.22%, 1.40%, 1.16%, 1.16%,
     # 0.76%), which it covers.
     cap_spread=((0.3, 0.05), (0.5, 0.03), (1.0, 0.0165), (1.5, 0.0165), (2.0, 0.012)),
 )
 # The H200's own limiter swings far less than the H100's: its four boards' largest spreads were
 # 1.02%, 0.46%, 0.44% (0.5, 1, 2 s; results/enclose/cap-spread.txt, "calls"), raised by a fifth or
-# more; 0.25 s as Hopper's, 1.2 times the 0.5 s figure. A GH200 (another board and power limit) and
+# more; 0.25 s 1.2 times its 0.5 s figure. A GH200 (another board and power limit) and
 # an H100 take Hopper's, the widest of both.
 HOPPER_H200 = HOPPER.with_(
     source="defaults:Hopper H200 (wider than results/probe-h200.json and results/enclose/cap-spread.txt)",
