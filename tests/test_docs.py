@@ -36,3 +36,16 @@ def test_every_results_path_the_docs_cite_exists():
             if not list(root.glob(path.rstrip("/"))):
                 missing.append(f"{page.name}: {path}")
     assert cited > 50 and not missing
+
+
+def test_the_bench_readme_lists_every_script_with_its_question():
+    """bench/README.md: one row per bench/*.py, the first line of its docstring, so a question asked
+    before is found before a script is written again."""
+    import ast
+
+    bench = DOCS.parent / "bench"
+    rows = dict(re.findall(r"^\| `([\w.]+\.py)` \| (.+) \|$", (bench / "README.md").read_text(), re.M))
+    scripts = {p.name: ast.get_docstring(ast.parse(p.read_text())) for p in bench.glob("*.py")}
+    assert set(rows) == set(scripts)
+    for name, doc in scripts.items():
+        assert doc and rows[name] == doc.splitlines()[0], name
