@@ -1,5 +1,6 @@
-"""docs/index.md lists every page under docs/, and every page it links exists."""
+"""docs/index.md lists every page under docs/, each page it links exists, bench/README.md every script."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -41,8 +42,6 @@ def test_every_results_path_the_docs_cite_exists():
 def test_the_bench_readme_lists_every_script_with_its_question():
     """bench/README.md: one row per bench/*.py, the first line of its docstring, so a question asked
     before is found before a script is written again."""
-    import ast
-
     bench = DOCS.parent / "bench"
     rows = dict(re.findall(r"^\| `([\w.]+\.py)` \| (.+) \|$", (bench / "README.md").read_text(), re.M))
     scripts = {p.name: ast.get_docstring(ast.parse(p.read_text())) for p in bench.glob("*.py")}

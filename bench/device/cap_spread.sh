@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device call: error model 10's check on a board none of its figures came from. With every step and
-# BUDGET_S=240 it can pass the 10 min a call may run (install, then at most 90 + 285 + 200 + 100 s);
-# BUDGET_S=150 keeps it near 9 min.
+# One device call: error model 10's check on a board none of its figures came from. The default steps
+# with BUDGET_S=240 can pass the 10 min a call may run (install, then at most 90 + 285 + 200 + 100 s);
+# BUDGET_S=150 keeps them near 9 min. lead10 adds at most LEAD10_S + 45 s.
 # Steps (STEPS, in this order by default; each packed when done, so a cut call keeps what ran):
 #   probe:   `nvmeter probe --only cap_spread` (the board's s(L) at the power cap: three runs, ~40 s);
 #   enclose: bf16 at the cap: warm and stall 0.5 s windows and measure() runs (bench/window_accuracy.py,
@@ -10,7 +10,7 @@
 #   rest:    the command's, the pytest plugin's and the monitor's gpu tests;
 #   lead10:  bf16 at the cap, warm 0.5 s windows inside references led by 10 s of calls (LEAD10_S
 #            of budget, default 120): does the +-1% target hold once the limiter has settled?
-# Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [MEASURE_RUNS=4]
+# Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [MEASURE_RUNS=4] [LEAD10_S=120]
 #   [STEPS="probe enclose gpu rest"] bash bench/device/cap_spread.sh
 #   (short of device time: STEPS="probe gpu enclose" runs the tests before the bench)
 # Writes $OUT/cap.tgz (cap/: board.txt, cap-probe.{json,log}, enclose.{json,log}, summary.md,

@@ -71,9 +71,9 @@ def pooled_rel_sd(groups) -> tuple[float, int]:
     """
     ss, dof = 0.0, 0
     for values in groups:
-        if len(values) < 2 or not statistics.fmean(values) > 0:
+        mean = statistics.fmean(values) if len(values) >= 2 else math.nan
+        if not mean > 0:
             continue
-        mean = statistics.fmean(values)
         ss += sum((v / mean - 1) ** 2 for v in values)
         dof += len(values) - 1
     return (math.sqrt(ss / dof) if dof else math.nan), dof
