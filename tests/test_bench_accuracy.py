@@ -907,9 +907,13 @@ def test_the_errors_against_call_time_give_the_slope_and_correlation_or_nothing(
 
 
 def test_the_summary_relates_warm_errors_to_call_time(sim_run):
+    follows = [(0.01 * i, 0.002 * i + 0.0001 * (i % 2)) for i in range(8)]
+    out = analysis._follows(follows, "call_time")
+    assert out["err_vs_call_time_r"] > 0.99 and out["err_vs_call_time_slope"] == pytest.approx(5.0, rel=0.05)
+    # the simulated board's 0.5 s windows hold alike calls: a slope of their rounding (it read -1.3e9) is none
+    assert analysis._follows([(0.01 * i, 1e-15 * i) for i in range(8)], "call_time") == {}
     s = analysis.summarize_kind(analysis.kind_data(analysis.load(sim_run), "fp32"))
-    row = s["rows"]["warm@0.5"]
-    assert -1.0 <= row["err_vs_call_time_r"] <= 1.0 and row["call_time_dev_sd"] >= 0.0
+    assert "err_vs_call_time_slope" not in s["rows"]["warm@0.5"]
     assert "err_vs_call_time_r" not in s["rows"]["single@single"]
 
 

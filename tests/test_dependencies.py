@@ -155,7 +155,8 @@ def test_the_mirror_route_without_pooch_says_which_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pooch", None)
     with pytest.raises(errors.MissingPackage) as caught:  # exit 5: the package is what is missing
         fetch.fetch("kmnist", root=tmp_path, mirrors=("http://127.0.0.1:9/",), registries=False)
-    assert "mirror: the mirrors need pooch: pip install 'nvmeter[workloads]'" in str(caught.value)
+    assert "mirror: the mirrors need pooch: pip install pooch platformdirs requests" in str(caught.value)
+    assert "(in a checkout of nvmeter: pip install -e '.[workloads]')" in str(caught.value)
 
 
 def test_data_path_needs_no_extra(no_extra, tmp_path):

@@ -431,6 +431,44 @@ def test_an_idle_measured_while_work_still_runs_is_not_reliable(board):
     assert math.isnan(Measurement.from_dict(old).idle.busy_pct) and Measurement.from_dict(old).reliable
 
 
+def test_an_idle_above_what_the_board_drew_before_the_window_is_not_reliable():
+    """A context's idle given for a process without one: the board sat 42 W under it for seconds."""
+    board = SimulatedBoard()  # no CUDA context: it idles at its no-context level
+    board.clock.sleep(3.0)
+
+    def block(idle_w):
+        with EnergyWindow(board, sync="none", calls=10, idle=idle_w) as w:
+            board.set_load(300.0)
+            board.clock.sleep(1.0)
+            board.set_load(0.0)
+        board.clock.sleep(3.0)
+        return w.result
+
+    wrong = block(board.config.idle_context_w)
+    assert wrong.per_call_mj < 0.9 * 30_000 and not wrong.reliable
+    assert f"the board drew {board.config.idle_no_context_w:.1f} W" in wrong.reason
+    assert "under the idle subtracted (121.2 ± 0.0 W, given)" in wrong.reason
+    assert Measurement.from_dict(wrong.to_dict()).reason == wrong.reason
+    right = block(board.config.idle_no_context_w)
+    assert right.reliable and right.quiet_below_idle is None, right.reason
+
+
+@pytest.mark.parametrize(("dip_s", "refused"), [(0.1, False), (0.5, True)])
+def test_only_a_lasting_stretch_under_the_idle_refuses_a_window(board, dip_s, refused):
+    """The dip under idle after heavy work lasts ~0.1 s; a board quiet under the idle for 0.5 s is not it."""
+    board.clock.sleep(3.0)
+    board.shift_idle(-20.0)
+    board.clock.sleep(dip_s)
+    board.shift_idle(0.0)  # the shift is absolute: back to the idle given
+    idle = IdleBaseline.given(board.config.idle_context_w, 0.2)
+    with EnergyWindow(board, sync="none", calls=10, idle=idle) as w:
+        board.set_load(300.0)
+        board.clock.sleep(1.0)
+        board.set_load(0.0)
+    assert (w.result.quiet_below_idle is not None) is refused
+    assert w.result.reliable is not refused, w.result.reason
+
+
 def test_measure_synchronises_before_it_measures_the_idle(board):
     def call():
         board.set_load(LOAD_W)

@@ -626,15 +626,20 @@ def _against_start_phase(ok: list[Trial]) -> dict:
     }
 
 
+# A spread of relative figures under this is rounding: a simulated board's calls, all alike, spread
+# ~1e-15 and gave a slope of -1.3e9; real boards' call times spread 0.1-1.5% (fold.py's MAX_CALL_CV note).
+ROUNDING_REL = 1e-9
+
+
 def _follows(pairs: list[tuple[float, float]], name: str) -> dict:
     """``{name}_dev_sd``, ``err_vs_{name}_slope`` and ``_r`` of (error, deviation) pairs.
 
-    Empty with under 5 pairs or when either has no spread.
+    Empty with under 5 pairs or when either has no spread beyond rounding.
     """
     if len(pairs) < 5:
         return {}
     err, dev = np.array(pairs).T
-    if np.ptp(dev) == 0 or np.ptp(err) == 0:
+    if np.ptp(dev) <= ROUNDING_REL or np.ptp(err) <= ROUNDING_REL:
         return {}
     return {
         f"{name}_dev_sd": float(dev.std(ddof=1)),

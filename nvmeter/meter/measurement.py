@@ -421,6 +421,29 @@ class Measurement:
             return 0.0
         return statistics.fmean(x.power_w for x in stretch) - base_w
 
+    @functools.cached_property
+    def quiet_below_idle(self) -> tuple[float, float] | None:
+        """A stretch right before the window in which the board drew less than the idle subtracted.
+
+        A board cannot idle below its idle: samples that stay under it for a while say the idle
+        subtracted is not this board's now (a context's idle for a process that holds none, an
+        idle taken on a hotter board), and every figure above it is short by the difference.
+        The stretch: the samples before the first read, back from the last, while each lies more
+        than ``idle.err_w`` plus :data:`QUIET_BELOW_MARGIN_W` or :data:`QUIET_BELOW_MARGIN_REL` of
+        it (the larger) under the idle as the sample buffer reads it (moved by
+        :attr:`idle_drift_w`); it counts when it spans :data:`QUIET_BELOW_MIN_S` or more.
+
+        Returns:
+            (its length, s; its mean power, W), or None.
+        """
+        idle_w = self.idle.samples_w + self.idle_drift_w
+        below_w = idle_w - self.idle.err_w - max(QUIET_BELOW_MARGIN_W, QUIET_BELOW_MARGIN_REL * idle_w)
+        lead_in = [s for s in self.samples if s.t_s <= self.first_read_s]
+        stretch = list(itertools.takewhile(lambda s: s.power_w < below_w, reversed(lead_in)))
+        if len(stretch) < 2 or stretch[0].t_s - stretch[-1].t_s < QUIET_BELOW_MIN_S:
+            return None
+        return stretch[0].t_s - stretch[-1].t_s, statistics.fmean(s.power_w for s in stretch)
+
     @property
     def power_w(self) -> float:
         """Mean gross power over the window, W."""
@@ -808,6 +831,14 @@ class Measurement:
                 f"energy above idle {self.above_idle_j:.3f} J is below minus its bound: the idle "
                 f"baseline ({self.idle_w:.1f} W, {self.idle.source}) is above what the window drew"
             )
+        if (below := self.quiet_below_idle) is not None:
+            span_s, quiet_w = below
+            return (
+                f"the board drew {quiet_w:.1f} W over the {span_s:.2f} s before the window, under the idle "
+                f"subtracted ({self.idle_w:.1f} ± {self.idle.err_w:.1f} W, {self.idle.source}): that idle is "
+                "not this board's now (one with a CUDA context, for a process without one?); measure it "
+                "around the window (the default idle) or give the right one"
+            )
         reason = figure_reason(self.per_call_mj, self.per_call_mj_err, self.max_rel_err, "a call")
         return reason and reason + self._control_note()
 
@@ -1085,6 +1116,20 @@ SAMPLES_COUNTER_RATIO = 2.0
 # over three spacings (a block that read the buffer only at its edges) are not compared.
 RATIO_MIN_SPAN_S = 0.3
 RATIO_MAX_GAP_SPACINGS = 3.0
+
+
+# A board does not idle below its idle. Samples before a window that stay under the idle subtracted by
+# more than its bound and the larger of these, for QUIET_BELOW_MIN_S or longer, mark the window not
+# reliable. 5 W is error model 8's quiet band (within it the idle is moved, not refused); 5% covers the
+# samples' calibration against the counter (0.959-1.045 over 1,799 windows, results/enclose/
+# samples-counter-ratio.txt), for an idle given in the counter's terms. 0.3 s is three times the dip below
+# idle right after heavy work (96-110 W against a 121 W idle for ~0.1 s after bf16 at an H100's cap,
+# results/enclose/call49-1983add-h100l-enclose.json.gz). None of the 4,968 windows of results/ has even two
+# such samples at the end of its lead-in; a simulated board without a CUDA context (78.7 W) metered with
+# its context idle (121.3 W) read 25,306 mJ a call for 30,000, marked reliable, before this check.
+QUIET_BELOW_MARGIN_W = 5.0
+QUIET_BELOW_MARGIN_REL = 0.05
+QUIET_BELOW_MIN_S = 0.3
 
 
 # A board draws at most this share of its power limit over a window: the limiter lets power run

@@ -370,7 +370,10 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise errors.MissingPackage("--plot needs matplotlib: pip install 'nvmeter[plot]'") from exc
+        raise errors.MissingPackage(
+            "--plot needs matplotlib: pip install matplotlib (in a checkout of nvmeter: "
+            "pip install -e '.[plot]')"
+        ) from exc
     from nvmeter import files, records
 
     path = Path(path)
