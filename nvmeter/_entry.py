@@ -20,6 +20,8 @@ import signal
 import sys
 
 _LINE = b"nvmeter: interrupted; nothing written\n"
+# nvmeter.interrupts.ENDING, which this module must not import (the package's imports take seconds)
+ENDING = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
 
 
 def _interrupted(signum, _frame) -> None:
@@ -31,8 +33,8 @@ def _interrupted(signum, _frame) -> None:
 
 
 def install() -> None:
-    """SIGINT, SIGTERM and SIGHUP go to :func:`_interrupted` (console script, ``python -m nvmeter.cli``)."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    """SIGINT and :data:`ENDING` go to :func:`_interrupted` (console script, ``python -m nvmeter.cli``)."""
+    for sig in (signal.SIGINT, *ENDING):
         signal.signal(sig, _interrupted)
 
 

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from nvmeter import errors
+from nvmeter import errors, interrupts
 
 # The probes `--only` takes (probes.BY_NAME; tests/test_cli.py holds the two equal): named here so
 # that the help does not import the probes.
@@ -191,7 +191,7 @@ def _adopt_orphans() -> None:
 
 
 # What the console ignores once a command is done: its outcome is final, the process only exits
-_SETTLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SETTLED = interrupts.HELD
 
 
 @contextlib.contextmanager
@@ -199,8 +199,8 @@ def _python_sigint():
     """Python's own SIGINT handler while a command runs; afterwards, what was there before.
 
     In the console script the process is about to exit once the command is done (its
-    output complete), so a late Ctrl-C, SIGTERM or SIGHUP is ignored rather than reported as
-    an interruption, or left to end the process silently with 128 + N.
+    output complete), so a late Ctrl-C, SIGTERM, SIGHUP (or SIGUSR1, SIGUSR2, SIGALRM) is ignored
+    rather than reported as an interruption, or left to end the process silently with 128 + N.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -209,7 +209,7 @@ def _python_sigint():
     previous = signal.signal(signal.SIGINT, _interrupted)
     # `timeout`, a batch system or a closed terminal ends a command as Ctrl-C does: cleanup runs,
     # finished records are kept, and one line says so (nvmeter run forwards these itself)
-    others = {sig: signal.signal(sig, _interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    others = {sig: signal.signal(sig, _interrupted) for sig in interrupts.ENDING}
     hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     try:
         yield
@@ -222,7 +222,7 @@ def _python_sigint():
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP while a command ran."""
+    """SIGTERM, SIGHUP or another of :data:`nvmeter.interrupts.ENDING` while a command ran."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
@@ -1065,7 +1065,9 @@ def summarize(
     if fmt not in ("md", "json"):
         raise errors.UsageError(f"--format must be md or json, not {fmt!r}")
     if plot_path is not None:
-        records.check_writable(plot_path)
+        # a record given, or one in a folder given: writing the plot over it lost the record
+        read = [f for p in paths for f in (sorted(p.glob("run-*.json")) if p.is_dir() else [p])]
+        records.check_writable(plot_path, inputs=tuple(("record", f) for f in read))
         if plot_path.suffix.lower() not in summ.PLOT_SUFFIXES:
             raise errors.UsageError(
                 f"--plot {plot_path}: the suffix says the format; use one of {', '.join(summ.PLOT_SUFFIXES)}"

@@ -417,6 +417,23 @@ def test_a_terminal_resize_is_passed_on_and_not_recorded(tmp_path):
     assert json.loads(out.read_text())["signals"] == []
 
 
+@pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM])
+def test_a_signal_a_command_may_use_for_itself_is_passed_on_and_the_record_kept(tmp_path, pids, sig):
+    """Their default ended nvmeter alone: no line, no record, and the command ran on, orphaned."""
+    handler = f"signal.signal(signal.{sig.name}, lambda *a: (print('checkpoint', flush=True), exit(5)))"
+    proc, out = start_metered(tmp_path, sleeper(60, before=handler))
+    os.kill(proc.pid, sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert (proc.returncode, stdout) == (5, "checkpoint\n"), stderr
+    assert json.loads(out.read_text())["signals"] == []  # passed on, not an interruption
+    proc, out = start_metered(tmp_path, sleeper(60, before=note_pid(pids)))
+    os.kill(proc.pid, sig)  # the command keeps the default: it ends, and nvmeter says so
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig and f"was killed by {sig.name}" in stderr, stderr
+    assert json.loads(out.read_text())["derived"]["boards"][0]["above_idle_j"] > 0
+    assert state(noted(pids, "child")) in GONE
+
+
 def test_processes_the_command_left_running_are_named_and_recorded(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     board = SimulatedBoard(SimConfig(seed=3))

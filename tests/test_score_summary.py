@@ -201,6 +201,19 @@ def test_a_plot_without_a_known_suffix_is_refused_before_anything_is_read(folder
     assert not (tmp_path / "energy").exists()
 
 
+def test_a_plot_over_a_record_it_reads_is_refused_and_the_record_kept(folder, tmp_path):
+    """An adversarial review wrote the plot over its own input: the score record was lost."""
+    record = tmp_path / "rec.png"
+    shutil.copy(folder / "run-001.json", record)
+    kept = record.read_bytes()
+    code, _, err = summarize(record, "--plot", record)
+    assert code == 2 and "is the record file this command reads" in one_line(err)
+    in_folder = folder / "run-001.json"
+    code, _, err = summarize(folder, "--plot", in_folder)  # refused as an input before its suffix is
+    assert code == 2 and "is the record file this command reads" in one_line(err)
+    assert record.read_bytes() == kept and in_folder.is_file()
+
+
 def test_a_folder_without_records_among_others_is_said_not_lost(folder, tmp_path):
     nested = tmp_path / "nested"
     (nested / "deeper").mkdir(parents=True)

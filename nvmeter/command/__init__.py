@@ -12,11 +12,12 @@ Signals: the child starts in a session of its own, so everything it starts can b
 with it, and a terminal's signals reach only nvmeter. SIGINT, SIGTERM, SIGHUP and SIGQUIT
 that reach nvmeter are forwarded to the child's process group and remembered; the window
 closes when the child exits, and the record says it was interrupted. A third such signal
-kills the whole group. SIGWINCH is passed on, and SIGTSTP (Ctrl-Z) stops the group, then
-nvmeter; continuing nvmeter continues it. Once the command and its windows have ended, a
-signal is noted, not acted on, until the record is written (:class:`LateSignals`): the
-figures, the record and the command's exit status are kept. The console then ignores
-SIGINT, SIGTERM and SIGHUP until it exits (:func:`nvmeter.cli._settle`).
+kills the whole group. SIGWINCH, SIGUSR1, SIGUSR2 and SIGALRM are passed on, and SIGTSTP
+(Ctrl-Z) stops the group, then nvmeter; continuing nvmeter continues it. Once the command and
+its windows have ended, a signal is noted, not acted on, until the record is written
+(:class:`LateSignals`): the figures, the record and the command's exit status are kept. The
+console then ignores
+SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM until it exits (:func:`nvmeter.cli._settle`).
 
 On the simulated board (``--simulate``) the child cannot drive the board's virtual clock,
 so :class:`SimulatedLife` does: while the child lives, the virtual clock follows the host's

@@ -12,13 +12,17 @@ import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from nvmeter import errors
+from nvmeter import errors, interrupts
 
 # The signal that kills the command's whole group, when it ignored the ones before it.
 KILL_AFTER_SIGNALS = 3
 # The signals that ask nvmeter to end: each is passed on to the command and recorded, and the
 # window stays open until the command has ended (a terminal hangup or Ctrl-\ loses nothing).
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+# Passed on as they come, neither noted nor counted: a terminal's resize, and the signals a command
+# may use for its own ends (a checkpoint on SIGUSR1). Their default would end nvmeter alone, the
+# record lost and the command left running (an adversarial review, 2026-12-06).
+PASSED_ON = (signal.SIGWINCH, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
 
 
 def resolve_command(argv: Sequence[str]) -> str:
@@ -141,7 +145,7 @@ class LateSignals:
         """Note the forwarded signals from now on; ``saved`` are the handlers to put back."""
         self._saved = dict(saved)
         for sig, handler in self._saved.items():
-            signal.signal(sig, self._note if sig in FORWARDED else handler)
+            signal.signal(sig, self._note if sig in FORWARDED or sig in interrupts.ENDING else handler)
 
     def _note(self, signum: int, _frame) -> None:
         self.received.append(signal.Signals(signum).name)
@@ -161,7 +165,8 @@ class Forwarding:
     """While open: the signals that reach nvmeter go on to the command's process group.
 
     Those in :data:`FORWARDED` are remembered, in order, and the third kills the group;
-    SIGWINCH is passed on; SIGTSTP (Ctrl-Z) stops the group, then nvmeter. Opened before the
+    those in :data:`PASSED_ON` (SIGWINCH, SIGUSR1, SIGUSR2, SIGALRM) are passed on; SIGTSTP (Ctrl-Z) stops
+    the group, then nvmeter. Opened before the
     command is started and given it by :meth:`attach`: a signal in between (the command may
     run, and say it is ready, before ``Popen`` returns) is remembered and passed on once
     attached, never left to nvmeter's own handler, which would end nvmeter alone.
@@ -177,7 +182,7 @@ class Forwarding:
     def __enter__(self) -> Forwarding:
         if threading.current_thread() is threading.main_thread():
             handlers = {sig: self._handle for sig in FORWARDED}
-            handlers |= {signal.SIGWINCH: self._pass_on, signal.SIGTSTP: self._suspend}
+            handlers |= {sig: self._pass_on for sig in PASSED_ON} | {signal.SIGTSTP: self._suspend}
             for sig, handler in handlers.items():
                 self._saved[sig] = signal.signal(sig, handler)
         return self
@@ -220,7 +225,7 @@ class Forwarding:
         signal_group(self._proc, signal.SIGCONT)
 
     def _pass_on(self, signum: int, _frame) -> None:
-        signal_group(self._proc, signum)  # a terminal resize, for a full-screen command
+        signal_group(self._proc, signum)  # a terminal resize (a full-screen command), or the command's own
 
     def _suspend(self, _signum: int, _frame) -> None:
         # SIGSTOP, not SIGTSTP: the command's group is orphaned (its parent is in another
