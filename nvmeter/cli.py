@@ -432,8 +432,8 @@ def probe(
         bool,
         _flag(
             "--cache/--no-cache",
-            help="Keep the board's profile in the user cache (NVMETER_CACHE_DIR), where windows find it "
-            "(not a simulated board's).",
+            help="Keep the probe record in the user cache (NVMETER_CACHE_DIR): windows on this board take "
+            "their profile from it, checked against its raw series (not a simulated board's).",
         ),
     ] = True,
     cap_spread: Annotated[
@@ -485,16 +485,23 @@ def probe(
         raise typer.Exit(failed[0].exit_code)
 
 
-def _cached_profile(report):
-    """The profile the cache keeps: this run's figures over what the board's cached profile measured."""
-    from nvmeter.boards.profile import cached_profile
-    from nvmeter.probes.profile import profile_from_report
+def _cache_report(report):
+    """The probe record the cache keeps: this run's probes over those of the record it kept.
 
+    A run of some probes (``--only``) so keeps what an earlier run measured, and the profile is
+    derived from the probes' raw series whenever a window reads it.
+    """
+    from dataclasses import replace
+
+    from nvmeter.boards.profile import cache_path
+    from nvmeter.probes.report import load_report
+
+    path = cache_path(report.board)
     try:
-        cached = cached_profile(report.board)
-    except errors.RecordError:  # a damaged cache file is replaced by this run's profile
-        cached = None
-    return profile_from_report(report, base=cached)
+        kept = load_report(path, report.board) if path is not None else None
+    except errors.RecordError:  # a damaged file, or a profile kept without its probes: replaced
+        kept = None
+    return report if kept is None else replace(report, probes={**kept.probes, **report.probes})
 
 
 def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: bool) -> None:
@@ -519,9 +526,9 @@ def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: 
     out.print(_table(f"{board.name} {board.uuid}", report.rows()))
     out.print(f"wrote {out_path}")
     if cache and not board.simulated:
-        from nvmeter.boards.profile import store_profile
+        from nvmeter.boards.profile import store_probe
 
-        path = store_profile(_cached_profile(report), board)
+        path = store_probe(_cache_report(report).to_dict(), board)
         out.print(f"windows on this board now use its profile: {path}")
 
 

@@ -153,13 +153,15 @@ def test_the_probe_sees_a_swinging_limiter_and_its_board_profile_keeps_the_sprea
     assert [round(w, 1) for w, _ in swinging.cap_spread] == [0.3, 0.5, 0.8, 1.0, 1.5, 2.0]
 
 
-def test_a_damaged_cached_profile_names_its_file(tmp_path, monkeypatch):
+def test_a_cached_profile_without_its_probes_is_refused_and_names_its_file(tmp_path, monkeypatch):
+    """A profile kept alone could not be checked: edited by hand, it set a window's figures."""
     monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
     board = BoardIdentity("NVIDIA H100 80GB HBM3", "GPU-feed", "0", "1", "", 700.0, 81559.0)
-    rec = profiles.profile_record(profiles.HOPPER, board)
-    rec["profile"]["cap_spread"] = [[0.5, "nan"]]
-    (tmp_path / "GPU-feed.json").write_text(json.dumps(rec))
-    with pytest.raises(errors.RecordError, match=r"GPU-feed\.json: board profile"):
+    (tmp_path / "GPU-feed.json").write_text(json.dumps(profiles.profile_record(profiles.HOPPER, board)))
+    with pytest.raises(errors.RecordError, match=r"GPU-feed\.json keeps a profile without the probes"):
+        profiles.resolve_profile(None, board)
+    (tmp_path / "GPU-feed.json").write_text("{")
+    with pytest.raises(errors.RecordError, match=r"GPU-feed\.json"):
         profiles.resolve_profile(None, board)
 
 
@@ -300,30 +302,32 @@ def test_model_10_takes_the_family_s_spread_where_the_profile_has_none():
     assert m.to_dict()["derived"]["state_rel"] == m.state_rel
 
 
-def test_a_run_of_some_probes_keeps_what_the_cached_profile_measured(monkeypatch):
-    """`nvmeter probe --only cap_spread` after a full run: the cache keeps the full run's figures."""
+def test_a_run_of_some_probes_keeps_what_the_cached_probes_measured_and_a_window_checks_them(
+    tmp_path, monkeypatch
+):
+    """`nvmeter probe --only cap_spread` after another run: the cache keeps both runs' probes."""
     from nvmeter import cli
-    from nvmeter.probes.profile import profile_from_report
 
-    board = SimulatedBoard(SimConfig(seed=3, **SWING))
-    report = run_probes(Rig(board, lambda: SimWorker(board)), only=("cap_spread",))
-    earlier = profiles.HOPPER_H200.with_(
-        source="/cache/x.json (probe GPU-x earlier: polling)", polling_artefact_w=3.3
-    )
-    monkeypatch.setattr(profiles, "cached_profile", lambda b: earlier)
-    kept = cli._cached_profile(report)
-    assert kept.polling_artefact_w == 3.3 and kept.cap_spread == report.profile().cap_spread
-    assert kept.source.endswith("cap_spread; the rest from probe GPU-x earlier: polling")
-    again = profile_from_report(report, base=kept)  # a merge of a merge names the first probe once
-    assert again.source.count("the rest from") == 1
-    monkeypatch.setattr(profiles, "cached_profile", lambda b: None)
-    assert cli._cached_profile(report) == report.profile()  # none kept: the run's own profile
-
-    def damaged(b):
-        raise errors.RecordError("damaged")
-
-    monkeypatch.setattr(profiles, "cached_profile", damaged)
-    assert cli._cached_profile(report) == report.profile()  # a damaged one is replaced
+    monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
+    sim = SimulatedBoard(SimConfig(seed=3, **SWING))
+    rig = Rig(sim, lambda: SimWorker(sim))
+    real = replace(sim.identity(), simulated=False)  # the cache keeps no simulated board's
+    first = replace(run_probes(rig, only=("polling",)), board=real)
+    assert cli._cache_report(first) == first  # none kept: the run's own probes
+    path = profiles.store_probe(first.to_dict(), real)
+    second = replace(run_probes(rig, only=("cap_spread",)), board=real)
+    kept = cli._cache_report(second)
+    assert set(kept.probes) == {"polling", "cap_spread"}
+    profiles.store_probe(kept.to_dict(), real)
+    profile = profiles.resolve_profile(None, real)
+    assert profile.polling_artefact_w == first.profile().polling_artefact_w
+    assert profile.cap_spread == second.profile().cap_spread and str(path) in profile.source
+    forged = json.loads(path.read_text())
+    forged["profile"]["power_lag_s"] = 0.1  # a hand edit: the probes' raw series say otherwise
+    path.write_text(json.dumps(forged))
+    with pytest.raises(errors.RecordError, match="profile"):
+        profiles.resolve_profile(None, real)
+    assert cli._cache_report(second) == second  # a damaged one is replaced
 
 
 def test_a_limited_window_says_whose_spread_set_its_bound():

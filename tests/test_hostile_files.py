@@ -87,7 +87,8 @@ def test_a_file_over_its_limit_is_refused_before_reading(tmp_path):
     with open(big, "wb") as f:  # sparse: costs no disk
         f.truncate(files.RECORD_LIMIT_BYTES + 1)
     line = one_line_error(nvmeter("show", big), 2)
-    assert "is over 1024 MiB" in line and "the limit for an nvmeter probe, run or pytest-energy record" in line
+    assert "is over 1024 MiB" in line
+    assert "the limit for an nvmeter probe, run or pytest-energy record" in line
     assert "is a folder" in one_line_error(nvmeter("show", tmp_path), 2)
 
 

@@ -17,6 +17,9 @@ from nvmeter.meter.adaptive import measure
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.measurement import SCHEMA_VERSION, Measurement
 from nvmeter.meter.window import EnergyWindow
+from nvmeter.probes.report import run_probes
+from nvmeter.worker.rig import Rig
+from nvmeter.worker.simulated import SimWorker
 
 LOAD_W = 550.0
 CALL_S = 0.04
@@ -333,10 +336,12 @@ def test_profiles_come_by_family_and_are_wider_than_the_board_we_measured():
 
 def test_a_stored_profile_is_used_for_its_board_and_refused_for_another(tmp_path, monkeypatch):
     monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
-    mine = profiles.HOPPER.with_(source="probe:test", polling_artefact_w=3.3)
-    path = profiles.store_profile(mine, identity())
+    board, mine = SimulatedBoard(SimConfig(seed=5)), identity(uuid="GPU-12345678-9abc-def0-1234-56789abcdef0")
+    report = replace(run_probes(Rig(board, lambda: SimWorker(board)), only=("polling",)), board=mine)
+    path = profiles.store_probe(report.to_dict(), mine)
     assert path.parent == tmp_path
-    assert profiles.resolve_profile(None, identity()).polling_artefact_w == 3.3
+    stored = profiles.resolve_profile(None, mine).polling_artefact_w
+    assert stored == report.profile().polling_artefact_w != profiles.HOPPER.polling_artefact_w
     assert profiles.resolve_profile(None, identity(uuid="GPU-9999")).source.startswith("defaults:Hopper")
     with pytest.raises(errors.RecordError, match="not on this board"):
         profiles.resolve_profile(path, identity(uuid="GPU-9999"))

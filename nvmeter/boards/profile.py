@@ -266,6 +266,12 @@ def _cache_path(uuid: str) -> Path:
     return cache_dir() / f"{uuid}.json"
 
 
+def cache_path(board: BoardIdentity) -> Path | None:
+    """The probe record the cache keeps for ``board`` (None: none kept; a simulated board's never is)."""
+    path = _cache_path(board.uuid)
+    return None if board.simulated or not path.is_file() else path
+
+
 def profile_record(profile: BoardProfile, board: BoardIdentity) -> dict:
     """The JSON record of a board's profile (kind ``profile``)."""
     return {
@@ -293,25 +299,35 @@ def check_cache_writable(board: BoardIdentity) -> Path:
     return path
 
 
-def store_profile(profile: BoardProfile, board: BoardIdentity) -> Path:
-    """Keep ``profile`` in the user cache for ``board`` (atomic write); returns the path.
+def store_probe(record: dict, board: BoardIdentity) -> Path:
+    """Keep a probe record (kind ``probe``) in the user cache for ``board`` (atomic write); its path.
+
+    The cache keeps the probes' raw series, not only the profile derived from them, so that a
+    window checks the profile against them as ``nvmeter show`` checks a probe file: a profile kept
+    alone was trusted as it stood, and one edited by hand (a power lag of 0.1 s) read 17,866 mJ a
+    call for 22,000, marked reliable (an adversarial review, 2026-12-06).
 
     Raises:
         UsageError: the cache folder cannot be written.
     """
     path = check_cache_writable(board)
-    records.write_json(path, profile_record(profile, board))
+    records.write_json(path, record)
     return path
 
 
-def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile:
+def load_profile(path: Path, board: BoardIdentity | None = None, kinds=(KIND, "probe")) -> BoardProfile:
     """A profile from a profile file or from the ``profile`` block of a probe file (verified).
+
+    Args:
+        path: A profile file (kind ``profile``) or a probe file.
+        board: The board it must have been made on (None: any).
+        kinds: The kinds of file taken (the cache takes only probe records).
 
     Raises:
         RecordError: unreadable, of another kind or board, without a profile, or a probe file
             whose figures differ from its raw series (:func:`nvmeter.records.verify`).
     """
-    data = records.read_any(Path(path), (KIND, "probe"))
+    data = records.read_any(Path(path), kinds)
     block = data.get("profile")
     if not isinstance(block, dict) or not isinstance(data.get("board"), dict):
         raise errors.RecordError(
@@ -359,9 +375,16 @@ def cached_profile(board: BoardIdentity) -> BoardProfile | None:
     """The profile ``nvmeter probe`` keeps for ``board`` (None: none kept; a simulated board's never is).
 
     Raises:
-        RecordError: as :func:`load_profile`.
+        RecordError: as :func:`load_profile`; a profile kept without its probes (nvmeter 0.3 and
+            earlier), which cannot be checked.
     """
-    path = _cache_path(board.uuid)
-    if board.simulated or not path.is_file():
+    path = cache_path(board)
+    if path is None:
         return None
-    return load_profile(path, board)
+    data = records.parse_json(path, "an nvmeter probe record")
+    if isinstance(data, dict) and data.get("kind") == KIND:
+        raise errors.RecordError(
+            f"{path} keeps a profile without the probes it came from (nvmeter 0.3 or earlier), which "
+            "cannot be checked: run nvmeter probe again, or delete it"
+        )
+    return load_profile(path, board, kinds=("probe",))
