@@ -306,6 +306,20 @@ def test_bad_input_is_one_line(tmp_path, data, args, match):
     assert match in one_line(err)
 
 
+def test_a_name_bound_to_a_literal_is_refused_before_any_folder_is_made(tmp_path, data, monkeypatch):
+    """`m = 5` was found only in the first run, which left its folder and a log behind."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notcallable.py").write_text("m = 5\nx: list = [1]\nimport math\ny = math.sqrt\ny = 3\n")
+    for name, what in (("m", "(int, line 1)"), ("x", "(list, line 2)")):
+        code, _, err = cli_here("score", f"notcallable.py:{name}", "-n", "1", "--json", "out", data_root=data)
+        assert code == 2
+        assert f"notcallable.py:{name} is bound to a literal {what}, not a function" in one_line(err)
+    from nvmeter.score.target import Target
+
+    assert Target.parse("notcallable.py:y").function == "y"  # bound to a function once: left to the run
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_missing_method_lists_eight_functions_and_counts_the_rest(data):
     import ast
 

@@ -120,7 +120,7 @@ def load_file(file: str, function: str):
     if fn is None:
         raise errors.UsageError(f"{path} has no function {function!r}")
     if not callable(fn):
-        raise errors.UsageError(f"{path}:{function} is a {type(fn).__name__}, not a function")
+        raise errors.UsageError(f"{path}:{function} is of type {type(fn).__name__}, not a function")
     return fn
 
 

@@ -90,6 +90,9 @@ class Target:
             listed = f"its functions: {', '.join(known[:8])}{more}" if known else "it defines no function"
             found = f" ({listed})"
             raise errors.UsageError(f"{path} has no top-level function {function!r}{found}")
+        literal = _bound_to_a_literal(tree, function)
+        if literal is not None:  # caught here, not in the first run, which left a folder and a log
+            raise errors.UsageError(f"{path}:{function} is {literal}, not a function")
         return cls(
             name=f"{path.name}:{function}",
             registered=False,
@@ -168,6 +171,34 @@ class Target:
         if fields["sources"] is not None:
             fields["sources"] = tuple(sorted((str(m), str(h)) for m, h in fields["sources"].items()))
         return cls(**fields)
+
+
+_LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr, ast.ListComp, ast.DictComp)
+
+
+def _bound_to_a_literal(tree: ast.Module, name: str) -> str | None:
+    """What ``name`` is (``"the int 5 of line 3"``) where the module's top level binds it only to literals."""
+    assignments = [node for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))]
+    bound = [
+        node
+        for node in assignments
+        if any(
+            isinstance(t, ast.Name) and t.id == name
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    ]
+    literal = [n for n in bound if isinstance(n.value, _LITERALS)]
+    if not bound or len(literal) < len(bound) or name in _defined(tree):
+        return None
+    last = literal[-1].value
+    kind = type(last.value).__name__ if isinstance(last, ast.Constant) else type(last).__name__.lower()
+    return f"bound to a literal ({kind}, line {last.lineno})"
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    """Names bound otherwise than by assignment (defs, classes, imports, conditional blocks)."""
+    others = [n for n in tree.body if not isinstance(n, (ast.Assign, ast.AnnAssign))]
+    return _top_level_names(ast.Module(body=others, type_ignores=[]))
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
