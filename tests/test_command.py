@@ -185,6 +185,19 @@ def test_cli_refuses_bad_commands_in_one_line(argv, code, words, tmp_path, plain
     assert not out.exists()
 
 
+def test_a_command_that_is_there_but_cannot_start_says_why(tmp_path):
+    """Both read 'command not found' though the file was there (an adversarial review)."""
+    script = tmp_path / "badinterp.sh"
+    script.write_text("#!/nonexistent/interp\necho hi\n")
+    script.chmod(0o755)
+    line = one_line(nvmeter("run", "--simulate", "--", str(script)), 127)
+    assert "cannot be run: its interpreter /nonexistent/interp (its #! line) was not found" in line
+    (tmp_path / "loopA").symlink_to(tmp_path / "loopB")
+    (tmp_path / "loopB").symlink_to(tmp_path / "loopA")
+    line = one_line(nvmeter("run", "--simulate", "--", str(tmp_path / "loopA")), 127)
+    assert "(a symbolic link to nothing, or a loop of links)" in line
+
+
 def test_cli_refuses_an_unwritable_record_before_running(tmp_path):
     marker = tmp_path / "ran"
     line = one_line(

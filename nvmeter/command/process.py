@@ -42,7 +42,8 @@ def resolve_command(argv: Sequence[str]) -> str:
     if "/" in name:
         path = Path(name)
         if not path.exists():
-            raise errors.CommandNotFound(f"command not found: {name}")
+            dangling = " (a symbolic link to nothing, or a loop of links)" if path.is_symlink() else ""
+            raise errors.CommandNotFound(f"command not found: {name}{dangling}")
         if path.is_dir() or not os.access(path, os.X_OK):
             raise errors.CommandNotExecutable(f"{name} is not executable")
         return name
@@ -50,6 +51,19 @@ def resolve_command(argv: Sequence[str]) -> str:
     if found is None:
         raise errors.CommandNotFound(f"command not found: {name} (not on PATH)")
     return found
+
+
+def _missing(program: str) -> str:
+    """Why exec found no ``program``: none there, or (the file being there) its interpreter."""
+    found = shutil.which(program) if "/" not in program else program
+    if found is None or not Path(found).is_file():
+        return f"command not found: {program}"
+    with contextlib.suppress(OSError), open(found, "rb") as f:
+        first = f.readline(256)
+        if first.startswith(b"#!"):
+            interpreter = first[2:].strip().split(b" ")[0].decode(errors="replace")
+            return f"{program} cannot be run: its interpreter {interpreter} (its #! line) was not found"
+    return f"{program} cannot be run: a program or library it needs was not found"
 
 
 def spawn(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -73,7 +87,7 @@ def spawn(argv: Sequence[str], env: dict[str, str] | None = None) -> subprocess.
     try:
         proc = subprocess.Popen(list(argv), start_new_session=True, env=env)
     except FileNotFoundError as exc:
-        raise errors.CommandNotFound(f"command not found: {argv[0]}") from exc
+        raise errors.CommandNotFound(_missing(argv[0])) from exc
     except PermissionError as exc:
         raise errors.CommandNotExecutable(f"{argv[0]} is not executable") from exc
     except OSError as exc:
