@@ -24,6 +24,9 @@ OTHER_UUID = "GPU-5157a7ed-0000-4000-8000-000000000001"
 
 def busy_window(board: SimulatedBoard, calls: int = 10, call_s: float = 0.04) -> EnergyWindow:
     board.set_context(True)
+    # a real context takes its time to open; the simulated one opens at once, and a window at that
+    # very instant would find the board under the context idle it is given (quiet_below_idle)
+    board.clock.sleep(0.5)
     with EnergyWindow(board, sync="none", idle=board.config.idle_context_w) as w:
         for _ in range(calls):
             board.set_load(LOAD_W)

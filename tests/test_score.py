@@ -400,7 +400,7 @@ def test_the_worker_refuses_bad_output_and_unloadable_methods(data, monkeypatch)
         errors.UsageError, match=r"wrong_dtype returned torch\.float32 labels; it must return"
     ):
         methodhost.HANDLERS["call"](request, engine)
-    with pytest.raises(errors.UsageError, match="NOT_A_FUNCTION is a int, not a function"):
+    with pytest.raises(errors.UsageError, match="NOT_A_FUNCTION is of type int, not a function"):
         methodhost.load_file(str(METHODS), "NOT_A_FUNCTION")
     with pytest.raises(errors.UsageError, match="has no function 'absent'"):
         methodhost.load_file(str(METHODS), "absent")
