@@ -493,13 +493,17 @@ def _cache_report(report):
     """
     from dataclasses import replace
 
+    from nvmeter import records
     from nvmeter.boards.profile import cache_path
     from nvmeter.probes.report import load_report
 
     path = cache_path(report.board)
     try:
-        kept = load_report(path, report.board) if path is not None else None
-    except errors.RecordError:  # a damaged file, or a profile kept without its probes: replaced
+        data = records.parse_json(path, "an nvmeter probe record") if path is not None else None
+        # its probes are checked against their raw series; its profile, derived with the defaults of
+        # its day, is not compared (a change of the defaults would drop every probe kept)
+        kept = load_report(path, report.board, parsed={**data, "profile": None}) if data else None
+    except (errors.RecordError, TypeError):  # damaged, not an object, or a profile without its probes
         kept = None
     return report if kept is None else replace(report, probes={**kept.probes, **report.probes})
 
@@ -668,8 +672,9 @@ def run(
 
     Each board's line: gross energy (J), energy above idle ± bound (J) with the idle named, mean W and
     the window's time. nvmeter exits with the command's own status (128 + N when a signal N
-    ended it); SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGWINCH are passed on to the command, and
-    what was measured is still printed and recorded. Exit 127: no such command; 126: not executable.
+    ended it); SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 and SIGALRM are passed
+    on to the command, and what was measured is still printed and recorded. Exit 127: no such
+    command; 126: not executable.
     """
     _adopt_orphans()
     from nvmeter import command as cmd
@@ -701,7 +706,8 @@ def run(
 def _settle(late) -> None:
     """The run's record is complete: from here to the process's exit no signal changes its status.
 
-    In the console SIGINT, SIGTERM and SIGHUP go from noted straight to ignored, for good: what
+    In the console SIGINT, SIGTERM, SIGHUP and the rest of :data:`nvmeter.interrupts.ENDING` go from
+    noted straight to ignored, for good: what
     follows (this line, typer's exit, atexit handlers, thread joins, the interpreter's
     finalisation) only ends the process, and a SIGTERM there ended it with 143, the record on
     disk (10 of 10 sent as the record appeared, 9 of them without a word). No Python handler

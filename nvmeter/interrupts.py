@@ -64,7 +64,7 @@ class Held:
 
 @contextlib.contextmanager
 def held() -> Iterator[Held]:
-    """Hold back SIGINT, SIGTERM and SIGHUP through the block; deliver them after it.
+    """Hold back SIGINT and the signals of :data:`ENDING` through the block; deliver them after it.
 
     Only in the main thread (Python runs signal handlers there; elsewhere the block runs as
     it is, and the signals go where they would have). After the block, raised or not, the

@@ -322,10 +322,17 @@ def test_a_run_of_some_probes_keeps_what_the_cached_probes_measured_and_a_window
     profile = profiles.resolve_profile(None, real)
     assert profile.polling_artefact_w == first.profile().polling_artefact_w
     assert profile.cap_spread == second.profile().cap_spread and str(path) in profile.source
-    forged = json.loads(path.read_text())
-    forged["profile"]["power_lag_s"] = 0.1  # a hand edit: the probes' raw series say otherwise
-    path.write_text(json.dumps(forged))
-    with pytest.raises(errors.RecordError, match="profile"):
+    stored = json.loads(path.read_text())
+    # the stored profile is not what windows use: edited by hand, or made with the defaults of an
+    # earlier day (here the Hopper cap spread before call 54), it changes nothing and refuses nothing
+    stored["profile"]["power_lag_s"] = 0.1
+    stored["profile"]["cap_spread"] = [[0.3, 0.05], [0.5, 0.03], [1.0, 0.0165], [1.5, 0.0165], [2.0, 0.012]]
+    path.write_text(json.dumps(stored))
+    assert profiles.resolve_profile(None, real) == profile
+    assert set(cli._cache_report(second).probes) == {"polling", "cap_spread"}
+    stored["probes"]["polling"]["derived"]["artefact_w"] += 5.0  # a probe's figure, against its raw series
+    path.write_text(json.dumps(stored))
+    with pytest.raises(errors.RecordError, match="artefact_w"):
         profiles.resolve_profile(None, real)
     assert cli._cache_report(second) == second  # a damaged one is replaced
 

@@ -196,6 +196,25 @@ def test_a_command_that_is_there_but_cannot_start_says_why(tmp_path):
     (tmp_path / "loopB").symlink_to(tmp_path / "loopA")
     line = one_line(nvmeter("run", "--simulate", "--", str(tmp_path / "loopA")), 127)
     assert "(a symbolic link to nothing, or a loop of links)" in line
+    dos = tmp_path / "dos.sh"
+    dos.write_bytes(b"#!/bin/sh\r\necho hi\r\n")  # /bin/sh is there; "/bin/sh\r" is not
+    dos.chmod(0o755)
+    line = one_line(nvmeter("run", "--simulate", "--", str(dos)), 127)
+    assert "its #! line ends in a Windows line ending" in line
+
+
+def test_a_signal_passed_on_before_the_command_exists_reaches_it_once_it_does():
+    from nvmeter.command.process import Forwarding
+
+    code = "import signal, sys, time; signal.signal(signal.SIGUSR1, lambda *a: sys.exit(7)); "
+    code += "print('ready', flush=True); time.sleep(30)"
+    with Forwarding() as forwarding:
+        os.kill(os.getpid(), signal.SIGUSR1)  # its default would end this process
+        proc = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+        assert proc.stdout.readline() == "ready\n"
+        forwarding.attach(proc)
+        assert proc.wait(timeout=30) == 7
+    assert forwarding.received == []  # passed on, not counted as an interruption
 
 
 def test_cli_refuses_an_unwritable_record_before_running(tmp_path):

@@ -9,6 +9,7 @@ from the one our defaults were measured on gets its own figures once it is probe
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -254,7 +255,7 @@ def default_profile(board_name: str) -> BoardProfile:
 
 
 def cache_dir() -> Path:
-    """Where ``nvmeter probe`` keeps each board's profile: ``NVMETER_CACHE_DIR``, else the user cache."""
+    """Where ``nvmeter probe`` keeps each board's probe record: ``NVMETER_CACHE_DIR``, else the user cache."""
     if os.environ.get("NVMETER_CACHE_DIR"):
         return Path(os.environ["NVMETER_CACHE_DIR"])
     return files.user_cache_dir("profiles")
@@ -290,7 +291,7 @@ def check_cache_writable(board: BoardIdentity) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise errors.UsageError(
-            f"cannot keep the profile in {path.parent} ({exc.strerror}): set NVMETER_CACHE_DIR to a "
+            f"cannot keep the probe record in {path.parent} ({exc.strerror}): set NVMETER_CACHE_DIR to a "
             "folder, or pass --no-cache"
         ) from exc
     records.check_writable(path)
@@ -313,7 +314,9 @@ def store_probe(record: dict, board: BoardIdentity) -> Path:
     return path
 
 
-def load_profile(path: Path, board: BoardIdentity | None = None, kinds=(KIND, "probe")) -> BoardProfile:
+def load_profile(
+    path: Path, board: BoardIdentity | None = None, kinds: tuple[str, ...] = (KIND, "probe")
+) -> BoardProfile:
     """A profile from a profile file or from the ``profile`` block of a probe file (verified).
 
     Args:
@@ -379,10 +382,27 @@ def cached_profile(board: BoardIdentity) -> BoardProfile | None:
     path = cache_path(board)
     if path is None:
         return None
-    data = records.parse_json(path, "an nvmeter probe record")
+    stat = path.stat()
+    return _derived_profile(str(path), stat.st_size, stat.st_mtime_ns, board)
+
+
+@functools.lru_cache(maxsize=16)
+def _derived_profile(path: str, size: int, mtime_ns: int, board: BoardIdentity) -> BoardProfile:
+    """The profile of the cached probe record at ``path``, derived from its probes' raw series.
+
+    Not compared with the profile stored in it: that was derived with the family's defaults of its
+    day for what its probes did not measure, and a change of the defaults would refuse every cached
+    record (the defaults changed three times in two days). Derived once a process (per file
+    version): a full probe record takes ~0.6 s.
+    """
+    del size, mtime_ns  # the cache's key: a file changed since is read again
+    data = records.parse_json(Path(path), "an nvmeter probe record")
     if isinstance(data, dict) and data.get("kind") == KIND:
         raise errors.RecordError(
             f"{path} keeps a profile without the probes it came from (nvmeter 0.3 or earlier), which "
             "cannot be checked: run nvmeter probe again, or delete it"
         )
-    return load_profile(path, board, kinds=("probe",))
+    if isinstance(data, dict):
+        data = {**data, "profile": None}  # derived again below, not compared
+    profile = records.load_verified("probe", Path(path), data, board=board).profile()
+    return profile.with_(source=f"{path} ({profile.source})")

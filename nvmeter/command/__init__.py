@@ -16,8 +16,8 @@ kills the whole group. SIGWINCH, SIGUSR1, SIGUSR2 and SIGALRM are passed on, and
 (Ctrl-Z) stops the group, then nvmeter; continuing nvmeter continues it. Once the command and
 its windows have ended, a signal is noted, not acted on, until the record is written
 (:class:`LateSignals`): the figures, the record and the command's exit status are kept. The
-console then ignores
-SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM until it exits (:func:`nvmeter.cli._settle`).
+console then ignores SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM until it exits
+(:func:`nvmeter.cli._settle`).
 
 On the simulated board (``--simulate``) the child cannot drive the board's virtual clock,
 so :class:`SimulatedLife` does: while the child lives, the virtual clock follows the host's

@@ -54,14 +54,17 @@ def resolve_command(argv: Sequence[str]) -> str:
 
 
 def _missing(program: str) -> str:
-    """Why exec found no ``program``: none there, or (the file being there) its interpreter."""
+    """Why exec found no ``program`` (it raises nothing): none there, or, the file there, its interpreter."""
     found = shutil.which(program) if "/" not in program else program
     if found is None or not Path(found).is_file():
         return f"command not found: {program}"
     with contextlib.suppress(OSError), open(found, "rb") as f:
         first = f.readline(256)
-        if first.startswith(b"#!"):
-            interpreter = first[2:].strip().split(b" ")[0].decode(errors="replace")
+        words = first[2:].split() if first.startswith(b"#!") else []
+        interpreter = words[0].decode(errors="replace") if words else ""
+        if interpreter and first.rstrip(b"\n").endswith(b"\r"):  # the kernel looks for "sh\r"
+            return f"{program} cannot be run: its #! line ends in a Windows line ending (\\r)"
+        if interpreter and not Path(interpreter).exists():
             return f"{program} cannot be run: its interpreter {interpreter} (its #! line) was not found"
     return f"{program} cannot be run: a program or library it needs was not found"
 
@@ -239,7 +242,12 @@ class Forwarding:
         signal_group(self._proc, signal.SIGCONT)
 
     def _pass_on(self, signum: int, _frame) -> None:
-        signal_group(self._proc, signum)  # a terminal resize (a full-screen command), or the command's own
+        # a terminal resize (a full-screen command), or the command's own (a checkpoint on SIGUSR1):
+        # before the command exists, kept for it, not counted
+        if self._proc is None:
+            self._pending.append(signum)
+        else:
+            signal_group(self._proc, signum)
 
     def _suspend(self, _signum: int, _frame) -> None:
         # SIGSTOP, not SIGTSTP: the command's group is orphaned (its parent is in another

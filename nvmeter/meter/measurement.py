@@ -836,8 +836,9 @@ class Measurement:
             return (
                 f"the board drew {quiet_w:.1f} W over the {span_s:.2f} s before the window, under the idle "
                 f"subtracted ({self.idle_w:.1f} ± {self.idle.err_w:.1f} W, {self.idle.source}): that idle is "
-                "not this board's now (one with a CUDA context, for a process without one?); measure it "
-                "around the window (the default idle) or give the right one"
+                "not this board's now (one with a CUDA context, for a process without one? a context opened "
+                "just before the window reads so too: let it settle); measure it around the window (the "
+                "default idle) or give the right one"
             )
         reason = figure_reason(self.per_call_mj, self.per_call_mj_err, self.max_rel_err, "a call")
         return reason and reason + self._control_note()

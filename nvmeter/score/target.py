@@ -177,7 +177,7 @@ _LITERALS = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.JoinedStr
 
 
 def _bound_to_a_literal(tree: ast.Module, name: str) -> str | None:
-    """What ``name`` is (``"the int 5 of line 3"``) where the module's top level binds it only to literals."""
+    """``"bound to a literal (int, line 3)"`` where the module's top level binds ``name`` only to literals."""
     assignments = [node for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))]
     bound = [
         node
