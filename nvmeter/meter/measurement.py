@@ -774,7 +774,19 @@ class Measurement:
 
     @property
     def reason(self) -> str | None:
-        """Why the result is not reliable, or None."""
+        """Why the result is not reliable, or None.
+
+        The first that applies of: the readings themselves, the caller's given figures, the
+        telemetry's plausibility, the idle, then the figure against its bound.
+        """
+        for check in (self._reading_reason, self._given_reason, self._telemetry_reason, self._idle_reason):
+            if (why := check()) is not None:
+                return why
+        reason = figure_reason(self.per_call_mj, self.per_call_mj_err, self.max_rel_err, "a call")
+        return reason and reason + self._control_note()
+
+    def _reading_reason(self) -> str | None:
+        """The window's own readings: problems met, no calls, no time, no energy."""
         if self.problems:
             return "; ".join(self.problems)
         if not self.calls:
@@ -790,6 +802,10 @@ class Measurement:
                 if self.method == "samples" or not math.isfinite(self.head_j + self.tail_j)
                 else "the energy counter went backwards inside the window"
             )
+        return None
+
+    def _given_reason(self) -> str | None:
+        """The caller's figures: a negative bound, a control that would add energy."""
         if self.idle.err_w < 0 or self.control_err_mj < 0:
             return "a bound is negative (the idle's or the control's given bound)"
         if self.control_mj + self.control_err_mj < 0:
@@ -797,6 +813,10 @@ class Measurement:
                 f"the control is negative ({self.control_mj:,.1f} ± {self.control_err_mj:,.1f} mJ a call): "
                 "subtracting it adds energy the calls did not draw"
             )
+        return None
+
+    def _telemetry_reason(self) -> str | None:
+        """Counter and samples that no board reads: damaged records, a jumping counter."""
         most_w = plausible_w(self.device)
         if self.method != "samples" and self.power_w > most_w:
             return (
@@ -817,6 +837,10 @@ class Measurement:
                 f"the power samples read {ratio:.2f} times what the counter does between the window's "
                 "steps: one sensor cannot disagree with itself so, the record is damaged"
             )
+        return None
+
+    def _idle_reason(self) -> str | None:
+        """An idle that is not this board's: measured busy, above what the window or the lead-in drew."""
         if self.idle.busy:
             return (
                 f"the idle was measured while the GPU ran kernels ({self.idle.busy_pct:.0f}% busy at the "
@@ -840,8 +864,7 @@ class Measurement:
                 "just before the window reads so too: let it settle); measure it around the window (the "
                 "default idle) or give the right one"
             )
-        reason = figure_reason(self.per_call_mj, self.per_call_mj_err, self.max_rel_err, "a call")
-        return reason and reason + self._control_note()
+        return None
 
     def _control_note(self) -> str:
         """Where the control's bound alone takes most of an accepted bound, a note that says so."""
