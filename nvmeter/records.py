@@ -203,36 +203,39 @@ def read_json(path: Path, kind: str, parsed=None) -> dict:
             to learn its kind): the file is not read again. None: it is read here.
 
     Raises:
-        RecordError: missing, not a regular file, over :data:`nvmeter.files.RECORD_LIMIT_BYTES`,
-            unreadable, not JSON, another kind, an unknown version, or a record that lacks a
-            field of its version.
+        RecordError: missing, not a regular file, over its kind's limit
+            (:func:`nvmeter.files.record_limit`), unreadable, not JSON, another kind, an unknown
+            version, or a record that lacks a field of its version.
 
     """
     path = Path(path)
-    data = parse_json(path, f"an nvmeter {kind} record") if parsed is None else parsed
+    data = parse_json(path, f"an nvmeter {kind} record", kind) if parsed is None else parsed
     if _deeper_than(data, MAX_DEPTH):  # the upgrade's deepcopy recurses further than the parser
         raise errors.RecordError(f"{path}: not an nvmeter {kind} record (nested too deeply)")
     return formats.upgrade(data, kind, str(path))
 
 
-def parse_json(path: Path, what: str):
+def parse_json(path: Path, what: str, kind: str | None = None):
     """The JSON value a record file holds, before its kind or version is known.
 
     Args:
         path: The file.
         what: What it should be, for the messages (``"an nvmeter probe record"``).
+        kind: The kind expected, which sets the size limit (:func:`nvmeter.files.record_limit`;
+            None: any kind's).
 
     A file whose name ends in ``.gz`` is read through gzip (the committed records under
     results/ are kept so, to keep the repository small), its unpacked size held to the same limit.
 
     Raises:
-        RecordError: missing, not a regular file, over :data:`nvmeter.files.RECORD_LIMIT_BYTES`
-            (packed or unpacked), unreadable, not gzip where named so, not UTF-8, not JSON (NaN
-            and Infinity are not), nested past the parser.
+        RecordError: missing, not a regular file, over its kind's limit (packed or unpacked),
+            unreadable, not gzip where named so, not UTF-8, not JSON (NaN and Infinity are not),
+            nested past the parser.
     """
-    raw = files.read_bytes(path, files.RECORD_LIMIT_BYTES, what, errors.RecordError)
+    limit = files.record_limit(kind)
+    raw = files.read_bytes(path, limit, what, errors.RecordError)
     if str(path).endswith(".gz"):
-        raw = _gunzip(Path(path), raw)
+        raw = _gunzip(Path(path), raw, limit)
     try:
         return json.loads(raw.decode("utf-8"), parse_constant=_not_json)
     except UnicodeDecodeError as exc:
@@ -245,17 +248,15 @@ def parse_json(path: Path, what: str):
         raise errors.RecordError(f"{path}: not {what} ({exc})") from exc
 
 
-def _gunzip(path: Path, packed: bytes) -> bytes:
-    """``packed`` unpacked, at most :data:`nvmeter.files.RECORD_LIMIT_BYTES` of it (no gzip bomb)."""
+def _gunzip(path: Path, packed: bytes, limit: int) -> bytes:
+    """``packed`` unpacked, at most ``limit`` bytes of it (no gzip bomb)."""
     unpacker = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # gzip's header and trailer
     try:
-        raw = unpacker.decompress(packed, files.RECORD_LIMIT_BYTES + 1)
+        raw = unpacker.decompress(packed, limit + 1)
     except zlib.error as exc:
         raise errors.RecordError(f"{path}: not gzip ({exc})") from exc
-    if len(raw) > files.RECORD_LIMIT_BYTES or unpacker.unconsumed_tail:
-        raise errors.RecordError(
-            f"{path}: unpacks to over {files.RECORD_LIMIT_BYTES // files.MIB} MiB; not an nvmeter record"
-        )
+    if len(raw) > limit or unpacker.unconsumed_tail:
+        raise errors.RecordError(f"{path}: unpacks to over {limit // files.MIB} MiB; not an nvmeter record")
     if not unpacker.eof:
         raise errors.RecordError(f"{path}: not gzip (cut short)")
     if unpacker.unused_data:  # a second member or trailing bytes: nvmeter writes one stream

@@ -85,10 +85,14 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
 def test_a_file_over_its_limit_is_refused_before_reading(tmp_path):
     big = tmp_path / "big.json"
     with open(big, "wb") as f:  # sparse: costs no disk
-        f.truncate(files.RECORD_LIMIT_BYTES + 1)
-    line = one_line_error(nvmeter("show", big), 2)
+        f.truncate(files.WINDOW_RECORD_LIMIT_BYTES + 1)
+    line = one_line_error(nvmeter("show", big), 2)  # any kind: a run record of ~100 h is read
     assert "is over 1024 MiB" in line
     assert "the limit for an nvmeter probe, run or pytest-energy record" in line
+    with open(big, "wb") as f:
+        f.truncate(files.RECORD_LIMIT_BYTES + 1)
+    line = one_line_error(nvmeter("check", "--probe", big), 2)  # a probe record is at most ~1 MB
+    assert "is over 64 MiB" in line
     assert "is a folder" in one_line_error(nvmeter("show", tmp_path), 2)
 
 

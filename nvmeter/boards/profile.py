@@ -396,7 +396,7 @@ def _derived_profile(path: str, size: int, mtime_ns: int, board: BoardIdentity) 
     version): a full probe record takes ~0.6 s.
     """
     del size, mtime_ns  # the cache's key: a file changed since is read again
-    data = records.parse_json(Path(path), "an nvmeter probe record")
+    data = records.parse_json(Path(path), "an nvmeter probe record", "probe")
     if isinstance(data, dict) and data.get("kind") == KIND:
         raise errors.RecordError(
             f"{path} keeps a profile without the probes it came from (nvmeter 0.3 or earlier), which "
