@@ -14,15 +14,15 @@ _SAMPLES_MARGIN = 2.0
 _SAMPLES_FLOOR = 0.001
 
 
-def profile_from_report(report, base: BoardProfile | None = None) -> BoardProfile:
+def profile_from_report(report) -> BoardProfile:
     """The profile of the probed board (a :class:`~nvmeter.probes.report.ProbeReport`).
 
-    ``base``: the figures this report's probes did not measure (default: the family's); the
-    user cache passes the board's cached profile, so that a run of some probes only
-    (``--only``) does not reset what an earlier run measured.
+    What its probes did not measure comes from the family's defaults. The user cache keeps the
+    probes of earlier runs with a run's own (``nvmeter probe --only``), so a run of some probes
+    does not reset what an earlier run measured.
     """
     derived = report.derived()
-    profile = base or default_profile(report.board.name)
+    profile = default_profile(report.board.name)
     used = []
     for name, figures in _FIGURES.items():
         if name in derived:
@@ -31,9 +31,6 @@ def profile_from_report(report, base: BoardProfile | None = None) -> BoardProfil
                 profile = profile.with_(**changes)
                 used.append(name)
     source = f"probe {report.board.uuid} {report.finished_utc}: " + (", ".join(used) or "no telemetry probe")
-    if base is not None:  # name the earlier probe once, not the chain of every merge before it
-        earlier = base.source.split(" (", 1)[-1].rstrip(")") if base.source.endswith(")") else base.source
-        source += f"; the rest from {earlier.split('; the rest from')[0]}"
     return profile.with_(source=source)
 
 
