@@ -223,7 +223,7 @@ class WorkerProcess:
             if left <= 0:
                 self.kill()  # a hung child will not read an exit request: no point asking
                 raise errors.WorkerError(
-                    f"the worker did not answer {op!r} within {timeout_s:,.0f} s; it was killed"
+                    f"the worker did not answer {op!r} within {timeout_s:g} s; it was killed"
                 )
             try:
                 self._pump(min(left, 0.5))
