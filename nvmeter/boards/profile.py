@@ -314,21 +314,18 @@ def store_probe(record: dict, board: BoardIdentity) -> Path:
     return path
 
 
-def load_profile(
-    path: Path, board: BoardIdentity | None = None, kinds: tuple[str, ...] = (KIND, "probe")
-) -> BoardProfile:
+def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile:
     """A profile from a profile file or from the ``profile`` block of a probe file (verified).
 
     Args:
         path: A profile file (kind ``profile``) or a probe file.
         board: The board it must have been made on (None: any).
-        kinds: The kinds of file taken (the cache takes only probe records).
 
     Raises:
         RecordError: unreadable, of another kind or board, without a profile, or a probe file
             whose figures differ from its raw series (:func:`nvmeter.records.verify`).
     """
-    data = records.read_any(Path(path), kinds)
+    data = records.read_any(Path(path), (KIND, "probe"))
     block = data.get("profile")
     if not isinstance(block, dict) or not isinstance(data.get("board"), dict):
         raise errors.RecordError(
@@ -376,25 +373,39 @@ def cached_profile(board: BoardIdentity) -> BoardProfile | None:
     """The profile ``nvmeter probe`` keeps for ``board`` (None: none kept; a simulated board's never is).
 
     Raises:
-        RecordError: as :func:`load_profile`; a profile kept without its probes (nvmeter 0.3 and
-            earlier), which cannot be checked.
+        RecordError: as :func:`cached_report`.
     """
+    kept = _cached(board)
+    return None if kept is None else kept[1]
+
+
+def cached_report(board: BoardIdentity):
+    """The probe record ``nvmeter probe`` keeps for ``board``, as a verified ``ProbeReport`` (or None).
+
+    Its probes are checked against their raw series, as ``nvmeter show`` checks a probe file. The
+    profile stored in it is not compared: it was derived with the family's defaults of its day for
+    what its probes did not measure, and a change of the defaults (the Hopper ones changed four
+    times on the day they were set, this file's history) would refuse every record kept.
+
+    Raises:
+        RecordError: damaged, another board's, or a profile kept without its probes (nvmeter 0.3
+            and earlier), which cannot be checked.
+    """
+    kept = _cached(board)
+    return None if kept is None else kept[0]
+
+
+def _cached(board: BoardIdentity) -> tuple | None:
     path = cache_path(board)
     if path is None:
         return None
     stat = path.stat()
-    return _derived_profile(str(path), stat.st_size, stat.st_mtime_ns, board)
+    return _rebuilt(str(path), stat.st_size, stat.st_mtime_ns, board)
 
 
 @functools.lru_cache(maxsize=16)
-def _derived_profile(path: str, size: int, mtime_ns: int, board: BoardIdentity) -> BoardProfile:
-    """The profile of the cached probe record at ``path``, derived from its probes' raw series.
-
-    Not compared with the profile stored in it: that was derived with the family's defaults of its
-    day for what its probes did not measure, and a change of the defaults would refuse every cached
-    record (the defaults changed three times in two days). Derived once a process (per file
-    version): a full probe record takes ~0.6 s.
-    """
+def _rebuilt(path: str, size: int, mtime_ns: int, board: BoardIdentity) -> tuple:
+    """(report, profile) of the probe record at ``path``: once a process for each version of the file."""
     del size, mtime_ns  # the cache's key: a file changed since is read again
     data = records.parse_json(Path(path), "an nvmeter probe record", "probe")
     if isinstance(data, dict) and data.get("kind") == KIND:
@@ -404,5 +415,6 @@ def _derived_profile(path: str, size: int, mtime_ns: int, board: BoardIdentity) 
         )
     if isinstance(data, dict):
         data = {**data, "profile": None}  # derived again below, not compared
-    profile = records.load_verified("probe", Path(path), data, board=board).profile()
-    return profile.with_(source=f"{path} ({profile.source})")
+    report = records.load_verified("probe", Path(path), data, board=board)
+    profile = report.profile()
+    return report, profile.with_(source=f"{path} ({profile.source})")

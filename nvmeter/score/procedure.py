@@ -74,6 +74,11 @@ def run_path(out_dir: Path, run: int) -> Path:
     return Path(out_dir) / f"run-{run:03d}.json"
 
 
+def run_paths(out_dir: Path) -> list[Path]:
+    """The score records' paths in ``out_dir`` (``run-*.json``), by name."""
+    return sorted(Path(out_dir).glob("run-*.json"))
+
+
 def folder_runs(out_dir: Path) -> list[tuple[Path, dict]]:
     """The score records in ``out_dir`` (``run-*.json``), by run number.
 
@@ -82,7 +87,7 @@ def folder_runs(out_dir: Path) -> list[tuple[Path, dict]]:
 
     """
     found = []
-    for path in sorted(Path(out_dir).glob("run-*.json")):
+    for path in run_paths(out_dir):
         data = records.read_json(path, KIND)
         try:
             found.append((int(data["run"]), path, data))
