@@ -110,6 +110,11 @@ class Verdict:
     text: str
 
 
+def _mj(value: float) -> str:
+    """Millijoules as a line says them: grouped digits, or 3 significant ones past a billion J."""
+    return f"{value:,.1f}" if abs(value) < 1e12 else f"{value:.3g}"
+
+
 def judge(m, budget: Budget | None) -> Verdict:
     """Judge a Measurement's per-call figure (mJ above idle, with its bound) against a budget."""
     figure = f"{m.per_call_mj:,.1f} ± {m.per_call_mj_err:,.1f} mJ/call"
@@ -117,7 +122,7 @@ def judge(m, budget: Budget | None) -> Verdict:
         return Verdict("unreliable", f"energy {figure} is not reliable: {m.reason}")
     if budget is None:
         return Verdict("measured", f"energy {figure}")
-    limit = f"the budget of {budget.max_mj_per_call:,.1f} mJ/call"
+    limit = f"the budget of {_mj(budget.max_mj_per_call)} mJ/call"
     low, high = m.per_call_mj - m.per_call_mj_err, m.per_call_mj + m.per_call_mj_err
     if high <= budget.max_mj_per_call:
         return Verdict("pass", f"energy {figure} is within {limit}")

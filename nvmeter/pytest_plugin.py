@@ -191,6 +191,13 @@ def _budget(item) -> Budget | None:
     mark = item.get_closest_marker("energy")
     if mark is None:
         return None
+    # markers on the test itself: one budget (a class's or module's marker is overridden by design)
+    own = [m for m in getattr(item, "own_markers", ()) if m.name == "energy"]
+    if len(own) > 1:
+        budgets = ", ".join(str(m.kwargs.get("max_mj_per_call", "?")) for m in own)
+        pytest.fail(
+            f"{len(own)} energy markers on this test (budgets {budgets} mJ/call): keep one", pytrace=False
+        )
     try:
         return Budget.from_mark(mark)
     except errors.UsageError as exc:

@@ -87,6 +87,8 @@ def check_writable(path: Path, inputs: tuple = ()) -> Path:
         UsageError: the folder is missing or not writable, the path is a folder, or an input.
 
     """
+    if not str(path).strip():
+        raise errors.UsageError("the output path is empty; give a file name")
     path = _output_path(path)
     for option, given in inputs:
         if given is not None and Path(given).exists() and Path(given).resolve() == path.resolve():
@@ -106,8 +108,9 @@ def check_writable(path: Path, inputs: tuple = ()) -> Path:
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=folder)
         os.close(fd)
         os.unlink(probe)
-    except OSError as exc:
-        raise errors.UsageError(f"cannot write {path}: {exc.strerror}") from exc
+    except OSError as exc:  # /proc, /sys: the folder is there, but takes no new files
+        why = f"cannot write {path}: folder {folder} takes no new files ({exc.strerror}); give another path"
+        raise errors.UsageError(why) from exc
     return path
 
 

@@ -246,6 +246,14 @@ def test_a_figure_below_zero_by_more_than_its_bound_passes_no_budget(budget_run)
     assert judge(within, Budget(max_mj_per_call=40_000.0)).outcome == "pass"  # zero inside its bound
 
 
+def test_a_budget_past_a_billion_joules_is_said_in_three_digits_not_three_hundred():
+    window = SimpleNamespace(reliable=True, reason=None, per_call_mj=400.0, per_call_mj_err=5.0)
+    verdict = judge(window, Budget(max_mj_per_call=1e300))
+    assert verdict.outcome == "pass" and "the budget of 1e+300 mJ/call" in verdict.text
+    assert len(verdict.text) < 100
+    assert "40,000.0 mJ/call" in judge(window, Budget(max_mj_per_call=40_000.0)).text
+
+
 def test_show_reads_the_record_once(budget_run, monkeypatch):
     assert reads_by_show(budget_run[0], monkeypatch) == 1
 

@@ -351,6 +351,43 @@ def test_the_probe_names_the_help_lists_are_the_probes():
     assert tuple(probes.BY_NAME) == cli.PROBE_NAMES
 
 
+@pytest.mark.parametrize("command", [[], ["probe"], ["run"], ["score"], ["data"], ["data", "fetch"]])
+def test_help_shows_no_value_for_a_flag(command, capsys):
+    """A new user's reading: `-h <bool>` looked as if --help took a value."""
+    from nvmeter import cli
+
+    with pytest.raises(SystemExit):
+        cli.app([*command, "--help"], standalone_mode=True, prog_name="nvmeter")
+    text = capsys.readouterr().out
+    assert "--help" in text and "<bool>" not in text
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["probe", "--simulate", "--out", ""], "'--out' / '-o'"),
+        (["score", "mlp", "--simulate", "--json", " "], "'--json'"),
+        (["show", ""], "'record_file'"),
+        (["summarize", ""], "'paths'"),
+        (["run", "--simulate", "--json", "", "--", "true"], "'--json'"),
+    ],
+)
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(args, option):
+    line = one_line_error(nvmeter(*args), 2)
+    assert f"Invalid value for {option}: is empty; give a path" in line
+
+
+def test_an_output_in_a_folder_that_takes_no_files_says_so():
+    line = one_line_error(nvmeter("probe", "--simulate", "--quick", "--out", "/proc/version"), 2)
+    assert "cannot write /proc/version: folder /proc" in line  # not "No such file"
+    assert "takes no new files" in line or "is not writable" in line  # root, or not
+
+
+def test_run_refuses_a_given_idle_above_the_boards_power_limit(tmp_path):
+    line = one_line_error(nvmeter("run", "--simulate", "--idle", "1000", "--", "true", cwd=tmp_path), 2)
+    assert "idle 1,000.0 W is above" in line and "power limit (700 W)" in line
+
+
 @pytest.mark.parametrize("out", [".", "/", ".."])
 def test_probing_every_board_refuses_a_folder_as_out(out, capsys):
     from nvmeter import cli

@@ -221,7 +221,9 @@ def test_a_newer_version_another_kind_or_an_unlabelled_stranger_is_refused(tmp_p
 def test_an_earlier_version_lacking_a_field_of_that_version_is_a_damaged_record(tmp_path, kind, field):
     data = json.loads(COMMITTED[(kind, 1)].read_text())
     del data[field]
-    with pytest.raises(errors.RecordError, match=f"damaged {kind} record of version 1"):
+    with pytest.raises(
+        errors.RecordError, match=rf"damaged {kind} record \(schema_version 1\).*\(no field '{field}'\)"
+    ):
         records.read_json(_written(tmp_path, data), kind)
 
 
@@ -243,8 +245,16 @@ def test_the_cli_says_a_damaged_old_record_in_one_line(tmp_path):
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"nvmeter: {path}: damaged probe record of version 1 (KeyError: 'host')"
+        f"nvmeter: {path}: damaged probe record (schema_version 1): a field its version has is "
+        "missing or malformed (no field 'host'); edited, or cut short?"
     ]
+
+
+def test_a_record_relabelled_to_an_older_version_names_the_version_it_says(tmp_path):
+    data = json.loads(COMMITTED[("probe", 2)].read_text())
+    data["schema_version"] = 1  # a current record claiming to be a first-version one
+    with pytest.raises(errors.RecordError, match=r"\(schema_version 1\).*edited, or cut short\?"):
+        records.read_json(_written(tmp_path, data), "probe")
 
 
 def test_versions_must_be_numbered_in_order_with_an_upgrade_for_each():

@@ -197,6 +197,28 @@ def test_step(energy):
     result.stdout.fnmatch_lines(["*no window was metered through the energy fixture*"])
 
 
+def test_two_energy_markers_on_one_test_fail_it_naming_both_budgets(pytester):
+    """A breaker's trial: the second stacked marker was silently ignored."""
+    result = run(
+        pytester,
+        f"""
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 1.2}, calls=CALLS)
+@pytest.mark.energy(max_mj_per_call=1, calls=CALLS)
+def test_step(energy_board):
+    work(energy_board)
+
+
+@pytest.mark.energy(max_mj_per_call=1, calls=CALLS)
+class TestOverridden:
+    @pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 1.2}, calls=CALLS)
+    def test_step(self, energy_board):
+        work(energy_board)
+""",
+    )
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*2 energy markers on this test (budgets 1, * mJ/call): keep one*"])
+
+
 def test_a_markers_calls_beside_fixture_windows_fails_saying_where_calls_go(pytester):
     """A new user's trial: the marker's calls=10 was silently ignored, and the window read 'no calls'."""
     result = run(

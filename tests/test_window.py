@@ -182,6 +182,16 @@ def test_given_idle_must_be_sane():
         IdleBaseline.given(-3.0)
 
 
+def test_a_given_idle_above_the_boards_power_limit_is_refused_before_the_work(board):
+    with pytest.raises(errors.UsageError, match=r"idle 700.5 W is above .* power limit \(700 W\)"):
+        with EnergyWindow(board, sync="none", idle=700.5):
+            pytest.fail("the window opened")
+    with EnergyWindow(board, sync="none", idle=699.0) as w:  # drawable: refused only by what it drew
+        board.clock.sleep(0.2)
+        w.call()
+    assert not w.result.reliable
+
+
 def test_nested_windows_each_measure_their_own_block(board):
     with EnergyWindow(board, sync="none", idle=121.2) as outer:
         board.set_load(LOAD_W)

@@ -493,11 +493,12 @@ class SimulatedBoard:
     def _retarget(self, at_s: float | None = None) -> None:
         at_s = self.clock.now() if at_s is None else at_s
         self._advance(at_s)
-        self._pending.append((at_s + self.config.step_delay_s, self._idle_w(), self._load_w))
-        # by time alone: changes made at one instant apply in the order made (sorting the tuples
-        # put a closed context's lower idle before the load change made just before it, which
-        # then restored the open context's idle: the board idled at 121 W after the context closed)
-        self._pending.sort(key=lambda change: change[0])
+        change = (at_s + self.config.step_delay_s, self._idle_w(), self._load_w)
+        # by time alone, after its equals: changes made at one instant apply in the order made
+        # (sorting the tuples put a closed context's lower idle before the load change made just
+        # before it, which then restored the open context's idle: the board idled at 121 W after
+        # the context closed). Inserted, not re-sorted: 2 us calls keep thousands pending.
+        bisect.insort(self._pending, change, key=lambda c: c[0])
 
     def _set_level(self, at_s: float, idle_w: float, load_w: float) -> None:
         """The load change reaches the board: a pause long enough restarts overshoot and drift."""

@@ -23,7 +23,7 @@ from nvmeter.command.process import (
 )
 from nvmeter.command.record import BoardRun, CommandRun
 from nvmeter.descendants import marked, reap_orphans
-from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+from nvmeter.meter.baseline import IdleBaseline, drawable, measure_quiescent
 from nvmeter.meter.window import EnergyWindow
 
 # How often the wait loop looks at the child, s: the window may close up to this much
@@ -36,7 +36,7 @@ def _baseline(board: Board, idle) -> IdleBaseline:
     if isinstance(idle, str) and idle == "measure":
         return IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
     if isinstance(idle, (int, float)) and not isinstance(idle, bool):
-        return IdleBaseline.given(float(idle))
+        return drawable(IdleBaseline.given(float(idle)), board)
     return IdleBaseline.from_probe(Path(idle), board, level="no_context")
 
 

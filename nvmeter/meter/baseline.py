@@ -204,6 +204,25 @@ def context_level(board: Board) -> str:
     return "no_context" if getattr(board, "context_open", True) is False else "context"
 
 
+def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
+    """``idle`` if the board can draw it: a given idle above its power limit is refused.
+
+    Such an idle is a typo or another board's figure; subtracted, it leaves a figure below zero
+    that no window could call reliable, so it is refused before any work runs.
+
+    Raises:
+        UsageError: ``idle`` lies above the board's enforced power limit (where NVML gives one).
+    """
+    ident = board.identity()
+    limit_w = ident.power_limit_w
+    if math.isfinite(limit_w) and idle.power_w - idle.err_w > limit_w:
+        raise errors.UsageError(
+            f"idle {idle.power_w:,.1f} W is above {ident.name} {ident.uuid[:12]}'s power limit "
+            f"({limit_w:,.0f} W): give the idle of this board, in watts"
+        )
+    return idle
+
+
 def watts_in(text: str) -> float | None:
     """The watts ``text`` spells (``"121.3"``), or None where it spells no number (a path)."""
     try:

@@ -41,7 +41,7 @@ from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, BoardState, PowerSample
 from nvmeter.meter import fold
-from nvmeter.meter.baseline import IdleBaseline, context_level, measure_quiescent, watts_in
+from nvmeter.meter.baseline import IdleBaseline, context_level, drawable, measure_quiescent, watts_in
 from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import MAX_TAIL_S, Measurement
@@ -515,7 +515,7 @@ class EnergyWindow:
                 raise errors.UsageError(f"idle must have a finite power and bound >= 0, not {spec!r}")
             return spec
         if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-            return IdleBaseline.given(float(spec))
+            return drawable(IdleBaseline.given(float(spec)), self.board)
         if spec == "measure":
             return measure_quiescent(self.board)
         if isinstance(spec, str) and not Path(spec).exists() and watts_in(spec) is not None:
