@@ -183,9 +183,9 @@ def test_given_idle_must_be_sane():
 
 
 def test_a_given_idle_above_the_boards_power_limit_is_refused_before_the_work(board):
-    with pytest.raises(errors.UsageError, match=r"idle 700.5 W is above .* power limit \(700 W\)"):
-        with EnergyWindow(board, sync="none", idle=700.5):
-            pytest.fail("the window opened")
+    above = pytest.raises(errors.UsageError, match=r"idle 700.5 W is above .* power limit \(700 W\)")
+    with above, EnergyWindow(board, sync="none", idle=700.5):
+        pytest.fail("the window opened")
     with EnergyWindow(board, sync="none", idle=699.0) as w:  # drawable: refused only by what it drew
         board.clock.sleep(0.2)
         w.call()

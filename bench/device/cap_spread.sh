@@ -10,11 +10,13 @@
 #   rest:    the command's, the pytest plugin's and the monitor's gpu tests;
 #   lead10:  bf16 at the cap, warm 0.5 s windows inside references led by 10 s of calls (LEAD10_S
 #            of budget, default 120): does the +-1% target hold once the limiter has settled?
+#   fp32measure: FP32 4096^2 measure() runs against enclosing references (FP32M_S of budget, default
+#            150; MEASURE_RUNS of them): the H100s' one measure() cell under 95% (10 of 11).
 # Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [MEASURE_RUNS=4] [LEAD10_S=120]
 #   [STEPS="probe enclose gpu rest"] bash bench/device/cap_spread.sh
 #   (short of device time: STEPS="probe gpu enclose" runs the tests before the bench)
 # Writes $OUT/cap.tgz (cap/: board.txt, cap-probe.{json,log}, enclose.{json,log}, summary.md,
-# lead10.{json,log}, gpu-tests.log, cap-spread-probe.json).
+# lead10.{json,log}, fp32measure.{json,log}, gpu-tests.log, cap-spread-probe.json).
 set -u -o pipefail
 export PYTHONUNBUFFERED=1
 source bench/device/common.sh
@@ -51,6 +53,17 @@ step_lead10() {
   tail -2 "$W/lead10.log"
 }
 
+step_fp32measure() {
+  {
+    header 0
+    timeout $((${FP32M_S:-150} + 45)) python3 bench/window_accuracy.py run --kinds fp32 --only measure \
+      --enclose --no-zeus --quiet --budget-s "${FP32M_S:-150}" --measure-runs "${MEASURE_RUNS:-8}" \
+      --measure-target 0.02 --measure-max-s 8 --out "$W/fp32measure.json"
+    echo "run rc=$?"
+  } > "$W/fp32measure.log" 2>&1
+  tail -2 "$W/fp32measure.log"
+}
+
 step_gpu() { gpu_tests "$W/gpu-tests.log" 200 tests/test_gpu.py; }
 
 step_rest() {
@@ -61,7 +74,7 @@ step_rest() {
 
 STEPS=${STEPS:-probe enclose gpu rest}
 for step in $STEPS; do  # before the install: a typo costs no device time
-  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, gpu, rest)"; exit 2; }
+  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, gpu, rest)"; exit 2; }
 done
 install
 mkdir -p "$W"
