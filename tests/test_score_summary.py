@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from score_helpers import cli
@@ -55,6 +56,19 @@ def test_the_tables_are_the_records_figures(folder):
         "| method | run | board | ms/call | mJ/call above idle | window s | idle W | round trip mJ |"
         in stdout
     )
+
+
+def test_the_runs_range_shows_how_far_runs_differ_beside_the_medians_bound():
+    """A new user's trial: two runs 26% apart, and the only figure shown held neither."""
+    folder = Path(__file__).resolve().parents[1] / "results" / "score-h200" / "mlp_tf32"
+    (s,) = summary.summarize([r for _, r in summary.load_records([folder])])
+    low, high = s.mj_per_call_range
+    figures = sorted(r.energy.method.per_call_mj for r in s.metered)
+    assert len(figures) == 3 and (low, high) == (figures[0], figures[-1])
+    row = summary.method_rows([s])[0]
+    assert row[summary.METHOD_HEADER.index("mJ/call, runs' range")] == f"{low:,.0f} to {high:,.0f}"
+    (one,) = summary.summarize([s.metered[0]])
+    assert summary.method_rows([one])[0][summary.METHOD_HEADER.index("mJ/call, runs' range")] == "-"
 
 
 def test_json_and_plot(folder, tmp_path):

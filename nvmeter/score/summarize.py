@@ -153,6 +153,16 @@ class MethodSummary:
         return max(bounds) if bounds else math.nan
 
     @property
+    def mj_per_call_range(self) -> tuple[float, float]:
+        """The lowest and highest metered run's per-call energy above idle, mJ (nan, nan: none).
+
+        Runs are fresh processes and may really cost differently (a cold start, another seed):
+        the bound holds the median of the runs' own figures, and this shows how far they differ.
+        """
+        values = [r.energy.method.per_call_mj for r in self.metered]
+        return (min(values), max(values)) if values else (math.nan, math.nan)
+
+    @property
     def w_above_idle(self) -> float:
         """Median power above idle while the method runs, W."""
         return self._median(self.metered, lambda r: r.w_above_idle)
@@ -234,6 +244,15 @@ def _num(value: float, fmt: str) -> str:
     return "-" if value is None or not math.isfinite(value) else format(value, fmt)
 
 
+def _range(s: MethodSummary) -> str:
+    """The runs' per-call energies from lowest to highest ("-" under two metered runs)."""
+    if len(s.metered) < 2:
+        return "-"
+    low, high = s.mj_per_call_range
+    digits = 1 if abs(high) < 1000 else 0
+    return f"{low:,.{digits}f} to {high:,.{digits}f}"
+
+
 def method_rows(summaries: Sequence[MethodSummary]) -> list[list[str]]:
     """Rows of the per-method table (see :data:`METHOD_HEADER`)."""
     rows = []
@@ -249,6 +268,7 @@ def method_rows(summaries: Sequence[MethodSummary]) -> list[list[str]]:
                 _mj(s.mj_per_call, s.mj_per_call_err),
                 _num(s.w_above_idle, ",.1f"),
                 _pct(s.mnist_accuracy),
+                _range(s),
                 runs,
                 ", ".join(s.boards),
             ]
@@ -263,6 +283,7 @@ METHOD_HEADER = [
     "mJ/call above idle",
     "W above idle",
     "MNIST",
+    "mJ/call, runs' range",
     "runs",
     "board",
 ]
@@ -319,7 +340,8 @@ def to_markdown(summaries: Sequence[MethodSummary]) -> str:
     """Both tables, in markdown, with a line on what they are."""
     return (
         "Per method (medians over passing runs; mJ per call above idle, less the harness's round trip; "
-        "the bound is the largest run's):\n\n"
+        "the bound is the largest run's, and holds the median of the runs' own figures; the range is "
+        "how far the runs differ):\n\n"
         + markdown(METHOD_HEADER, method_rows(summaries))
         + "\n\nEvery run:\n\n"
         + markdown(RUN_HEADER, run_rows(summaries))
@@ -352,7 +374,7 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
-    """Energy per call against time per call, one point per method, bars for the bounds.
+    """Energy per call against time per call, one point per method, bars for the bounds, each run hollow.
 
     Written atomically; the format follows the suffix (.png, .svg, .pdf).
 
@@ -381,10 +403,17 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8.0, 4.4))
     markers = "osD^v<>ph*"
     for i, s in enumerate(points):  # names in a legend: labels beside close points overlap
-        ax.errorbar(
+        line = ax.errorbar(
             s.ms_per_call, s.mj_per_call, yerr=s.mj_per_call_err, fmt=markers[i % len(markers)],
             capsize=3, label=f"{s.name} (d{s.difficulty})",
         )  # fmt: skip
+        runs = [(r.ms_per_call, r.energy.method.per_call_mj) for r in s.metered]
+        runs = [(x, y) for x, y in runs if math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0]
+        if len(runs) > 1:  # each run, hollow: the bar is the median's bound, not the runs' spread
+            ax.scatter(
+                *zip(*runs, strict=True),
+                s=12, facecolors="none", edgecolors=line[0].get_color(), linewidths=0.8, alpha=0.7,
+            )  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("time per call, ms (median of runs)")
