@@ -87,7 +87,10 @@ class Budget:
         budget = records.number(d["max_mj_per_call"], f"{prefix}max_mj_per_call")
         if not budget > 0:
             raise records.BadField(f"{prefix}max_mj_per_call is {budget!r}, not a number > 0")
-        calls = records.integer(d["calls"], f"{prefix}calls", at_least=1)
+        from nvmeter.meter.window import MAX_CALLS  # here: the plugin loads without numpy
+
+        # the window's own limit, said as the marker's mistake before any window opens
+        calls = records.integer(d["calls"], f"{prefix}calls", at_least=1, at_most=MAX_CALLS)
         device = d["device"]
         if device is not None and (isinstance(device, bool) or not isinstance(device, (int, str))):
             raise records.BadField(

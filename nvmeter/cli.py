@@ -576,11 +576,14 @@ def show(
     (exit 2), named in one line.
     """
     kind, data = _parse_record(record_file)
-    elsewhere = {"score": "nvmeter summarize", "workloads": "python -m nvmeter.workloads.evaluate --table"}
-    if kind in elsewhere:  # records that another command reads
-        raise errors.UsageError(
-            f"{record_file} is a {kind} record: read it with `{elsewhere[kind]} {record_file}`"
-        )
+    elsewhere = {
+        "score": f"nvmeter summarize {record_file}",
+        "workloads": f"python -m nvmeter.workloads.evaluate --table {record_file}",
+        "job": f"python -c \"import nvmeter; print(nvmeter.JobMeasurement.load('{record_file}').table())\"",
+        "window-accuracy": f"python bench/window_accuracy.py analyze {record_file}",
+    }
+    if kind in elsewhere:  # records that another command (or the library, or the bench) reads
+        raise errors.UsageError(f"{record_file} is a {kind} record: read it with `{elsewhere[kind]}`")
     if kind in ("run", "pytest-energy"):
         # built whole and made printable first: an error leaves no half-printed record behind
         lines = [_printable(line) for line in _record_lines(record_file, kind, data)]
@@ -679,8 +682,8 @@ def run(
         str | None,
         typer.Option(
             "--idle",
-            help="The idle subtracted: a probe file of this board (its no-context idle) or watts. "
-            "Default: measured for 1 s just before the command starts.",
+            help="The idle subtracted: a probe file of this board (its no-context idle), watts (121.3 "
+            "or 121.3W), or measure (the default: measured for 1 s just before the command starts).",
         ),
     ] = None,
     simulate: Annotated[

@@ -228,8 +228,9 @@ def pytest_addoption(parser) -> None:
         "--energy-idle",
         metavar="FILE|W",
         default=None,
-        help="The idle subtracted: a probe file of the board, or watts (default: measured around "
-        "each window). Write it --energy-idle=FILE: pytest takes a path after a space into its rootdir.",
+        help="The idle subtracted: a probe file of the board, watts, or measure (the default: measured "
+        "around each window). Write it --energy-idle=FILE: pytest takes a path after a space into its "
+        "rootdir.",
     )
     group.addoption(
         "--energy-simulate", action="store_true", help="Meter the simulated board (no GPU needed)."

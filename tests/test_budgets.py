@@ -96,7 +96,8 @@ def test_load_budgets_rebuilds_each_window_its_budget_and_verdict(budget_run):
         ("max_mj_per_call", True, "max_mj_per_call is True, not a finite number"),
         ("max_mj_per_call", float("inf"), "max_mj_per_call is inf, not a finite number"),
         ("max_mj_per_call", 0, "max_mj_per_call is 0, not a number > 0"),
-        ("calls", 2.0, "calls is 2.0, not an integer >= 1"),
+        ("calls", 2.0, "calls is 2.0, not an integer from 1 to 1000000000000"),
+        ("calls", 10**13, "calls is 10000000000000, not an integer from 1 to 1000000000000"),
         ("device", 1.5, "device is 1.5, not a CUDA index"),
         ("device", False, "device is False, not a CUDA index"),
     ],
@@ -110,6 +111,14 @@ def test_a_marker_and_a_record_refuse_a_budget_alike(field, value, why):
         Budget.from_dict(given, "entries[0].budget")
     assert str(marker.value).startswith(f"energy marker: {why}")
     assert str(record.value).startswith(f"entries[0].budget.{why}")
+
+
+def test_the_plugin_loads_without_numpy():
+    """pytest loads it in every session (pytest11): a test run that meters nothing pays nothing."""
+    heavy = "('numpy', 'scipy', 'torch')"
+    code = f"import sys, nvmeter.pytest_plugin; print([m for m in {heavy} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_a_marker_without_a_budget_says_it_is_required():

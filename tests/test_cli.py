@@ -260,6 +260,23 @@ def test_show_points_score_and_workloads_records_to_their_readers():
     assert "is a score record: read it with `nvmeter summarize" in line
     line = one_line_error(nvmeter("show", "results/workloads-h200.json", cwd=root), 2)
     assert "evaluate --table results/workloads-h200.json" in line
+    line = one_line_error(nvmeter("show", "results/window-accuracy-v2/run1-a.json.gz", cwd=root), 2)
+    assert "read it with `python bench/window_accuracy.py analyze results/window-accuracy-v2/" in line
+
+
+def test_show_points_a_job_record_to_the_library(tmp_path):
+    """A new user saved w.result as docs/window.md shows, and show named no reader."""
+    from nvmeter import JobWindow, SimulatedBoard
+
+    board = SimulatedBoard()
+    with JobWindow(devices=[board], sync="none") as w:
+        board.set_load(200.0)
+        board.clock.sleep(0.5)
+        board.set_load(0.0)
+        w.call()
+    w.result.save(tmp_path / "job.json")
+    line = one_line_error(nvmeter("show", str(tmp_path / "job.json")), 2)
+    assert "is a job record: read it with `python -c" in line and "JobMeasurement.load(" in line
 
 
 def test_show_names_the_kind_of_a_record_it_does_not_read(tmp_path):

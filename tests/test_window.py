@@ -140,7 +140,7 @@ def test_idle_sources_are_named(board, tmp_path):
     assert report  # a probe file without an idle probe is refused below
     path = tmp_path / "probe.json"
     records.write_json(path, report.to_dict())
-    with pytest.raises(errors.RecordError, match="no idle probe"):
+    with pytest.raises(errors.RecordError, match=r"has no idle with a CUDA context \(its idle probe"):
         run_block(board, 0.3, idle=path)
     quiet, _ = run_block(board, 0.3)
     assert quiet.idle.source == "quiescent" and len(quiet.idle.spans) == 2
@@ -180,6 +180,26 @@ def test_a_probe_file_given_as_idle_is_the_boards_profile_too(board, tmp_path):
 def test_given_idle_must_be_sane():
     with pytest.raises(errors.UsageError):
         IdleBaseline.given(-3.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "spec"),
+    [("121.3", 121.3), (" 121.3 W", 121.3), ("121.3w", 121.3), ("measure", "measure"), (None, "measure")],
+)
+def test_an_idle_option_reads_watts_with_or_without_the_unit_and_measure_by_name(text, spec):
+    from nvmeter.meter.baseline import idle_spec
+
+    assert idle_spec(text) == spec
+
+
+@pytest.mark.parametrize(
+    ("text", "why"), [("١٢٣", "is neither"), ("nan", "idle power must be 0 to 5,000 W, not nan")]
+)
+def test_an_idle_option_refuses_other_scripts_digits_and_nan_by_name(text, why):
+    from nvmeter.meter.baseline import idle_spec
+
+    with pytest.raises(errors.UsageError, match=why):
+        idle_spec(text)
 
 
 def test_a_given_idle_above_the_boards_power_limit_is_refused_before_the_work(board):
@@ -407,6 +427,19 @@ def test_measure_says_its_progress_phase_by_phase_and_once_a_sub_window(board):
     assert run[-1].calls <= m.calls and "sub-windows" in str(run[-1]) and "target 2.00%" in str(run[-1])
     with pytest.raises(errors.UsageError, match="progress must be a callable"):
         measure(lambda: _block(board, 0.04), device=board, sync="none", progress="yes")
+    with pytest.raises(errors.UsageError, match=r"measure\(\) takes the call to meter, .* not 3"):
+        measure(3, device=board, sync="none")
+
+
+def test_a_windows_calls_summed_past_the_limit_are_refused(board):
+    """A breaker's trial: three w.call(4e11) made 1.2e12 calls, a figure that printed 0.0 ± 0.0."""
+    with EnergyWindow(board, sync="none", idle=121.2) as w:
+        w.call(10**12 - 1)
+        w.call(1)
+        with pytest.raises(
+            errors.UsageError, match=r"would make 1e\+12 calls in this window; at most 1e\+12"
+        ):
+            w.call(1)
 
 
 def test_measure_judges_its_target_with_the_idle_after_the_work_too():

@@ -162,9 +162,12 @@ def measure(
         reached by ``max_window_s``); its ``subwindow_mj`` and ``drift`` describe the spread.
 
     Raises:
-        UsageError: non-positive durations, a bad target, ``min_windows`` < 3, a bad ``settle``.
+        UsageError: ``fn`` not callable, non-positive durations, a bad target, ``min_windows`` < 3,
+            a bad ``settle``.
     """
     _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_windows, settle)
+    if not callable(fn):
+        raise errors.UsageError(f"measure() takes the call to meter, a function of no arguments, not {fn!r}")
     if not (isinstance(control, bool) or callable(control)):
         raise errors.UsageError(f"control must be True, False or a callable null call, not {control!r}")
     if progress is not None and not callable(progress):

@@ -79,10 +79,10 @@ class IdleBaseline:
         Raises:
             UsageError: a negative or non-finite power or error.
         """
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (power_w, err_w))
-        if not numbers or not (0 <= power_w <= sanity.MAX_BOARD_W and 0 <= err_w <= sanity.MAX_BOARD_W):
-            limits = f"0 to {sanity.MAX_BOARD_W:,.0f} W (and its error too)"
-            raise errors.UsageError(f"idle power must be {limits}, not {power_w!r} ± {err_w!r}")
+        for value, what in ((power_w, "idle power"), (err_w, "idle's error")):
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (number and 0 <= value <= sanity.MAX_BOARD_W):
+                raise errors.UsageError(f"{what} must be 0 to {sanity.MAX_BOARD_W:,.0f} W, not {value!r}")
         return cls(float(power_w), float(err_w), "given")
 
     @classmethod
@@ -116,8 +116,9 @@ class IdleBaseline:
             raw = data["probes"]["idle"]["raw"]["spans"][level]
         except (KeyError, TypeError) as exc:
             raise errors.RecordError(
-                f"{path} has no idle probe at level {level!r}: give a probe file with the idle probe "
-                "(a full `nvmeter probe`, or `--only idle`), the idle in watts, or idle='measure'"
+                f"{path} has no idle {LEVEL_WORDS.get(level, level)} (its idle probe did not run): give a "
+                "probe file with the idle probe (a full `nvmeter probe`, or `--only idle`), the idle in "
+                "watts, or 'measure' (the default: measured around the window)"
             ) from exc
         if uuid != board.identity().uuid:
             raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.identity().uuid}")
@@ -204,6 +205,14 @@ def context_level(board: Board) -> str:
     return "no_context" if getattr(board, "context_open", True) is False else "context"
 
 
+# A probe's idle levels in words, for messages
+LEVEL_WORDS = {
+    "no_context": "without a CUDA context",
+    "context": "with a CUDA context",
+    "frozen": "with the process frozen",
+}
+
+
 def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
     """``idle`` if the board can draw it: a given idle above its power limit is refused.
 
@@ -224,9 +233,17 @@ def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
 
 
 def watts_in(text: str) -> float | None:
-    """The watts ``text`` spells (``"121.3"``), or None where it spells no number (a path)."""
+    """The watts ``text`` spells (``"121.3"``, ``"121.3 W"``), or None where it spells no number (a path).
+
+    ASCII digits only: Python's float() reads other scripts' digits too (``"١٢٣"`` is 123.0), which
+    nobody types for an idle on purpose.
+    """
+    number = text.strip()
+    number = number[:-1].rstrip() if number[-1:] in ("W", "w") else number
+    if not number.isascii():
+        return None
     try:
-        return float(text)
+        return float(number)
     except ValueError:
         return None
 
@@ -237,7 +254,7 @@ def idle_spec(text: str | None) -> str | Path | float:
     Raises:
         UsageError: watts out of range, or no file at the path (said before any work starts).
     """
-    if text is None:
+    if text is None or text.strip() == "measure":
         return "measure"
     power_w = watts_in(text)
     if power_w is None:

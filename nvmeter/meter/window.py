@@ -259,10 +259,17 @@ class EnergyWindow:
         """Declare ``n`` more calls; reads the sample buffer when its interval has passed.
 
         Raises:
-            UsageError: outside the ``with`` block, or ``n`` not a whole number >= 1.
+            UsageError: outside the ``with`` block, ``n`` not a whole number >= 1, or the
+                window's calls past :data:`MAX_CALLS` in all.
         """
         self._require_open("w.call()")
-        self._counted += whole_calls(n)
+        n = whole_calls(n)
+        if self._counted + n > MAX_CALLS:  # the limit is the window's, not one call()'s
+            raise errors.UsageError(
+                f"w.call({n}) would make {self._counted + n:.3g} calls in this window; "
+                f"at most {MAX_CALLS:.0e}"
+            )
+        self._counted += n
         self._mark_call(n)
         self.tick()
 
