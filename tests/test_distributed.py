@@ -183,3 +183,19 @@ def test_the_gather_is_timed(worlds):
         assert set(timing) == {"exit_barrier_s", "exit_skew_s", "gather_s"}
         assert 0 < timing["gather_s"] < 5  # seconds; the H200 figure is in docs/window.md
         assert result(r).gather_s == pytest.approx(timing["gather_s"])
+
+
+def test_ranks_that_opened_one_simulated_uuid_are_warned_that_it_is_metered_once():
+    """A new user's two ranks, each with its own SimulatedBoard(), read as one board without a word."""
+    from nvmeter import SimulatedBoard
+    from nvmeter.boards.simulated import SimConfig
+    from nvmeter.meter.distributed import shared_simulated
+
+    board = SimulatedBoard()
+    uuid = board.identity().uuid
+    (line,) = shared_simulated([board], "vm", {("vm", uuid): (0, 1)})
+    assert f"ranks 0, 1 each opened a simulated board {uuid}: metered once, by rank 0" in line
+    assert "SimConfig(uuid=...)" in line
+    assert shared_simulated([board], "vm", {("vm", uuid): (0,)}) == []
+    other = SimulatedBoard(SimConfig(uuid="GPU-5157a7ed-0000-4000-8000-000000000001"))
+    assert shared_simulated([other], "vm", {("vm", uuid): (0, 1)}) == []
