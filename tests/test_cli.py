@@ -60,7 +60,11 @@ def test_check_on_a_board_without_a_band_reports_and_is_not_a_pass(probe_file, t
 def test_check_fails_outside_a_forced_band(probe_file):
     result = nvmeter("check", "--probe", str(probe_file), "--band", "A100")
     assert result.returncode == 1
-    assert "outside the band" in result.stderr
+    data = json.loads(probe_file.read_text())["probes"]["reference"]["derived"]["constant"]
+    assert (  # which figure, and where (a new user's FAIL had named neither)
+        f"outside the band A100: 6-11 J/TFLOP, 15-23 TFLOP/s: {data['j_per_tflop']:.2f} J/TFLOP is below it, "
+        f"{data['tflops']:.1f} TFLOP/s is above it"
+    ) in result.stderr
 
 
 def one_line_error(result, code):

@@ -746,3 +746,15 @@ def test_a_signal_during_nvmeter_s_kill_does_not_continue_the_group_it_looks_at(
         run_command([PY, "-c", script], [board], life=FailsOnceNoted(board, pids / "child"))
     assert states == ["T"], f"the command's group ran during the look: {states}"
     assert reaches(noted(pids, "child"), GONE)
+
+
+def test_a_folder_as_the_command_is_exit_126_named_a_folder(tmp_path):
+    """A new user's `nvmeter run -- ./docs` read 'not executable'; a shell says 'Is a directory'."""
+    proc = subprocess.run(
+        [PY, "-m", "nvmeter", "run", "--simulate", "--", f"{tmp_path}/"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 126 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "is a folder, not a program" in proc.stderr

@@ -44,7 +44,9 @@ def resolve_command(argv: Sequence[str]) -> str:
         if not path.exists():
             dangling = " (a symbolic link to nothing, or a loop of links)" if path.is_symlink() else ""
             raise errors.CommandNotFound(f"command not found: {name}{dangling}")
-        if path.is_dir() or not os.access(path, os.X_OK):
+        if path.is_dir():  # a shell says 126 too ("Is a directory")
+            raise errors.CommandNotExecutable(f"{name} is a folder, not a program")
+        if not os.access(path, os.X_OK):
             raise errors.CommandNotExecutable(f"{name} is not executable")
         return name
     found = shutil.which(name)
