@@ -9,6 +9,8 @@ plugin stays light, and a record reads where pytest is not installed (it is no d
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -268,6 +270,7 @@ def load_budgets(
             or a stored figure or verdict that differs from its recomputation.
     """
     data = records.read_json(path, KIND, parsed)
+    _refuse_copies(path, data)
     with records.building(path, KIND):
         record = BudgetRecord.from_dict(data, on_entry)
         checks = [
@@ -277,6 +280,29 @@ def load_budgets(
         ]
     verify.check(path, checks)
     return record
+
+
+def _refuse_copies(path: Path, data: dict) -> None:
+    """A window that repeats another's readings exactly was copied: two windows never read one counter alike.
+
+    An adversarial review copied one passing window over another, and ``show`` counted two passes.
+
+    Raises:
+        RecordError: naming both windows.
+    """
+    seen: dict[str, int] = {}
+    entries = data.get("entries")
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        window = entry.get("window") if isinstance(entry, dict) else None
+        if not isinstance(window, dict) or not window.get("start"):
+            continue  # a malformed entry is the rebuild's to name
+        key = hashlib.sha256(json.dumps(window.get("start"), sort_keys=True).encode()).hexdigest()
+        if key in seen:
+            raise errors.RecordError(
+                f"{path}: entries[{i}]'s window repeats entries[{seen[key]}]'s counter reads exactly: "
+                "a window copied, not measured (an altered record)"
+            )
+        seen[key] = i
 
 
 def _checks(stored: dict, entry: Entry, where: str) -> list[tuple[str, object, object]]:

@@ -156,6 +156,17 @@ def _changed(tmp_path, path, change):
     return bad
 
 
+def test_a_window_copied_over_another_is_an_altered_record(tmp_path, budget_run):
+    """An adversarial review copied a passing window over another: show counted two passes."""
+
+    def copy(d):
+        d["entries"][1] = d["entries"][0]
+
+    path = _changed(tmp_path, budget_run[0], copy)
+    line = one_line_error(nvmeter("show", path), 2)
+    assert "entries[1]'s window repeats entries[0]'s counter reads exactly: a window copied" in line
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [
@@ -167,7 +178,7 @@ def _changed(tmp_path, path, change):
         ),
         (
             set_at("entries", 1, "budget", "calls", 0),
-            r"entries\[1\]\.budget\.calls is 0, not an integer >= 1",
+            r"entries\[1\]\.budget\.calls is 0, not an integer from 1 to 1000000000000",
         ),
         (set_at("entries", 0, "budget", "device", [0]), r"budget\.device is \[0\], not a CUDA index"),
         (lambda d: d["entries"][0].pop("budget"), "lacks 'budget'"),
