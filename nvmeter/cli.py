@@ -370,7 +370,7 @@ def _device(spec: str | None) -> int | str | None:
         raise errors.UsageError(
             "--device all is for nvmeter probe; here give one board (a CUDA index or a GPU-… UUID)"
         )
-    if spec.isdigit():
+    if spec.isascii() and spec.isdigit():  # str.isdigit takes other scripts' digits ('٠') too
         return int(spec)
     if spec.startswith(("GPU-", "MIG-")) and len(spec) > 4:
         return spec

@@ -80,6 +80,8 @@ def test_show_counts_the_verdicts_then_gives_each_window_as_pytest_did(budget_ru
     assert "-> FAIL: energy" in lines[2] and "exceeds the budget of 20,000.0 mJ/call" in lines[2]
     assert "NOT RELIABLE: no calls were declared" in lines[3] and "-> UNRELIABLE" in lines[3]
     assert "-> MEASURED: energy" in lines[4]
+    # no calls: the window's whole energy is said, not only nan a call (a new user's trial)
+    assert re.search(r": [\d,.]+ ± [\d,.]+ J above idle in all, no calls declared \(0 calls", lines[3])
 
 
 def test_load_budgets_rebuilds_each_window_its_budget_and_verdict(budget_run):

@@ -75,7 +75,7 @@ def one_line_error(result, code):
     return lines[0]
 
 
-@pytest.mark.parametrize("spec", ["abc", "-1", "GPU-", "1.5"])
+@pytest.mark.parametrize("spec", ["abc", "-1", "GPU-", "1.5", "٠", "+0"])
 def test_malformed_device_is_one_line(spec, tmp_path):
     out = tmp_path / "p.json"
     line = one_line_error(nvmeter("probe", "--simulate", "--device", spec, "--out", str(out)), 2)

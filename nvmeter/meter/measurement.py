@@ -882,8 +882,13 @@ class Measurement:
         return self.reason is None
 
     def __repr__(self) -> str:
-        text = (
+        # with no calls the per-call figure is nan: the window's whole energy is still worth saying
+        figure = (
             f"{self.per_call_mj:,.1f} ± {self.per_call_mj_err:,.1f} mJ/call above idle "
+            if self.calls
+            else f"{self.above_idle_j:,.1f} ± {self.err_j:,.1f} J above idle in all, no calls declared "
+        )
+        text = figure + (
             f"({self.calls} call{'' if self.calls == 1 else 's'}, {self.window_s:.2f} s, {self.device.short}"
         )
         if self.method != "aligned":
