@@ -428,7 +428,7 @@ def test_a_probe_files_profile_block_is_checked_against_its_raw_series(tmp_path,
             "1e\\+308, not an energy counter",
         ),
         (set_at("energy", "method", "window", "calls", "1"), "malformed Measurement"),
-        (set_at("config", "window_s", 0), "window-s must be"),  # its setting's own check
+        (set_at("config", "window_s", 0), r"window_s \(--window-s\) must be"),  # its setting's own check
         (set_at("energy", "method", "block", "ms", 0, -5.0), r"energy\.method\.block\.ms\[0\] is -5\.0"),
         (set_at("energy", "method", "window", "schema_version", True), "schema_version True"),
         # times that cannot be the record's own, and a board no NVML names

@@ -293,7 +293,7 @@ def cli_here(*args, data_root):
         (["score", f"{METHODS}:tiny"], "--difficulty is required"),
         (["score", f"{METHODS}:tiny", "-n", "7"], "difficulty 7 is not one of"),
         (["score", "no_such_method", "-n", "1"], "unknown method 'no_such_method'"),
-        (["score", "graph_mlp", "--window-s", "0"], "window-s must be a number > 0"),
+        (["score", "graph_mlp", "--window-s", "0"], "window_s (--window-s) must be a number > 0"),
         (["score", "graph_mlp", "--runs", "0"], "--runs must be a whole number >= 1"),
         (["score", "graph_mlp", "--seed", "-5"], "--seed must be a whole number >= 0"),
         (["summarize", "/nonexistent/folder"], "no such folder or file"),

@@ -233,13 +233,13 @@ def test_a_record_is_never_overwritten(tmp_path):
 @pytest.mark.parametrize(
     ("args", "match"),
     [
-        (["--window-s", "1e300"], "window-s must be a number > 0 and at most 600 s"),
-        (["--idle-s", "1e6"], "idle-s must be a number > 0 and at most 600 s"),
-        (["--control-s", "inf"], "control-s must be a number > 0 and at most 600 s"),
-        (["--settle-s", "1e4"], "idle-settle-s must be a number >= 0 and at most 600 s"),
-        (["--window-warmup-s", "601"], "window-warmup-s must be a number >= 0 and at most 600 s"),
-        (["--call-timeout-s", "1e9"], "call-timeout-s must be a number > 0 and at most 86400 s"),
-        (["--min-calls", "100000"], "min-calls must be a whole number 1-1,000"),
+        (["--window-s", "1e300"], "window_s (--window-s) must be a number > 0 and at most 600 s"),
+        (["--idle-s", "1e6"], "idle_s (--idle-s) must be a number > 0 and at most 600 s"),
+        (["--control-s", "inf"], "control_s (--control-s) must be a number > 0 and at most 600 s"),
+        (["--settle-s", "1e4"], "idle_settle_s (--settle-s) must be a number >= 0 and at most 600 s"),
+        (["--window-warmup-s", "601"], "(--window-warmup-s) must be a number >= 0 and at most 600 s"),
+        (["--call-timeout-s", "1e9"], "(--call-timeout-s) must be a number > 0 and at most 86400 s"),
+        (["--min-calls", "100000"], "min_calls (--min-calls) must be a whole number 1-1,000"),
         (["--runs", "5000"], "--runs must be a whole number >= 1 and at most 1,000"),
     ],
 )

@@ -84,12 +84,20 @@ MAX_WINDOW_DRAWS = 64
 MAX_RUNS = 1_000
 
 
+# nvmeter score's option for a setting, where it is not the setting's name with dashes
+_OPTIONS = {"idle_settle_s": "--settle-s"}
+
+
 def _require(obj, names: tuple[str, ...], ok, what: str) -> None:
-    """Raise UsageError naming the first of ``obj``'s attributes ``names`` that is not ``ok``."""
+    """Raise UsageError naming the first of ``obj``'s attributes ``names`` that is not ``ok``.
+
+    The message names the setting as Python and as ``nvmeter score`` spell it: it is said to both.
+    """
     for name in names:
         value = getattr(obj, name)
         if not ok(value):
-            raise errors.UsageError(f"{name.replace('_', '-')} must be {what}, not {value!r}")
+            option = _OPTIONS.get(name, "--" + name.replace("_", "-"))
+            raise errors.UsageError(f"{name} ({option}) must be {what}, not {value!r}")
 
 
 @dataclass(frozen=True)
