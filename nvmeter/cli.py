@@ -567,6 +567,7 @@ def show(
             help="A probe record (nvmeter probe), a run record (nvmeter run --json) or an energy-budget "
             "record (pytest --energy-json).",
             parser=_path,
+            metavar="RECORD",
         ),
     ],
 ) -> None:
@@ -909,7 +910,10 @@ def _folder_name(name: str, level: int) -> Path:
 @_guarded
 def score(
     method: Annotated[
-        str, typer.Argument(help="FILE.py:FUNCTION, or a registered method (graph_mlp, mlp_tf32, …).")
+        str,
+        typer.Argument(
+            help="FILE.py:FUNCTION, or a registered method (graph_mlp, mlp_tf32, …).", metavar="METHOD"
+        ),
     ],
     difficulty: Annotated[
         int | None,
@@ -1088,7 +1092,8 @@ def _removed_if_left_empty(folder: Path):
 @_guarded
 def summarize(
     paths: Annotated[
-        list[Path], typer.Argument(help="Folders of score records (or record files).", parser=_path)
+        list[Path],
+        typer.Argument(help="Folders of score records (or record files).", parser=_path, metavar="PATH"),
     ],
     fmt: Annotated[str, typer.Option("--format", help="md (two markdown tables) or json.")] = "md",
     plot_path: Annotated[
@@ -1146,7 +1151,8 @@ app.add_typer(data_app, name="data")
 @_guarded
 def data_fetch(
     names: Annotated[
-        list[str] | None, typer.Argument(help="mnist, fashion, kmnist (default: mnist and fashion).")
+        list[str] | None,
+        typer.Argument(help="mnist, fashion, kmnist (default: mnist and fashion).", metavar="NAME"),
     ] = None,
     from_dir: Annotated[
         Path | None,

@@ -319,7 +319,7 @@ def test_a_reader_that_goes_away_ends_show_quietly(probe_file):
             "No such option: --bogus (Possible options: --out) (see 'nvmeter probe --help')",
         ),
         (("score", "--runs", "1e3", "x"), "Invalid value for '--runs'"),
-        (("score",), "Missing argument 'method' (see 'nvmeter score --help')"),
+        (("score",), "Missing argument 'METHOD' (see 'nvmeter score --help')"),
     ],
 )
 def test_an_argument_the_parser_refuses_is_one_line_and_exit_2(args, says):
@@ -388,8 +388,8 @@ def test_help_shows_no_value_for_a_flag(command, capsys):
     [
         (["probe", "--simulate", "--out", ""], "'--out' / '-o'"),
         (["score", "mlp", "--simulate", "--json", " "], "'--json'"),
-        (["show", ""], "'record_file'"),
-        (["summarize", ""], "'paths'"),
+        (["show", ""], "'RECORD'"),
+        (["summarize", ""], "'PATH'"),
         (["run", "--simulate", "--json", "", "--", "true"], "'--json'"),
     ],
 )
