@@ -283,9 +283,12 @@ def load_budgets(
 
 
 def _refuse_copies(path: Path, data: dict) -> None:
-    """A window that repeats another's readings exactly was copied: two windows never read one counter alike.
+    """A window that repeats another's readings exactly was copied: no two windows read alike.
 
-    An adversarial review copied one passing window over another, and ``show`` counted two passes.
+    The readings are the whole raw window (its edges' counter reads, its samples, the work's
+    times on the board's clock), so windows of ``method="samples"``, which read no counter, are
+    told apart by their samples and times. An adversarial review copied one passing window over
+    another, and ``show`` counted two passes.
 
     Raises:
         RecordError: naming both windows.
@@ -294,12 +297,13 @@ def _refuse_copies(path: Path, data: dict) -> None:
     entries = data.get("entries")
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         window = entry.get("window") if isinstance(entry, dict) else None
-        if not isinstance(window, dict) or not window.get("start"):
+        if not isinstance(window, dict):
             continue  # a malformed entry is the rebuild's to name
-        key = hashlib.sha256(json.dumps(window.get("start"), sort_keys=True).encode()).hexdigest()
+        raw = {k: v for k, v in window.items() if k != "derived"}
+        key = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()
         if key in seen:
             raise errors.RecordError(
-                f"{path}: entries[{i}]'s window repeats entries[{seen[key]}]'s counter reads exactly: "
+                f"{path}: entries[{i}]'s window repeats entries[{seen[key]}]'s readings exactly: "
                 "a window copied, not measured (an altered record)"
             )
         seen[key] = i

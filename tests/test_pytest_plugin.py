@@ -136,6 +136,25 @@ def test_two_blocks(energy):
     assert data["entries"][1]["window"]["derived"]["per_call_mj"] == pytest.approx(30_000, rel=0.05)
 
 
+def test_two_windows_that_read_no_counter_are_two_windows_not_a_copy(pytester, tmp_path):
+    """A review: windows of method="samples" read no counter, and the copy check took them for one."""
+    out = tmp_path / "energy.json"
+    body = """
+def test_a(energy):
+    with energy(calls=CALLS, method="samples"):
+        work(energy.board(), 1.0)
+
+
+def test_b(energy):
+    with energy(calls=CALLS, method="samples"):
+        work(energy.board(), 1.0)
+"""
+    run(pytester, body, f"--energy-json={out}").assert_outcomes(passed=2)
+    from nvmeter.budgets import load_budgets
+
+    assert len(load_budgets(out).entries) == 2
+
+
 def test_an_interrupted_session_s_record_says_it_holds_only_the_windows_before(pytester, tmp_path):
     """A Ctrl-C wrote a record of the windows so far, with nothing to say that later tests were cut."""
     from nvmeter.budgets import INTERRUPTED_LINE, load_budgets

@@ -453,3 +453,26 @@ def test_a_ctrl_c_as_a_finished_runs_worker_closes_keeps_its_record(
     assert record.status != "error" and record.energy is not None
     assert "interrupted after its record was written" in (tmp_path / "out" / "score.log").read_text()
     assert not my_workers()
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "window_s", "control_s", "idle_s", "idle_settle_s", "window_warmup_s", "call_timeout_s",
+        "window_ms_tolerance", "min_calls", "mnist_draws", "window_draws", "holdout_draws", "warmup_calls",
+    ],
+)  # fmt: skip
+def test_a_settings_error_names_the_option_nvmeter_score_has(setting):
+    """A review found `warmup_calls (--warmup-calls)`: the option is --warmups."""
+    import re
+
+    import typer.main
+
+    from nvmeter import cli, errors
+    from nvmeter.score.config import ScoreConfig
+
+    with pytest.raises(errors.UsageError) as refused:
+        ScoreConfig(**{setting: -1})
+    option = re.search(r"^" + setting + r" \((--[a-z-]+)\) must be", str(refused.value)).group(1)
+    score = typer.main.get_command(cli.app).commands["score"]
+    assert option in {name for p in score.params for name in p.opts}

@@ -523,3 +523,19 @@ def test_measure_synchronises_before_it_measures_the_idle(board):
     m = measure(call, device=board, sync=lambda: board.set_load(0.0), control=False)
     assert not m.idle.busy and m.reliable, m.reason
     assert m.per_call_mj == pytest.approx(LOAD_W * 0.04 * 1e3, rel=0.02)
+
+
+@pytest.mark.parametrize("method", ["samples", "plain", "aligned"])
+def test_a_window_of_every_method_reads_back_from_its_record(board, method):
+    """A review found that a method="samples" window, which reads no counter, could not be read back."""
+    from nvmeter.meter import sanity
+    from nvmeter.meter.measurement import Measurement
+
+    with EnergyWindow(board, sync="none", method=method, calls=1) as w:
+        board.set_load(LOAD_W)
+        board.clock.sleep(0.5)
+        board.set_load(0.0)
+    stored = w.result.to_dict()
+    assert list(sanity.faults(stored)) == []
+    again = Measurement.from_dict(stored)
+    assert again.derived() == w.result.derived()

@@ -85,7 +85,7 @@ MAX_RUNS = 1_000
 
 
 # nvmeter score's option for a setting, where it is not the setting's name with dashes
-_OPTIONS = {"idle_settle_s": "--settle-s"}
+_OPTIONS = {"idle_settle_s": "--settle-s", "warmup_calls": "--warmups"}
 
 
 def _require(obj, names: tuple[str, ...], ok, what: str) -> None:
