@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from nvmeter import errors, records, verify
+from nvmeter.meter.sanity import MAX_CALLS
 from nvmeter.provenance import Provenance
 
 KIND = "pytest-energy"
@@ -89,8 +90,6 @@ class Budget:
         budget = records.number(d["max_mj_per_call"], f"{prefix}max_mj_per_call")
         if not budget > 0:
             raise records.BadField(f"{prefix}max_mj_per_call is {budget!r}, not a number > 0")
-        from nvmeter.meter.window import MAX_CALLS  # here: the plugin loads without numpy
-
         # the window's own limit, said as the marker's mistake before any window opens
         calls = records.integer(d["calls"], f"{prefix}calls", at_least=1, at_most=MAX_CALLS)
         device = d["device"]

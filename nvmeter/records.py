@@ -438,7 +438,7 @@ def integer(
     high = at_most is not None and isinstance(value, int) and value > at_most
     if isinstance(value, bool) or not isinstance(value, int) or low or high:
         if at_least is not None and at_most is not None:
-            need = f"an integer from {at_least} to {at_most}"
+            need = f"an integer from {at_least:,} to {at_most:,}"
         else:
             need = "an integer" + (f" >= {at_least}" if at_least is not None else "")
             need += f" <= {at_most}" if at_most is not None else ""

@@ -641,7 +641,7 @@ def test_a_run_record_whose_wall_time_is_shorter_than_its_window_is_refused(tmp_
             set_at("session_status", 2**64),
             "session_status is 18446744073709551616, not an integer",
         ),
-        ("score", set_at("run", 2**64), "run is 18446744073709551616, not an integer from 1 to 1000000"),
+        ("score", set_at("run", 2**64), "run is 18446744073709551616, not an integer from 1 to 1,000,000"),
     ],
 )
 def test_integers_past_any_real_one_are_refused(tmp_path, score_data, record, change, why):

@@ -272,7 +272,10 @@ def test_step(energy_board):
     ("mark", "words"),
     [
         ("max_mj_per_call=-1", "energy marker: max_mj_per_call is -1, not a number > 0"),
-        ("max_mj_per_call=5, calls=0", "energy marker: calls is 0, not an integer from 1 to 1000000000000"),
+        (
+            "max_mj_per_call=5, calls=0",
+            "energy marker: calls is 0, not an integer from 1 to 1,000,000,000,000",
+        ),
         ("max_mj_per_call=5, device=[0]", "energy marker: device is [[]0[]], not a CUDA index*"),
         ("max_mj=5", "unknown key(s)*max_mj*"),
     ],

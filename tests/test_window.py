@@ -212,6 +212,18 @@ def test_a_given_idle_above_the_boards_power_limit_is_refused_before_the_work(bo
     assert not w.result.reliable
 
 
+@pytest.mark.parametrize("limit_w", [math.nan, 0.0, None, 1e9])
+def test_a_board_without_a_real_power_limit_refuses_no_idle(limit_w):
+    """A review: a 0 W limit refused every idle, and None raised a TypeError."""
+    from types import SimpleNamespace
+
+    from nvmeter.meter.baseline import drawable
+
+    ident = SimpleNamespace(power_limit_w=limit_w, name="NVIDIA T4", uuid="GPU-00000000-0000")
+    idle = IdleBaseline.given(80.0)
+    assert drawable(idle, SimpleNamespace(identity=lambda: ident)) is idle
+
+
 def test_nested_windows_each_measure_their_own_block(board):
     with EnergyWindow(board, sync="none", idle=121.2) as outer:
         board.set_load(LOAD_W)
@@ -404,6 +416,8 @@ def test_idle_watts_given_as_text_are_refused_saying_so(board):
     """A new user's trial: idle="121.3" read as a missing probe file ('no such file')."""
     with pytest.raises(errors.UsageError, match=r"'121.3' is text: give watts as a number \(idle=121.3\)"):
         EnergyWindow(board, idle="121.3", sync="none").__enter__()
+    with pytest.raises(errors.UsageError, match=r"'121.3W' is text: give watts as a number \(idle=121.3\)"):
+        EnergyWindow(board, idle="121.3W", sync="none").__enter__()
 
 
 def test_result_read_inside_the_block_is_refused_not_none(board):
@@ -437,7 +451,8 @@ def test_a_windows_calls_summed_past_the_limit_are_refused(board):
         w.call(10**12 - 1)
         w.call(1)
         with pytest.raises(
-            errors.UsageError, match=r"would make 1e\+12 calls in this window; at most 1e\+12"
+            errors.UsageError,
+            match=r"w.call\(1\) would make 1,000,000,000,001 calls in this window; at most 1,000,000,000,000",
         ):
             w.call(1)
 

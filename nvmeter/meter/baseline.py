@@ -220,11 +220,12 @@ def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
     that no window could call reliable, so it is refused before any work runs.
 
     Raises:
-        UsageError: ``idle`` lies above the board's enforced power limit (where NVML gives one).
+        UsageError: ``idle`` lies above the board's enforced power limit, by more than its bound
+            (where NVML gives a limit that can be real: :func:`nvmeter.meter.sanity.known_limit_w`).
     """
     ident = board.identity()
-    limit_w = ident.power_limit_w
-    if math.isfinite(limit_w) and idle.power_w - idle.err_w > limit_w:
+    limit_w = sanity.known_limit_w(ident)
+    if limit_w is not None and idle.power_w - idle.err_w > limit_w:
         raise errors.UsageError(
             f"idle {idle.power_w:,.1f} W is above {ident.name} {ident.uuid[:12]}'s power limit "
             f"({limit_w:,.0f} W): give the idle of this board, in watts"

@@ -1170,10 +1170,8 @@ PLAUSIBLE_LIMIT_SHARE = 2.0
 
 def plausible_w(device: BoardIdentity) -> float:
     """The most power a window on ``device`` can read, W: twice its limit, or MAX_BOARD_W if unknown."""
-    limit = device.power_limit_w
-    most = sanity.MAX_BOARD_W
-    known = isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 < limit < most
-    return PLAUSIBLE_LIMIT_SHARE * limit if known else most
+    limit = sanity.known_limit_w(device)
+    return sanity.MAX_BOARD_W if limit is None else PLAUSIBLE_LIMIT_SHARE * limit
 
 
 def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str) -> str | None:

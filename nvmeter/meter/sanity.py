@@ -18,6 +18,10 @@ import itertools
 import math
 from collections.abc import Iterator
 
+# No window holds more calls: 10^12 calls of 1 us would be 11 days (and a per-call figure of so
+# many would round to nothing). Here, in a module that loads without numpy: budgets read it too.
+MAX_CALLS = 10**12
+
 _SERIES = {"t0_s", "t1_s", "energy_mj"}
 _SPAN = {"start", "end", "samples"}
 _SAMPLES = {"t_s", "power_w"}
@@ -118,6 +122,17 @@ def _instant_fault(d: dict) -> str | None:
 
 _CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, samples_fault))
 _CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault), ({"instant_w"}, _instant_fault))
+
+
+def known_limit_w(device) -> float | None:
+    """``device``'s enforced power limit, W, where NVML gave one that can be real (None: unknown).
+
+    A board without power telemetry reports none (nan); a limit of 0 W or above any board's
+    draw is a reading, not a limit.
+    """
+    limit = device.power_limit_w
+    real = isinstance(limit, (int, float)) and not isinstance(limit, bool) and 0 < limit < MAX_BOARD_W
+    return float(limit) if real else None
 
 
 def refuse(raw, where: str = "") -> None:

@@ -45,6 +45,7 @@ from nvmeter.meter.baseline import IdleBaseline, context_level, drawable, measur
 from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import MAX_TAIL_S, Measurement
+from nvmeter.meter.sanity import MAX_CALLS
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, merge_samples
 from nvmeter.meter.span import sharp_edge
 from nvmeter.meter.sync import Sync, resolve
@@ -72,9 +73,6 @@ def _finite(value, name: str, *, minimum: float = -math.inf, maximum: float = ma
     return finite(value, name, minimum=minimum, maximum=maximum, error=errors.UsageError)
 
 
-# No window holds more calls: 10^12 calls of 1 us would be 11 days (and a per-call figure of so
-# many would round to nothing).
-MAX_CALLS = 10**12
 # The parts of a window's entry, timed in ``EnergyWindow.entry_parts_s``: the caller's sync, the
 # idle baseline (a quiescent span under idle="measure"), the sample buffer's read, the start edge
 # (a poller's thread started inside work; on a quiet board, the foreground reads to a step).
@@ -92,9 +90,7 @@ def whole_calls(n) -> int:
         UsageError: ``n`` not a whole number from 1 to :data:`MAX_CALLS`.
     """
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CALLS:
-        raise errors.UsageError(
-            f"w.call(n) takes a whole number of calls from 1 to {MAX_CALLS:.0e}, not {n!r}"
-        )
+        raise errors.UsageError(f"w.call(n) takes a whole number of calls from 1 to {MAX_CALLS:,}, not {n!r}")
     return n
 
 
@@ -191,7 +187,7 @@ class EnergyWindow:
             )
         whole = isinstance(calls, int) and not isinstance(calls, bool)
         if calls is not None and not (whole and 0 <= calls <= MAX_CALLS):
-            raise errors.UsageError(f"calls must be a whole number from 0 to {MAX_CALLS:.0e}, not {calls!r}")
+            raise errors.UsageError(f"calls must be a whole number from 0 to {MAX_CALLS:,}, not {calls!r}")
         if not isinstance(dither, bool):
             raise errors.UsageError(f"dither is True or False, not {dither!r}")
         if max_rel_err is not None and not 0 < _finite(max_rel_err, "max_rel_err") < 1:
@@ -266,8 +262,7 @@ class EnergyWindow:
         n = whole_calls(n)
         if self._counted + n > MAX_CALLS:  # the limit is the window's, not one call()'s
             raise errors.UsageError(
-                f"w.call({n}) would make {self._counted + n:.3g} calls in this window; "
-                f"at most {MAX_CALLS:.0e}"
+                f"w.call({n:,}) would make {self._counted + n:,} calls in this window; at most {MAX_CALLS:,}"
             )
         self._counted += n
         self._mark_call(n)
@@ -520,13 +515,14 @@ class EnergyWindow:
             values = (spec.power_w, spec.err_w)
             if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
                 raise errors.UsageError(f"idle must have a finite power and bound >= 0, not {spec!r}")
-            return spec
+            return drawable(spec, self.board) if spec.source == "given" else spec
         if isinstance(spec, (int, float)) and not isinstance(spec, bool):
             return drawable(IdleBaseline.given(float(spec)), self.board)
         if spec == "measure":
             return measure_quiescent(self.board)
         if isinstance(spec, str) and not Path(spec).exists() and watts_in(spec) is not None:
-            raise errors.UsageError(f"idle={spec!r} is text: give watts as a number (idle={spec.strip()})")
+            why = f"idle={spec!r} is text: give watts as a number (idle={watts_in(spec):g})"
+            raise errors.UsageError(why)
         if isinstance(spec, (str, Path)):
             return IdleBaseline.from_probe(Path(spec), self.board, level=context_level(self.board))
         raise errors.UsageError(
