@@ -71,8 +71,11 @@ app = typer.Typer(
 
 
 def _path(text: str) -> Path:
-    """A path option's or argument's value; an empty one is refused (it would mean the current folder)."""
-    if not str(text).strip():
+    """A path option's or argument's value; an empty one is refused (it would mean the current folder).
+
+    Only the empty text: a name of spaces is a legal file name.
+    """
+    if text == "":
         raise typer.BadParameter("is empty; give a path")
     return Path(text)
 
@@ -363,6 +366,8 @@ def _band(name: str | None, known) -> str | None:
 
 
 def _device(spec: str | None) -> int | str | None:
+    from nvmeter.boards.protocol import cuda_index
+
     if spec is None:
         return None
     spec = spec.strip()
@@ -370,8 +375,8 @@ def _device(spec: str | None) -> int | str | None:
         raise errors.UsageError(
             "--device all is for nvmeter probe; here give one board (a CUDA index or a GPU-… UUID)"
         )
-    if spec.isascii() and spec.isdigit():  # str.isdigit takes other scripts' digits ('٠') too
-        return int(spec)
+    if cuda_index(spec) is not None:
+        return cuda_index(spec)
     if spec.startswith(("GPU-", "MIG-")) and len(spec) > 4:
         return spec
     raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
@@ -580,7 +585,7 @@ def show(
     elsewhere = {
         "score": f"nvmeter summarize {record_file}",
         "workloads": f"python -m nvmeter.workloads.evaluate --table {record_file}",
-        "job": f"python -c \"import nvmeter; print(nvmeter.JobMeasurement.load('{record_file}').table())\"",
+        "job": "nvmeter.JobMeasurement.load(path).table()",
         "window-accuracy": f"python bench/window_accuracy.py analyze {record_file}",
     }
     if kind in elsewhere:  # records that another command (or the library, or the bench) reads

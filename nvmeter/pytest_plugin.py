@@ -186,6 +186,14 @@ def _said(entries: list[Entry], outcomes: tuple[str, ...]) -> str:
     )
 
 
+def _said_budget(mark) -> str:
+    """A marker's budget as a line says it, read as the marker is (positional or by name)."""
+    try:
+        return f"{Budget.from_mark(mark).max_mj_per_call:g} mJ/call"
+    except errors.UsageError:
+        return "a malformed one"
+
+
 def _budget(item) -> Budget | None:
     """The test's budget (None: no marker); a malformed marker fails the test in one line."""
     mark = item.get_closest_marker("energy")
@@ -194,10 +202,8 @@ def _budget(item) -> Budget | None:
     # markers on the test itself: one budget (a class's or module's marker is overridden by design)
     own = [m for m in getattr(item, "own_markers", ()) if m.name == "energy"]
     if len(own) > 1:
-        budgets = ", ".join(str(m.kwargs.get("max_mj_per_call", "?")) for m in own)
-        pytest.fail(
-            f"{len(own)} energy markers on this test (budgets {budgets} mJ/call): keep one", pytrace=False
-        )
+        budgets = ", ".join(_said_budget(m) for m in own)
+        pytest.fail(f"{len(own)} energy markers on this test (budgets {budgets}): keep one", pytrace=False)
     try:
         return Budget.from_mark(mark)
     except errors.UsageError as exc:

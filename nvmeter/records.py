@@ -87,8 +87,6 @@ def check_writable(path: Path, inputs: tuple = ()) -> Path:
         UsageError: the folder is missing or not writable, the path is a folder, or an input.
 
     """
-    if not str(path).strip():
-        raise errors.UsageError("the output path is empty; give a file name")
     path = _output_path(path)
     for option, given in inputs:
         if given is not None and Path(given).exists() and Path(given).resolve() == path.resolve():

@@ -35,10 +35,24 @@ class Band:
 
     def contains(self, j_per_tflop: float, tflops: float) -> bool:
         """True if both figures lie inside the band (edges included)."""
-        return (
-            self.j_per_tflop[0] <= j_per_tflop <= self.j_per_tflop[1]
-            and self.tflops[0] <= tflops <= self.tflops[1]
-        )
+        return not self.outside(j_per_tflop, tflops)
+
+    def outside(self, j_per_tflop: float, tflops: float) -> list[str]:
+        """Each figure outside the band, and on which side, in words (empty: inside).
+
+        ``"5.77 J/TFLOP is below it"``: four significant digits, so a figure just outside an
+        edge never prints as the edge; a figure that is not a number is outside, said so.
+        """
+        out = []
+        for value, (low, high), unit in (
+            (j_per_tflop, self.j_per_tflop, "J/TFLOP"),
+            (tflops, self.tflops, "TFLOP/s"),
+        ):
+            if low <= value <= high:
+                continue
+            side = "is not a number" if value != value else ("is below it" if value < low else "is above it")
+            out.append(f"{value:.4g} {unit} {side}")
+        return out
 
     def describe(self) -> str:
         """``"A100: 6-11 J/TFLOP, 15-23 TFLOP/s"`` plus a provisional note."""

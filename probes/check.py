@@ -64,20 +64,6 @@ def trial_problems(trial: Trial) -> tuple[str, ...]:
     return tuple(problems)
 
 
-def _outside(band, trial: Trial) -> str:
-    """Which of the trial's two figures lie outside ``band``, with their values."""
-    figures = (
-        ("J/TFLOP", trial.j_per_tflop, band.j_per_tflop, ".2f"),
-        ("TFLOP/s", trial.tflops, band.tflops, ".1f"),
-    )
-    out = [
-        f"{value:{fmt}} {unit} is {'below' if value < low else 'above'} it"
-        for unit, value, (low, high), fmt in figures
-        if not low <= value <= high
-    ]
-    return ", ".join(out) or "a figure is not a number"
-
-
 def check(board: BoardIdentity, trial: Trial, band_name: str | None = None) -> CheckResult:
     """Judge a constant-operand reference trial against the board family's band.
 
@@ -92,6 +78,7 @@ def check(board: BoardIdentity, trial: Trial, band_name: str | None = None) -> C
     """
     band = BANDS[band_name] if band_name else band_for(board.name)
     reasons = list(trial_problems(trial))
-    if band is not None and not band.contains(trial.j_per_tflop, trial.tflops):
-        reasons.append(f"outside the band {band.describe()}: {_outside(band, trial)}")
+    outside = band.outside(trial.j_per_tflop, trial.tflops) if band is not None else []
+    if outside:
+        reasons.append(f"outside the band {band.describe()}: {', '.join(outside)}")
     return CheckResult(board, trial, band, tuple(reasons))

@@ -11,6 +11,7 @@ import math
 import sys
 import time
 import traceback
+import warnings
 from datetime import timedelta
 
 import torch.distributed as dist
@@ -97,7 +98,12 @@ def main(rank: int, world: int, store: str, out: str, scenarios: list[str]) -> N
     )
     records = {}
     for scenario in scenarios:
-        records[scenario] = run(scenario, rank, world)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", errors.NvmeterWarning)
+            records[scenario] = run(scenario, rank, world)
+        records[scenario]["warnings"] = [
+            str(w.message) for w in caught if w.category is errors.NvmeterWarning
+        ]
         with open(out, "w") as f:  # after each, so a stuck scenario keeps the earlier ones
             json.dump(
                 records, f, default=lambda o: None if isinstance(o, float) and not math.isfinite(o) else o

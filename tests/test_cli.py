@@ -62,8 +62,8 @@ def test_check_fails_outside_a_forced_band(probe_file):
     assert result.returncode == 1
     data = json.loads(probe_file.read_text())["probes"]["reference"]["derived"]["constant"]
     assert (  # which figure, and where (a new user's FAIL had named neither)
-        f"outside the band A100: 6-11 J/TFLOP, 15-23 TFLOP/s: {data['j_per_tflop']:.2f} J/TFLOP is below it, "
-        f"{data['tflops']:.1f} TFLOP/s is above it"
+        f"outside the band A100: 6-11 J/TFLOP, 15-23 TFLOP/s: {data['j_per_tflop']:.4g} J/TFLOP is below it, "
+        f"{data['tflops']:.4g} TFLOP/s is above it"
     ) in result.stderr
 
 
@@ -280,7 +280,7 @@ def test_show_points_a_job_record_to_the_library(tmp_path):
         w.call()
     w.result.save(tmp_path / "job.json")
     line = one_line_error(nvmeter("show", str(tmp_path / "job.json")), 2)
-    assert "is a job record: read it with `python -c" in line and "JobMeasurement.load(" in line
+    assert "is a job record: read it with `nvmeter.JobMeasurement.load(path).table()`" in line
 
 
 def test_show_names_the_kind_of_a_record_it_does_not_read(tmp_path):
@@ -387,7 +387,7 @@ def test_help_shows_no_value_for_a_flag(command, capsys):
     ("args", "option"),
     [
         (["probe", "--simulate", "--out", ""], "'--out' / '-o'"),
-        (["score", "mlp", "--simulate", "--json", " "], "'--json'"),
+        (["score", "mlp", "--simulate", "--json", ""], "'--json'"),
         (["show", ""], "'RECORD'"),
         (["summarize", ""], "'PATH'"),
         (["run", "--simulate", "--json", "", "--", "true"], "'--json'"),
@@ -404,9 +404,12 @@ def test_an_output_in_a_folder_that_takes_no_files_says_so():
     assert "takes no new files" in line or "is not writable" in line  # root, or not
 
 
-def test_run_refuses_a_given_idle_above_the_boards_power_limit(tmp_path):
-    line = one_line_error(nvmeter("run", "--simulate", "--idle", "1000", "--", "true", cwd=tmp_path), 2)
+def test_run_refuses_a_given_idle_above_the_boards_power_limit_before_the_command(tmp_path):
+    ran = tmp_path / "ran"
+    result = nvmeter("run", "--simulate", "--idle", "1000", "--", "touch", str(ran), cwd=tmp_path)
+    line = one_line_error(result, 2)
     assert "idle 1,000.0 W is above" in line and "power limit (700 W)" in line
+    assert not ran.exists()  # refused before the command started
 
 
 @pytest.mark.parametrize("out", [".", "/", ".."])
@@ -528,3 +531,13 @@ def test_a_name_with_control_characters_stays_one_escaped_line():
 def test_an_empty_only_is_refused_not_the_full_probe(only, tmp_path):
     line = one_line_error(nvmeter("probe", "--simulate", "--only", only, "--out", tmp_path / "p.json"), 2)
     assert "--only takes probe names" in line and not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "index"), [(2, 2), ("2", 2), (" 2 ", 2), ("٢", None), ("+2", None), (True, None)]
+)
+def test_one_reading_of_a_cuda_index_for_every_device_spec(spec, index):
+    """A review: the CLI took ASCII digits only, while NVML's and the simulated host's reading took '٠'."""
+    from nvmeter.boards.protocol import cuda_index
+
+    assert cuda_index(spec) == index

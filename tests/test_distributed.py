@@ -107,6 +107,10 @@ def test_ranks_on_one_board_count_it_once(worlds, world):
     (board,) = job.boards
     assert board.ranks == tuple(range(world)) and board.rank == 0
     assert list(job.shared.values()) == [tuple(range(world))]
+    # simulated: each rank's board is its own simulation, so the owner says it meters them as one
+    (warned,) = records[0]["warnings"]
+    assert f"ranks {', '.join(map(str, range(world)))} each opened a simulated board" in warned
+    assert all(not r["warnings"] for r in records[1:])
     # rank 0's board is the one metered; the others' copies of it were never read
     assert abs(job.above_idle_j - sum(records[0]["truth_j"])) <= job.err_j
     shares = [row["share_per_step_mj"] for row in job.rank_rows()]

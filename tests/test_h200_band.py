@@ -270,3 +270,19 @@ def test_check_refuses_an_altered_derivation(derived, tmp_path, quick, capsys, t
     new = write_probe(quick, tmp_path / "new" / "probe.json", uuid(8), 1.0, later_s=8.0)
     code, text, err = check([new], bad, capsys)
     assert code == 2 and text == "" and err.count("\n") == 1 and says in err
+
+
+@pytest.mark.parametrize(
+    ("j_per_tflop", "tflops", "words"),
+    [
+        (5.997, 20.0, ["5.997 J/TFLOP is below it"]),
+        (7.0, float("nan"), ["nan TFLOP/s is not a number"]),
+        (12.0, 10.0, ["12 J/TFLOP is above it", "10 TFLOP/s is below it"]),
+        (6.0, 15.0, []),
+    ],
+)
+def test_a_band_says_which_figure_lies_outside_it_and_on_which_side(j_per_tflop, tflops, words):
+    """A new user's FAIL named the band, not the figure; a review: 5.997 printed as '6.00 ... below'."""
+    a100 = BANDS["A100"]
+    assert a100.outside(j_per_tflop, tflops) == words
+    assert a100.contains(j_per_tflop, tflops) is (not words)

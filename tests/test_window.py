@@ -192,6 +192,22 @@ def test_an_idle_option_reads_watts_with_or_without_the_unit_and_measure_by_name
     assert idle_spec(text) == spec
 
 
+@pytest.mark.parametrize("name", ["80W", "measure"])
+def test_an_idle_option_that_is_also_a_file_here_asks_which(tmp_path, monkeypatch, name):
+    """A review: with a file named 80W here, --idle 80W had read the file, and now read 80 W."""
+    from pathlib import Path
+
+    from nvmeter.meter.baseline import idle_spec
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text("{}")
+    with pytest.raises(
+        errors.UsageError, match=f"--idle '{name}' names a file here .* give ./{name} for the file"
+    ):
+        idle_spec(name)
+    assert idle_spec(f"./{name}") == Path(f"./{name}")
+
+
 @pytest.mark.parametrize(
     ("text", "why"), [("١٢٣", "is neither"), ("nan", "idle power must be 0 to 5,000 W, not nan")]
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nvmeter.boards.protocol import Board
+from nvmeter.boards.protocol import Board, cuda_index
 
 
 def open_board(device: int | str | Board | None = None, *, simulate: bool = False, config=None) -> Board:
@@ -133,8 +133,7 @@ def _pick_simulated(host: list[Board], spec) -> Board:
         return spec
     if spec is None:
         spec = 0
-    if isinstance(spec, str) and spec.strip().isdigit():
-        spec = int(spec)
+    spec = spec if cuda_index(spec) is None else cuda_index(spec)
     if isinstance(spec, int) and 0 <= spec < len(host):
         return host[spec]
     if isinstance(spec, str) and len(spec) > 4:

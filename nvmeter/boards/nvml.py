@@ -18,7 +18,14 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from nvmeter import errors
-from nvmeter.boards.protocol import BoardIdentity, BoardState, ClockSample, PowerSample, Utilization
+from nvmeter.boards.protocol import (
+    BoardIdentity,
+    BoardState,
+    ClockSample,
+    PowerSample,
+    Utilization,
+    cuda_index,
+)
 from nvmeter.clock import Clock, RealClock
 
 T = TypeVar("T")
@@ -232,8 +239,7 @@ def resolve_uuid(device: int | str | None) -> str:
     """
     if device is None:
         device = 0
-    if isinstance(device, str) and device.strip().isdigit():
-        device = int(device)
+    device = device if cuda_index(device) is None else cuda_index(device)
     index = isinstance(device, int) and not isinstance(device, bool)
     # a malformed spec is the caller's to fix, on any machine: said before NVML is asked
     if not (index and device >= 0) and not (isinstance(device, str) and device.startswith(("GPU-", "MIG-"))):

@@ -236,3 +236,17 @@ class Board(Protocol):
         namespace they may not match ``os.getpid()`` of the processes there.
         """
         ...
+
+
+def cuda_index(spec) -> int | None:
+    """The CUDA index a device spec names (``2``, ``"2"``, ``" 2 "``), or None for anything else.
+
+    ASCII digits only: ``str.isdigit`` takes other scripts' digits too (``"٠"``), which nobody
+    types for a board on purpose. One reading for the CLI's ``--device``, NVML's and the
+    simulated host's.
+    """
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return spec
+    if isinstance(spec, str) and spec.strip().isascii() and spec.strip().isdigit():
+        return int(spec.strip())
+    return None

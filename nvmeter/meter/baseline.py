@@ -253,11 +253,20 @@ def idle_spec(text: str | None) -> str | Path | float:
     """An ``--idle`` option as a window's ``idle=``: None (measure), watts, or a probe file's path.
 
     Raises:
-        UsageError: watts out of range, or no file at the path (said before any work starts).
+        UsageError: watts out of range, no file at the path, or text that is both watts (or
+            ``measure``) and a file here (said before any work starts).
     """
-    if text is None or text.strip() == "measure":
+    if text is None:
         return "measure"
     power_w = watts_in(text)
+    named = power_w is not None or text.strip() == "measure"
+    if named and os.path.lexists(text):  # a file named "80W" or "measure": which was meant?
+        raise errors.UsageError(
+            f"--idle {text!r} names a file here and is also {'watts' if power_w is not None else 'a word'}: "
+            f"give ./{text} for the file"
+        )
+    if text.strip() == "measure":
+        return "measure"
     if power_w is None:
         path = Path(text)
         if not path.is_file():
