@@ -204,7 +204,7 @@ def test_a_run_failing_the_judge_is_recorded_and_a_crash_before_the_next_keeps_i
     assert record.status == "fail" and record.energy is None
     assert any("difficulty 1 needs" in r for r in record.reasons())
     assert not (tmp_path / "out" / "run-002.json").exists()
-    assert "run 2 ended without a record: KeyboardInterrupt" in (tmp_path / "out" / "score.log").read_text()
+    assert "run 2 ended without a record: KeyboardInterrupt\n" in (tmp_path / "out" / "score.log").read_text()
     assert gone(started[0].pid)
 
 

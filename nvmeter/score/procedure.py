@@ -585,7 +585,8 @@ def score(
                     on_phase=phase,
                 )
             except BaseException as exc:
-                _log(out_dir, f"run {run} ended without a record: {type(exc).__name__}: {exc}")
+                why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__  # Ctrl-C has no text
+                _log(out_dir, f"run {run} ended without a record: {why}")
                 raise
             path = run_path(out_dir, run)
             records.write_json(path, record.to_dict(), replace=False)
