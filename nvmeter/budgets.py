@@ -9,7 +9,6 @@ plugin stays light, and a record reads where pytest is not installed (it is no d
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -282,12 +281,12 @@ def load_budgets(
 
 
 def _refuse_copies(path: Path, data: dict) -> None:
-    """A window that repeats another's readings exactly was copied: no two windows read alike.
+    """A window that repeats another's board, work times and edge reads was copied: no two windows do.
 
-    The readings are the whole raw window (its edges' counter reads, its samples, the work's
-    times on the board's clock), so windows of ``method="samples"``, which read no counter, are
-    told apart by their samples and times. An adversarial review copied one passing window over
-    another, and ``show`` counted two passes.
+    The work's start and end on the board's clock tell apart even windows of ``method="samples"``,
+    which read no counter; the key leaves out the power samples, the bulk of a long window's
+    record, so the check costs no second pass over them. An adversarial review copied one passing
+    window over another, and ``show`` counted two passes.
 
     Raises:
         RecordError: naming both windows.
@@ -298,11 +297,11 @@ def _refuse_copies(path: Path, data: dict) -> None:
         window = entry.get("window") if isinstance(entry, dict) else None
         if not isinstance(window, dict):
             continue  # a malformed entry is the rebuild's to name
-        raw = {k: v for k, v in window.items() if k != "derived"}
-        key = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()
+        which = [window.get(k) for k in ("device", "work_t0_s", "work_t1_s", "start", "end")]
+        key = json.dumps(which, sort_keys=True, default=str)
         if key in seen:
             raise errors.RecordError(
-                f"{path}: entries[{i}]'s window repeats entries[{seen[key]}]'s readings exactly: "
+                f"{path}: entries[{i}]'s window repeats entries[{seen[key]}]'s board, times and edge reads: "
                 "a window copied, not measured (an altered record)"
             )
         seen[key] = i

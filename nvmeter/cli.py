@@ -375,8 +375,8 @@ def _device(spec: str | None) -> int | str | None:
         raise errors.UsageError(
             "--device all is for nvmeter probe; here give one board (a CUDA index or a GPU-… UUID)"
         )
-    if cuda_index(spec) is not None:
-        return cuda_index(spec)
+    if (index := cuda_index(spec)) is not None:
+        return index
     if spec.startswith(("GPU-", "MIG-")) and len(spec) > 4:
         return spec
     raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")

@@ -8,6 +8,7 @@ should not be trusted for benchmarks until explained.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -50,7 +51,9 @@ class Band:
         ):
             if low <= value <= high:
                 continue
-            side = "is not a number" if value != value else ("is below it" if value < low else "is above it")
+            side = (
+                "is not a number" if math.isnan(value) else ("is below it" if value < low else "is above it")
+            )
             out.append(f"{value:.4g} {unit} {side}")
         return out
 

@@ -166,7 +166,7 @@ def test_a_window_copied_over_another_is_an_altered_record(tmp_path, budget_run)
 
     path = _changed(tmp_path, budget_run[0], copy)
     line = one_line_error(nvmeter("show", path), 2)
-    assert "entries[1]'s window repeats entries[0]'s readings exactly: a window copied" in line
+    assert "entries[1]'s window repeats entries[0]'s board, times and edge reads: a window copied" in line
 
 
 @pytest.mark.parametrize(

@@ -133,7 +133,8 @@ def _pick_simulated(host: list[Board], spec) -> Board:
         return spec
     if spec is None:
         spec = 0
-    spec = spec if cuda_index(spec) is None else cuda_index(spec)
+    if (index := cuda_index(spec)) is not None:
+        spec = index
     if isinstance(spec, int) and 0 <= spec < len(host):
         return host[spec]
     if isinstance(spec, str) and len(spec) > 4:

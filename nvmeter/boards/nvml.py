@@ -239,7 +239,8 @@ def resolve_uuid(device: int | str | None) -> str:
     """
     if device is None:
         device = 0
-    device = device if cuda_index(device) is None else cuda_index(device)
+    if (index := cuda_index(device)) is not None:
+        device = index
     index = isinstance(device, int) and not isinstance(device, bool)
     # a malformed spec is the caller's to fix, on any machine: said before NVML is asked
     if not (index and device >= 0) and not (isinstance(device, str) and device.startswith(("GPU-", "MIG-"))):

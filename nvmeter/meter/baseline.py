@@ -227,7 +227,7 @@ def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
     limit_w = sanity.known_limit_w(ident)
     if limit_w is not None and idle.power_w - idle.err_w > limit_w:
         raise errors.UsageError(
-            f"idle {idle.power_w:,.1f} W is above {ident.name} {ident.uuid[:12]}'s power limit "
+            f"idle {idle.power_w:,.1f} W is above {ident.short}'s power limit "
             f"({limit_w:,.0f} W): give the idle of this board, in watts"
         )
     return idle

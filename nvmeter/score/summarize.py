@@ -229,10 +229,15 @@ def _ms(value: float) -> str:
     return "-" if not math.isfinite(value) else f"{value:,.1f}"
 
 
+def _mj_digits(value: float) -> int:
+    """Decimals for mJ in the tables: one below a joule, none above."""
+    return 1 if abs(value) < 1000 else 0
+
+
 def _mj(value: float, err: float) -> str:
     if not math.isfinite(value):
         return "-"
-    digits = 1 if abs(value) < 1000 else 0
+    digits = _mj_digits(value)
     return f"{value:,.{digits}f} ± {err:,.{digits if err < 1000 else 0}f}"
 
 
@@ -249,7 +254,7 @@ def _range(s: MethodSummary) -> str:
     if len(s.metered) < 2:
         return "-"
     low, high = s.mj_per_call_range
-    digits = 1 if abs(high) < 1000 else 0
+    digits = _mj_digits(high)
     return f"{low:,.{digits}f} to {high:,.{digits}f}"
 
 
