@@ -640,9 +640,24 @@ PYTEST_ENERGY = Format(
 
 
 # -- score-summary: `nvmeter summarize --format json` ----------------------------------------------
+def _score_summary_v2(d: dict) -> dict:
+    """v1 did not keep the runs' range: not known (null)."""
+    for method in d["methods"]:
+        method["mj_per_call_range"] = None
+    return d
+
+
 SCORE_SUMMARY = Format(
     "score-summary",
-    (Version(1, "per method (medians over passing runs) and every run's derived figures; provenance"),),
+    (
+        Version(1, "per method (medians over passing runs) and every run's derived figures; provenance"),
+        Version(
+            2,
+            "`methods[].mj_per_call_range`: the lowest and highest metered run's mJ per call above idle "
+            "(null without a metered run, and when upgraded)",
+            _score_summary_v2,
+        ),
+    ),
 )
 
 

@@ -108,10 +108,14 @@ def test_medians_are_over_passing_runs_and_the_bound_is_the_largest(folder):
     assert s.mj_per_call == pytest.approx(sum(per_call) / 2)
     assert s.mj_per_call_err == max(r.energy.method.per_call_mj_err for r in (one, two))
     assert s.ms_per_call == pytest.approx((one.ms_per_call + two.ms_per_call) / 2)
+    assert s.mj_per_call_range == (min(per_call), max(per_call))
     code, stdout, _ = summarize(folder)
     assert code == 0
     assert "2/3 pass, 2 metered (partial task)" in stdout
     assert "| score_methods.py:tiny | 3 |" in stdout and "FAIL" in stdout
+    code, stdout, _ = summarize(folder, "--format", "json")
+    assert code == 0
+    assert json.loads(stdout)["methods"][0]["mj_per_call_range"] == pytest.approx(sorted(per_call))
 
 
 @pytest.mark.parametrize(

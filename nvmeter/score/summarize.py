@@ -191,6 +191,7 @@ class MethodSummary:
                 "ms_per_call": self.ms_per_call,
                 "mj_per_call": self.mj_per_call,
                 "mj_per_call_err": self.mj_per_call_err,
+                "mj_per_call_range": list(self.mj_per_call_range) if self.metered else None,
                 "w_above_idle": self.w_above_idle,
                 "mnist_accuracy": self.mnist_accuracy,
                 "runs": len(self.runs),
