@@ -112,6 +112,17 @@ def test_idle_levels_follow_context_and_freeze(sim_board):
     assert sim_board.compute_process_count() == 1
 
 
+def test_power_fields_and_repr_read_the_board_as_of_now(sim_board):
+    sim_board.set_context(True)
+    sim_board.set_load(300.0)
+    sim_board.clock.sleep(5.0)
+    expected_w = sim_board.config.idle_context_w + 300.0
+    assert "target=" + f"{expected_w:.1f} W" in repr(sim_board)
+    first, second = sim_board.power_instant_w(), sim_board.power_instant_w()
+    assert first == pytest.approx(expected_w, abs=2) and second == pytest.approx(first, abs=1)
+    assert sim_board.power_average_w() == pytest.approx(expected_w, abs=2)
+
+
 def test_polling_adds_power(sim_board):
     truth_before = sim_board.true_energy_j(sim_board.clock.now() - 1.0, sim_board.clock.now())
     t0 = sim_board.clock.now()

@@ -341,7 +341,11 @@ class SimulatedBoard:
         self._fault_ends: dict[Fault, float] = {}
         self.energy_reads = 0
 
+    @_locked
     def __repr__(self) -> str:
+        # the model is brought to now first, as any read does: a repr in a traceback said the
+        # power of the last read, 78.7 W, after 5 s at 421 W
+        self._advance(self.clock.now())
         return f"SimulatedBoard(t={self.clock.now():.3f} s, target={self._target_w:.1f} W)"
 
     # -- the worker's side -------------------------------------------------
@@ -650,21 +654,24 @@ class SimulatedBoard:
         self._extra_w -= self.config.polling_extra_w
         return value
 
-    def _field(self, value_w: float) -> float:
+    def _field(self, name: str) -> float:
+        # advanced before the field is read: its value is the last update's as of now, not as of
+        # the board's previous read (a helper's first read after 5 s at 421 W said 78.7 W)
         self._advance(self.clock.now())
         self._check_faults(energy=False, what="power")
+        value_w = getattr(self, name)
         self.clock.sleep(self.config.field_read_s)
         return round(value_w * 1e3) / 1e3
 
     @_locked
     def power_instant_w(self) -> float:
         """Sensed power of the last counter update, W."""
-        return self._field(self._instant_w)
+        return self._field("_instant_w")
 
     @_locked
     def power_average_w(self) -> float:
         """~1 s average as of the last counter update, W."""
-        return self._field(self._average_w)
+        return self._field("_average_w")
 
     @_locked
     def power_samples(self, since_s: float | None = None) -> tuple[PowerSample, ...]:
