@@ -569,14 +569,14 @@ def show(
     record_file: Annotated[
         Path,
         typer.Argument(
-            help="A probe record (nvmeter probe), a run record (nvmeter run --json) or an energy-budget "
-            "record (pytest --energy-json).",
+            help="A probe record (nvmeter probe), a run record (nvmeter run --json), an energy-budget "
+            "record (pytest --energy-json) or a window record (Measurement.save).",
             parser=_path,
             metavar="RECORD",
         ),
     ],
 ) -> None:
-    """Print a probe, run or energy-budget record, every figure recomputed from its raw series and verified.
+    """Print a probe, run, energy-budget or window record, each figure recomputed from its raw series.
 
     A stored derived figure (or budget verdict) that differs from its recomputation is an error
     (exit 2), named in one line.
@@ -590,7 +590,7 @@ def show(
     }
     if kind in elsewhere:  # records that another command (or the library, or the bench) reads
         raise errors.UsageError(f"{record_file} is a {kind} record: read it with `{elsewhere[kind]}`")
-    if kind in ("run", "pytest-energy"):
+    if kind in ("run", "pytest-energy", "window"):
         # built whole and made printable first: an error leaves no half-printed record behind
         lines = [_printable(line) for line in _record_lines(record_file, kind, data)]
         print("\n".join(lines), file=_STDOUT)
@@ -598,7 +598,8 @@ def show(
     if kind != "probe":  # a record of nvmeter's, but not one show reads
         raise errors.UsageError(
             f"{record_file} is a record of kind {kind!r}; nvmeter show reads probe records (nvmeter probe), "
-            "run records (nvmeter run --json) and energy-budget records (pytest --energy-json)"
+            "run records (nvmeter run --json), energy-budget records (pytest --energy-json) and window "
+            "records (Measurement.save)"
         )
     from nvmeter.probes.report import load_report
 
@@ -608,7 +609,11 @@ def show(
 
 
 def _record_lines(path: Path, kind: str, data: dict) -> list[str]:
-    """A verified run or pytest-energy record's lines (each reader loads only for its own kind)."""
+    """A verified run, pytest-energy or window record's lines (each reader loads only for its own kind)."""
+    if kind == "window":
+        from nvmeter.meter.windowrecord import load
+
+        return [repr(load(path, data))]
     if kind == "run":
         from nvmeter.command import load_run
 
@@ -651,7 +656,7 @@ class _RecordProgress:
 
 
 # What `nvmeter show` reads, for its messages
-_SHOWN = "an nvmeter probe, run or pytest-energy record"
+_SHOWN = "an nvmeter probe, run, pytest-energy or window record"
 
 
 def _parse_record(path: Path) -> tuple[str, dict]:

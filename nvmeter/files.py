@@ -10,7 +10,7 @@ file of each kind:
   file): 64 MiB. The largest we wrote is 0.75 MB (results/probe-h200.json); a score record
   of a 600 s window (the longest ``nvmeter score`` allows) of 1 ms calls holds ~15 MB.
 * :data:`WINDOW_RECORD_LIMIT_BYTES`, records of windows of any length (:data:`WINDOW_KINDS`:
-  run, pytest-energy, job; and ``nvmeter show``, which reads them): 1 GiB. A window keeps
+  run, pytest-energy, job, window; and ``nvmeter show``, which reads them): 1 GiB. A window keeps
   every power sample of its life (one each ~20 ms), so these grow 7-10 MB an hour: on the
   simulated board a 20 s ``nvmeter run`` wrote 54.7 kB and a 14 h pytest-energy window
   101.6 MB, which 64 MiB refused to read back (an adversarial review, 2026-12-06). 1 GiB
@@ -38,7 +38,7 @@ from nvmeter import errors
 MIB = 2**20
 RECORD_LIMIT_BYTES = 64 * MIB
 WINDOW_RECORD_LIMIT_BYTES = 1024 * MIB
-WINDOW_KINDS = ("run", "pytest-energy", "job")
+WINDOW_KINDS = ("run", "pytest-energy", "job", "window")
 
 
 def record_limit(kind: str | None) -> int:

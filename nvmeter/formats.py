@@ -639,6 +639,14 @@ PYTEST_ENERGY = Format(
 )
 
 
+# -- window: one Measurement as a file (Measurement.save) ------------------------------------------
+WINDOW = Format(
+    "window",
+    (Version(1, "one window's Measurement (its own schema_version, 6 when written) and provenance"),),
+    verifier="nvmeter.meter.windowrecord:load",
+)
+
+
 # -- score-summary: `nvmeter summarize --format json` ----------------------------------------------
 def _score_summary_v2(d: dict) -> dict:
     """v1 did not keep the runs' range: not known (null)."""
@@ -700,6 +708,7 @@ FORMATS: dict[str, Format] = {
         SCORE_SUMMARY,
         PROFILE,
         JOB,
+        WINDOW,
         RUN,
         PYTEST_ENERGY,
         H200_BAND,
@@ -709,11 +718,25 @@ FORMATS: dict[str, Format] = {
 CURRENT: dict[str, int] = {kind: f.current for kind, f in FORMATS.items()}
 
 
+def _format(kind: str) -> Format:
+    """The format of ``kind``.
+
+    Raises:
+        UsageError: no record has that kind (a caller's ``records.read_json(path, "measurement")``
+            was a bare KeyError).
+    """
+    if kind not in FORMATS:
+        raise errors.UsageError(
+            f"no nvmeter record is of kind {kind!r} (kinds: {', '.join(sorted(FORMATS))})"
+        )
+    return FORMATS[kind]
+
+
 def header(kind: str) -> dict:
     """``{"kind": kind, "schema_version": its current version}`` for a record written now."""
-    return FORMATS[kind].header()
+    return _format(kind).header()
 
 
 def upgrade(data: dict, kind: str, where: str = "record") -> dict:
     """A record of ``kind``, any known version, in the current one (see :meth:`Format.upgrade`)."""
-    return FORMATS[kind].upgrade(data, where)
+    return _format(kind).upgrade(data, where)

@@ -40,6 +40,7 @@ import itertools
 import math
 import statistics
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from nvmeter import errors, records
 from nvmeter.arguments import finite
@@ -1085,6 +1086,28 @@ class Measurement:
             _strict_bool(d["end_in_work"], "end_in_work"),
             tuple(float(t) for t in d["call_ends_s"]),
         )
+
+    def save(self, path: Path) -> None:
+        """Write this window as a ``window`` record, which ``nvmeter show`` and :meth:`load` read.
+
+        Raises:
+            UsageError: the path cannot be written.
+        """
+        from nvmeter.meter import windowrecord
+
+        windowrecord.save(self, path)
+
+    @classmethod
+    def load(cls, path: Path) -> Measurement:
+        """Read a ``window`` record (:meth:`save`), every figure recomputed from its raw readings.
+
+        Raises:
+            RecordError: unreadable, another kind, damaged, or a stored figure that differs
+                from its recomputation.
+        """
+        from nvmeter.meter import windowrecord
+
+        return windowrecord.load(path)
 
     def with_method(self, method: str) -> Measurement:
         """The same readings, read another way (``aligned`` readings also hold samples)."""

@@ -1,0 +1,71 @@
+"""One window kept as a file (``Measurement.save``), read back verified by ``load`` and ``nvmeter show``."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nvmeter import EnergyWindow, Measurement, errors, records
+
+
+@pytest.fixture
+def window(sim_board):
+    sim_board.set_context(True)
+    sim_board.clock.sleep(3.0)  # the context's idle settles before it is measured
+    with EnergyWindow(sim_board, sync="none", calls=4) as w:
+        sim_board.set_load(200.0)
+        sim_board.clock.sleep(2.0)
+        sim_board.set_load(0.0)
+    return w.result
+
+
+def show(path):
+    return subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", "show", str(path)], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_saved_window_reads_back_as_it_was(window, tmp_path):
+    path = tmp_path / "w.json"
+    window.save(path)
+    data = json.loads(path.read_text())
+    assert data["kind"] == "window" and data["schema_version"] == records.CURRENT["window"]
+    back = Measurement.load(path)
+    assert back.per_call_mj == window.per_call_mj and back.per_call_mj_err == window.per_call_mj_err
+    assert repr(back) == repr(window)
+    result = show(path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == repr(window)
+
+
+def test_an_altered_window_record_is_refused_in_one_line(window, tmp_path):
+    path = tmp_path / "w.json"
+    window.save(path)
+    data = json.loads(path.read_text())
+    data["window"]["derived"]["per_call_mj"] *= 0.5
+    path.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match=r"window\.derived\.per_call_mj disagrees"):
+        Measurement.load(path)
+    result = show(path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "disagrees with its recomputation" in result.stderr and not result.stdout
+
+
+def test_a_window_record_whose_samples_cannot_be_real_is_damaged(window, tmp_path):
+    path = tmp_path / "w.json"
+    window.save(path)
+    data = json.loads(path.read_text())
+    data["window"]["samples"]["power_w"][0] = -5.0
+    path.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match=r"w\.json"):
+        Measurement.load(path)
+
+
+def test_a_kind_no_record_has_is_named_with_those_that_exist(tmp_path):
+    path = tmp_path / "w.json"
+    path.write_text("{}")
+    with pytest.raises(
+        errors.UsageError, match=r"no nvmeter record is of kind 'measurement' \(kinds: .*window"
+    ):
+        records.read_json(path, "measurement")
