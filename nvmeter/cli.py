@@ -1144,6 +1144,8 @@ def summarize(
         print(json.dumps(summ.to_json(summaries), indent=1, allow_nan=False), file=_STDOUT)
     else:
         print(summ.to_markdown(summaries), file=_STDOUT)
+    for line in summ.disagreement_lines(summaries):
+        _say(line)
     if plot_path is not None:
         _say(f"wrote {plot_path}")
 

@@ -649,9 +649,9 @@ WINDOW = Format(
 
 # -- score-summary: `nvmeter summarize --format json` ----------------------------------------------
 def _score_summary_v2(d: dict) -> dict:
-    """v1 did not keep the runs' range: not known (null)."""
+    """v1 did not keep the runs' range or whether they disagree: not known (null)."""
     for method in d["methods"]:
-        method["mj_per_call_range"] = None
+        method["mj_per_call_range"] = method["runs_disagree"] = None
     return d
 
 
@@ -662,7 +662,8 @@ SCORE_SUMMARY = Format(
         Version(
             2,
             "`methods[].mj_per_call_range`: the lowest and highest metered run's mJ per call above idle "
-            "(null without a metered run, and when upgraded)",
+            "(null without a metered run, and when upgraded); `methods[].runs_disagree`: two runs differ "
+            "beyond their bounds (null when upgraded)",
             _score_summary_v2,
         ),
     ),

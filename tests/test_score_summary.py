@@ -29,6 +29,18 @@ def summarize(*args):
     return result.exit_code, result.stdout, result.stderr
 
 
+def counter_series(block):
+    """Every counter series (a dict with ``energy_mj``) in a record's block, at any depth."""
+    if isinstance(block, dict):
+        if isinstance(block.get("energy_mj"), list):
+            yield block
+        for value in block.values():
+            yield from counter_series(value)
+    elif isinstance(block, list):
+        for value in block:
+            yield from counter_series(value)
+
+
 def rewrite(path, data):
     """Write ``data`` as a record whose derived figures are those of its (changed) raw readings."""
     records.write_json(path, RunRecord.from_dict(data).to_dict())
@@ -62,6 +74,7 @@ def test_the_runs_range_shows_how_far_runs_differ_beside_the_medians_bound():
     """A new user's trial: two runs 26% apart, and the only figure shown held neither."""
     folder = Path(__file__).resolve().parents[1] / "results" / "score-h200" / "mlp_tf32"
     (s,) = summary.summarize([r for _, r in summary.load_records([folder])])
+    print([(r.run, r.status, r.energy_valid, r.energy_note) for r in s.runs])
     low, high = s.mj_per_call_range
     figures = sorted(r.energy.method.per_call_mj for r in s.metered)
     assert len(figures) == 3 and (low, high) == (figures[0], figures[-1])
@@ -80,6 +93,7 @@ def test_json_and_plot(folder, tmp_path):
     (method,) = data["methods"]
     assert method["mj_per_call"] == pytest.approx(record.energy.method.per_call_mj)
     assert method["passing"] == method["metered"] == method["runs"] == 1
+    assert method["runs_disagree"] is False and "beyond their bounds" not in err  # one run agrees with itself
     assert data["runs"][0]["energy"]["mj_per_call"] == pytest.approx(method["mj_per_call"])
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"wrote {plot}" in err
@@ -113,9 +127,28 @@ def test_medians_are_over_passing_runs_and_the_bound_is_the_largest(folder):
     assert code == 0
     assert "2/3 pass, 2 metered (partial task)" in stdout
     assert "| score_methods.py:tiny | 3 |" in stdout and "FAIL" in stdout
-    code, stdout, _ = summarize(folder, "--format", "json")
+    code, stdout, err = summarize(folder, "--format", "json")
     assert code == 0
-    assert json.loads(stdout)["methods"][0]["mj_per_call_range"] == pytest.approx(sorted(per_call))
+    method = json.loads(stdout)["methods"][0]
+    assert method["mj_per_call_range"] == pytest.approx(sorted(per_call))
+    # 4 J more a run is within the two runs' bounds: they may hold one true cost
+    assert method["runs_disagree"] is False and not s.runs_disagree and "beyond their bounds" not in err
+
+
+def test_runs_that_differ_beyond_their_bounds_are_said_to(folder):
+    data = json.loads((folder / "run-001.json").read_text())
+    more = json.loads(json.dumps(data))
+    more["run"] = 2
+    after = more["energy"]["method"]["window"]["start"]["energy_mj"][-1]
+    for series in counter_series(more["energy"]):  # 40 J more in the method's window, the counter kept whole
+        series["energy_mj"] = [v + 40_000 if v > after else v for v in series["energy_mj"]]
+    rewrite(folder / "run-002.json", more)
+    (s,) = summary.summarize([r for _, r in summary.load_records([folder])])
+    low, high = s.mj_per_call_range
+    assert high - low > sum(r.energy.method.per_call_mj_err for r in s.metered) and s.runs_disagree
+    code, stdout, err = summarize(folder)
+    assert code == 0 and "(beyond their bounds)" in stdout
+    assert "score_methods.py:tiny d1: its runs differ beyond their bounds" in err
 
 
 @pytest.mark.parametrize(

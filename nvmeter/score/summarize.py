@@ -163,6 +163,17 @@ class MethodSummary:
         return (min(values), max(values)) if values else (math.nan, math.nan)
 
     @property
+    def runs_disagree(self) -> bool:
+        """True if two metered runs' figures differ by more than the sum of their bounds.
+
+        Both cannot then hold the one true cost: the runs really cost differently (a cold
+        start, another seed, clocks), and the median's bound, a measurement bound, does not
+        cover that spread.
+        """
+        runs = [(r.energy.method.per_call_mj, r.energy.method.per_call_mj_err) for r in self.metered]
+        return any(abs(a - b) > ea + eb for i, (a, ea) in enumerate(runs) for b, eb in runs[i + 1 :])
+
+    @property
     def w_above_idle(self) -> float:
         """Median power above idle while the method runs, W."""
         return self._median(self.metered, lambda r: r.w_above_idle)
@@ -192,6 +203,7 @@ class MethodSummary:
                 "mj_per_call": self.mj_per_call,
                 "mj_per_call_err": self.mj_per_call_err,
                 "mj_per_call_range": list(self.mj_per_call_range) if self.metered else None,
+                "runs_disagree": self.runs_disagree,
                 "w_above_idle": self.w_above_idle,
                 "mnist_accuracy": self.mnist_accuracy,
                 "runs": len(self.runs),
@@ -256,7 +268,7 @@ def _range(s: MethodSummary) -> str:
         return "-"
     low, high = s.mj_per_call_range
     digits = _mj_digits(high)
-    return f"{low:,.{digits}f} to {high:,.{digits}f}"
+    return f"{low:,.{digits}f} to {high:,.{digits}f}" + (" (beyond their bounds)" if s.runs_disagree else "")
 
 
 def method_rows(summaries: Sequence[MethodSummary]) -> list[list[str]]:
@@ -347,7 +359,7 @@ def to_markdown(summaries: Sequence[MethodSummary]) -> str:
     return (
         "Per method (medians over passing runs; mJ per call above idle, less the harness's round trip; "
         "the bound is the largest run's, and holds the median of the runs' own figures; the range is "
-        "how far the runs differ):\n\n"
+        'how far the runs differ, "beyond their bounds" where two runs really cost differently):\n\n'
         + markdown(METHOD_HEADER, method_rows(summaries))
         + "\n\nEvery run:\n\n"
         + markdown(RUN_HEADER, run_rows(summaries))
@@ -372,6 +384,20 @@ def to_json(summaries: Sequence[MethodSummary]) -> dict:
             for r in s.runs
         ],
     }
+
+
+def disagreement_lines(summaries: Sequence[MethodSummary]) -> list[str]:
+    """One line a method whose runs differ beyond their bounds (:attr:`MethodSummary.runs_disagree`)."""
+    lines = []
+    for s in summaries:
+        if s.runs_disagree:
+            low, high = s.mj_per_call_range
+            lines.append(
+                f"{s.name} d{s.difficulty}: its runs differ beyond their bounds ({low:,.0f} to "
+                f"{high:,.0f} mJ/call): the calls cost differently from run to run, and the median's bound "
+                "does not cover that"
+            )
+    return lines
 
 
 # -- the plot -------------------------------------------------------------------------------
