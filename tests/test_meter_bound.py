@@ -678,3 +678,41 @@ def test_a_provisional_measurement_leaves_the_whole_window_s_calls_check_to_the_
         assert p is not None and not any("calls=" in q for q in p.problems)
         marked_calls(w, fn, 50, None)  # the rest of the declared calls
     assert not any("calls=" in q for q in w.result.problems)
+
+
+def test_one_long_call_entered_in_earlier_work_keeps_its_head_samples():
+    """A call longer than the sample buffer, no w.call() inside it: its head is read from the
+    buffer the start's poller read after its step, not a sample left seconds later."""
+    board = make_board()
+    idle_w = board.config.idle_context_w
+    board.set_load(650.0)
+    board.clock.sleep(2.0)  # earlier work up to the entry, which its sync ends
+    board.set_load(0.0)
+    with EnergyWindow(board, sync="none", idle=idle_w) as w:
+        t0 = board.clock.now()
+        board.set_load(650.0)
+        board.clock.sleep(0.3)  # a heavy phase, then a light one: 2.8 s in all
+        board.set_load(60.0)
+        board.clock.sleep(2.5)
+        board.set_load(0.0)
+        t1 = board.clock.now()
+        w.call()
+    m = w.result
+    assert m.in_work and m.reliable, m
+    lag_s, tail_s = board.config.step_delay_s, 0.04  # the board answers late; the tail ends at idle
+    truth_mj = (board.true_energy_j(t0 + lag_s, t1 + tail_s) - idle_w * (t1 + tail_s - t0 - lag_s)) * 1e3
+    assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err, (m.per_call_mj, truth_mj)
+
+
+def test_a_cut_read_across_a_rolled_over_buffer_is_not_read():
+    board = make_board()
+    calls(board, 1.0)
+    with EnergyWindow(board, sync="none", idle=idle_of(board), calls=1) as w:
+        calls(board, 0.5)
+    m = w.result
+    assert m.in_work and math.isfinite(m.head_j) and m.reliable
+    t_cut = m.work_t0_s
+    rolled = tuple(s for s in m.samples if not t_cut - 0.01 < s.t_s < t_cut + 0.3)  # 0.31 s without a sample
+    gapped = replace(m, samples=rolled)
+    assert math.isnan(gapped.head_j) and not gapped.reliable
+    assert gapped.reason == "the sample buffer does not cover the window"
