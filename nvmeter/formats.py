@@ -642,7 +642,7 @@ PYTEST_ENERGY = Format(
 # -- window: one Measurement as a file (Measurement.save) ------------------------------------------
 WINDOW = Format(
     "window",
-    (Version(1, "one window's Measurement (its own schema_version, 6 when written) and provenance"),),
+    (Version(1, "one window's Measurement (its own schema_version, 7 when written) and provenance"),),
     verifier="nvmeter.meter.windowrecord:load",
 )
 

@@ -32,6 +32,7 @@ import threading
 from typing import Protocol
 
 from nvmeter.boards.protocol import Board, BoardState, PowerSample
+from nvmeter.meter import polling
 from nvmeter.meter.series import CounterSeries
 from nvmeter.meter.span import SHARP_READS, joined, sharp, sharp_edge
 
@@ -74,9 +75,15 @@ class _ThreadPoll:
     """Polls a real board from a daemon thread."""
 
     def __init__(
-        self, board: Board, timeout_s: float, samples_after_s: float | None = None, with_state: bool = False
+        self,
+        board: Board,
+        timeout_s: float,
+        samples_after_s: float | None = None,
+        with_state: bool = False,
+        owner: int | None = None,
     ) -> None:
         self.t0_s = board.clock.now()
+        self._owner = owner
         self._timeout_s = timeout_s
         self._after_s = samples_after_s
         self._reads: CounterSeries | None = None
@@ -90,6 +97,10 @@ class _ThreadPoll:
         self._thread.start()
 
     def _run(self, board: Board) -> None:
+        with polling.owned_by(self._owner):  # the window's own reads, not another meter's
+            self._poll(board)
+
+    def _poll(self, board: Board) -> None:
         try:
             if not self._state_in.is_set():
                 try:
@@ -187,7 +198,12 @@ class _ReplayPoll:
 
 
 def poll_in_background(
-    board: Board, timeout_s: float, samples_after_s: float | None = None, *, with_state: bool = False
+    board: Board,
+    timeout_s: float,
+    samples_after_s: float | None = None,
+    *,
+    with_state: bool = False,
+    owner: int | None = None,
 ) -> StepPoll:
     """Start polling ``board``'s counter for its next step; the caller goes on working.
 
@@ -196,6 +212,7 @@ def poll_in_background(
         timeout_s: Give up after this long without a step, s (the profile's ``edge_timeout_s``).
         samples_after_s: Also read the sample buffer this long after the last read, s (None: not).
         with_state: Read the board's state first, in the poller's thread (``state()``).
+        owner: Whose reads these are (:func:`nvmeter.meter.polling.owned_by`; None: nobody's).
 
     Returns:
         The poll; ``result()`` gives the reads, from the first to the first changed value,
@@ -205,4 +222,4 @@ def poll_in_background(
     # a simulated board on a real clock (the simulated twins of a multi-process job) polls like a GPU
     if hasattr(board, "replay_counter_reads") and hasattr(board.clock, "advance_to"):
         return _ReplayPoll(board, timeout_s, samples_after_s, with_state)
-    return _ThreadPoll(board, timeout_s, samples_after_s, with_state)
+    return _ThreadPoll(board, timeout_s, samples_after_s, with_state, owner)

@@ -51,7 +51,7 @@ from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_from_dict, samples_to_dict
 from nvmeter.meter.span import AlignedSpan
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # An SM clock that moved more than this between the window's edges is reported: a power-capped
 # H200 slid 1,545 -> 1,470 MHz (-5%) over 20 s (docs/facts.md); 2% is well inside that change.
 CLOCK_MOVE_REL = 0.02
@@ -84,6 +84,9 @@ class Measurement:
             (``exit="return"``): the window then ends at the work's end, not at that step.
         call_ends_s: When each call ended, s on the board's clock, where every call was
             marked with ``w.call()``; empty otherwise.
+        foreign_read_s: Seconds this process spent reading the board's energy counter inside
+            the window for other meters (a window inside this one, its idle span): their reads
+            drew the polling artefact, which the bound holds (:mod:`nvmeter.meter.polling`).
     """
 
     device: BoardIdentity
@@ -106,6 +109,7 @@ class Measurement:
     states: tuple[BoardState, ...] = ()
     end_in_work: bool = False
     call_ends_s: tuple[float, ...] = ()
+    foreign_read_s: float = 0.0
 
     @property
     def model(self) -> errormodel.ErrorModel:
@@ -646,7 +650,8 @@ class Measurement:
     @property
     def reading_err_j(self) -> float:
         """Bound on reading this window's energy above idle, J: each term a worst case, summed."""
-        idle_term = self.idle.err_w * self.window_s
+        # other meters' counter reads inside the window drew the polling artefact too
+        idle_term = self.idle.err_w * self.window_s + self.profile.polling_artefact_w * self.foreign_read_s
         if self.method == "samples":
             return idle_term + self._sampling_err_j() + self.profile.samples_vs_counter * abs(self.energy_j)
         t_a, t_b, _, _, hw_a, hw_b = self._edges
@@ -942,7 +947,12 @@ class Measurement:
     def _change_notes(self) -> tuple[str, ...]:
         drift = self.drift
         significant = (repr(drift),) if drift is not None and drift.significant else ()
-        return tuple(self.state_changes) + significant
+        foreign = (
+            (f"other meters read this board's counter for {self.foreign_read_s:.2f} s inside it",)
+            if self.foreign_read_s > 0
+            else ()
+        )
+        return tuple(self.state_changes) + significant + foreign
 
     def _transient_note(self) -> str:
         """Why the window is transient, in a few words.
@@ -990,7 +1000,7 @@ class Measurement:
         return figures
 
     def to_dict(self) -> dict:
-        """JSON form (``schema_version`` 6): raw readings and the derived figures."""
+        """JSON form (``schema_version`` 7): raw readings and the derived figures."""
         return {
             "schema_version": SCHEMA_VERSION,
             "device": self.device.to_dict(),
@@ -1020,6 +1030,7 @@ class Measurement:
             "states": [s.to_dict() for s in self.states],
             "end_in_work": self.end_in_work,
             "call_ends_s": list(self.call_ends_s),
+            "foreign_read_s": self.foreign_read_s,
             "derived": self.derived(),
         }
 
@@ -1060,6 +1071,8 @@ class Measurement:
             d = {**d, "idle": {**d["idle"], "busy_pct": None}}  # not read before version 4
         if version <= 4:
             d = {"call_ends_s": [], **d}  # calls were not marked before version 5
+        if version <= 6:
+            d = {**d, "foreign_read_s": 0.0}  # other meters' reads were not counted before version 7
         idle = IdleBaseline(
             d["idle"]["power_w"],
             d["idle"]["err_w"],
@@ -1090,6 +1103,7 @@ class Measurement:
             tuple(BoardState.from_dict(s) for s in d["states"]),
             _strict_bool(d["end_in_work"], "end_in_work"),
             tuple(float(t) for t in d["call_ends_s"]),
+            d["foreign_read_s"],
         )
 
     def save(self, path: Path) -> None:
@@ -1155,6 +1169,7 @@ def _check_figures(m: Measurement) -> None:
         "idle.samples_power_w": (m.idle.samples_power_w, watts, True),
         "control_mj": (m.control_mj, {}, False),
         "control_err_mj": (m.control_err_mj, {"minimum": 0.0}, False),
+        "foreign_read_s": (m.foreign_read_s, {"minimum": 0.0}, False),
     }
     for name, (value, bounds, optional) in figures.items():
         if optional and (value is None or (isinstance(value, float) and math.isnan(value))):

@@ -18,6 +18,7 @@ import numpy as np
 
 from nvmeter.boards.protocol import Board, PowerSample
 from nvmeter.clock import Clock
+from nvmeter.meter import polling
 
 
 @dataclass(frozen=True)
@@ -168,10 +169,10 @@ def poll_counter(
         if every_s:
             clock.sleep_until(next_s)
             next_s += every_s
-        t0 = clock.now()
-        values.append(board.energy_mj())
+        t0, t1, value = polling.read_energy(board, clock)
+        values.append(value)
         t0s.append(t0)
-        t1s.append(clock.now())
+        t1s.append(t1)
     return CounterSeries(tuple(t0s), tuple(t1s), tuple(values))
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from nvmeter.boards.protocol import Board, PowerSample
 from nvmeter.clock import Clock
+from nvmeter.meter import polling
 from nvmeter.meter.series import (
     CounterSeries,
     integrate_samples_j,
@@ -59,10 +60,10 @@ def aligned_edge(
     t0s, t1s, values = [], [], []
     end = clock.now() + timeout_s
     while True:
-        t0 = clock.now()
-        values.append(board.energy_mj())
+        t0, t1, value = polling.read_energy(board, clock)
+        values.append(value)
         t0s.append(t0)
-        t1s.append(clock.now())
+        t1s.append(t1)
         if values[-1] != values[0] or clock.now() >= end or (until is not None and until()):
             return CounterSeries(tuple(t0s), tuple(t1s), tuple(values))
 

@@ -40,7 +40,7 @@ from nvmeter.arguments import finite
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, BoardState, PowerSample
-from nvmeter.meter import fold
+from nvmeter.meter import fold, polling
 from nvmeter.meter.baseline import IdleBaseline, context_level, drawable, measure_quiescent, watts_in
 from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
@@ -232,24 +232,33 @@ class EnergyWindow:
         if self._phase != "new":
             raise errors.UsageError("this EnergyWindow was entered already: make a new one for each window")
         self._phase = "open"
+        self._owner = polling.new_owner()
         try:
-            marks = [self.clock.now()]
-            self._sync()
-            marks.append(self.clock.now())
-            self._idle_before = self._baseline_before()
-            marks.append(self.clock.now())
-            self._read_samples()  # the lead-in: what the board did just before the work
-            marks.append(self.clock.now())
-            self._start = self._start_edge()
-            self._dither_start()
-            self._t0 = self.clock.now()
-            # where the entry's time went (the bench's record of nvmeter's own time)
-            marks.append(self._t0)
-            self.entry_parts_s = {k: b - a for k, a, b in zip(ENTRY_PARTS, marks, marks[1:], strict=False)}
+            with polling.owned_by(self._owner):
+                self._enter()
         except BaseException:
             self._phase = "failed"
+            polling.release(self._owner)
             raise
         return self
+
+    def _enter(self) -> None:
+        """Sync, the idle before, the lead-in's samples and the start edge (the entry's parts, timed)."""
+        marks = [self.clock.now()]
+        self._sync()
+        marks.append(self.clock.now())
+        self._idle_before = self._baseline_before()
+        # from here on, other meters' counter reads fall inside this window
+        self._foreign_from = (polling.total_s(self.board), polling.owned_s(self._owner))
+        marks.append(self.clock.now())
+        self._read_samples()  # the lead-in: what the board did just before the work
+        marks.append(self.clock.now())
+        self._start = self._start_edge()
+        self._dither_start()
+        self._t0 = self.clock.now()
+        # where the entry's time went (the bench's record of nvmeter's own time)
+        marks.append(self._t0)
+        self.entry_parts_s = {k: b - a for k, a, b in zip(ENTRY_PARTS, marks, marks[1:], strict=False)}
 
     def call(self, n: int = 1) -> None:
         """Declare ``n`` more calls; reads the sample buffer when its interval has passed.
@@ -378,8 +387,10 @@ class EnergyWindow:
         t_exit = self.clock.now()
         self._sync()
         t1 = self.clock.now()
+        self._foreign_s = self._foreign_read_s()  # at the work's end: later reads fall outside it
         try:
-            self._end_edge(t1)
+            with polling.owned_by(self._owner):
+                self._end_edge(t1)
         finally:
             self.exit_parts_s = dict(zip(EXIT_PARTS, (t1 - t_exit, self.clock.now() - t1), strict=True))
 
@@ -467,7 +478,9 @@ class EnergyWindow:
 
     def _poll(self, samples_after_s: float | None = None) -> StepPoll:
         """A poll for the next step inside the work, which also reads the board's state (edges' docstring)."""
-        poll = poll_in_background(self.board, self.profile.edge_timeout_s, samples_after_s, with_state=True)
+        poll = poll_in_background(
+            self.board, self.profile.edge_timeout_s, samples_after_s, with_state=True, owner=self._owner
+        )
         self._states.append(poll)
         return poll
 
@@ -504,9 +517,8 @@ class EnergyWindow:
         return sharp_edge(self.board, self.clock, self.profile.edge_timeout_s)
 
     def _one_read(self) -> CounterSeries:
-        t0 = self.clock.now()
-        value = self.board.energy_mj()
-        return CounterSeries((t0,), (self.clock.now(),), (value,))
+        t0, t1, value = polling.read_energy(self.board, self.clock)
+        return CounterSeries((t0,), (t1,), (value,))
 
     def _read_samples(self) -> None:
         self._reads.append(self.board.power_samples())
@@ -560,6 +572,12 @@ class EnergyWindow:
         """
         return () if isinstance(self._start, CounterSeries) else (self._start.samples(),)
 
+    def _foreign_read_s(self) -> float:
+        """Seconds of other meters' counter reads of this board since the entry (:mod:`.polling`)."""
+        total_s, owned_s = self._foreign_from
+        grown_s = polling.total_s(self.board) - total_s
+        return max(0.0, grown_s - (polling.owned_s(self._owner) - owned_s))
+
     def _build(
         self, t1: float, start: CounterSeries, end: CounterSeries, inner, idle=None, calls=None
     ) -> Measurement:
@@ -586,4 +604,6 @@ class EnergyWindow:
             states=self._board_states(),
             end_in_work=self._exit == "return",
             call_ends_s=tuple(self._call_ends) if self._call_ends and len(self._call_ends) == calls else (),
+            # a provisional window (measure()'s stopping rule) counts them so far
+            foreign_read_s=self._foreign_s if self._phase != "open" else self._foreign_read_s(),
         )
