@@ -750,3 +750,22 @@ def test_a_measurement_before_version_7_read_no_other_meters():
     del stored["foreign_read_s"]
     back = Measurement.from_dict(stored)
     assert back.foreign_read_s == 0.0 and back.per_call_mj_err == w.result.per_call_mj_err
+
+
+def test_one_step_found_by_two_marks_is_one_sub_window_edge():
+    """Calls longer than a sub-window: two marks find the same counter step, which must not make
+    a sub-window of no energy (it read -121 W, and the run ended NOT RELIABLE at ±51%)."""
+    import itertools as it
+
+    board = make_board()
+    count = it.count()
+
+    def fn():
+        board.set_load(LOAD_W)
+        board.clock.sleep(1.0 if next(count) % 50 == 49 else 0.01)
+        board.set_load(0.0)
+
+    m = measure(fn, device=board, sync="none", max_window_s=5)
+    steps = spread.boundaries(m)
+    assert all(b[1] > a[1] for a, b in itertools.pairwise(steps))
+    assert min(m.subwindow_mj) > 0 and m.reliable, m

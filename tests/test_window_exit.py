@@ -339,3 +339,41 @@ def test_a_burst_inside_the_cuts_sample_stays_inside_the_bound(seed):
     truth_j = board.true_energy_j(t0, t1) - board.config.idle_context_w * (t1 - t0)
     assert m._busy_across(m.work_t0_s, before=True)
     assert abs(m.above_idle_j - truth_j) <= m.err_j
+
+
+def duty_call(board, host_s=0.03, burst_s=0.01, load_w=650.0):
+    """A host-side wait, then a short burst: the call ends synchronised."""
+    board.set_load(0.0)
+    board.clock.sleep(host_s)
+    board.set_load(load_w)
+    board.clock.sleep(burst_s)
+    board.set_load(0.0)
+
+
+def test_a_short_returning_window_whose_polls_overlap_is_no_counter_gone_back():
+    board = context_board(10)  # a seed whose start poll goes past a blurred step into the end's
+    for _ in range(50):
+        duty_call(board)
+    with EnergyWindow(board, idle=board.config.idle_context_w, sync="none", exit="return") as w:
+        for _ in range(5):  # 0.2 s: the start's poll still reads when the end's begins
+            duty_call(board)
+            w.call()
+    for _ in range(30):
+        duty_call(board)
+    m = w.result
+    # the simulated counter reads as of each read's start
+    edges = (m.start, m.end)
+    reads = sorted(r for s in edges for r in zip(s.t0_s, s.energy_mj, strict=True))
+    assert m.end.t0_s[0] < m.start.t1_s[-1]  # the case: the two edges' reads interleave in time
+    assert not m.problems and m.reliable, m
+    assert [v for _, v in reads] == sorted(v for _, v in reads)  # by time the counter only rose
+
+
+def test_a_counter_that_goes_back_between_the_edges_is_still_caught():
+    from nvmeter.meter.window import _went_back
+
+    start = CounterSeries((0.0, 0.01), (0.003, 0.013), (1000, 1100))
+    assert not _went_back(start, CounterSeries((0.02, 0.03), (0.023, 0.033), (1100, 1200)))
+    assert _went_back(start, CounterSeries((0.02, 0.03), (0.023, 0.033), (1050, 1200)))
+    overlapping = CounterSeries((0.011, 0.03), (0.014, 0.033), (1000, 1200))  # began before 1100's read ended
+    assert not _went_back(start, overlapping)
