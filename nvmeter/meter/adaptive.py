@@ -131,8 +131,15 @@ def measure(
     reading part's cuts, power lag and fold shift (2 of 3 duty-cycled H200 runs at 2% stopped
     early just over the target without it: docs/window.md, call 16).
 
+    ``fn`` is the unit of repetition: the figure is the run's energy over its calls, and the
+    bound's state part is the spread of the sub-windows' power, which does not see calls that
+    cost differently in turn. Work whose cost cycles over calls (gradient accumulation: three
+    40 ms micro-steps, then a 300 ms optimizer step) read +11% outside a ±1.6% bound when the
+    run stopped part-way through a cycle (an adversarial review, docs/window.md): pass one
+    whole cycle as ``fn``.
+
     Args:
-        fn: The call to meter (no arguments).
+        fn: The call to meter (no arguments); each call alike in cost (above).
         min_window_s: Length of a sub-window, s.
         target_rel_err: Accepted relative bound on the per-call energy. 2% by default: the
             error model's floor for a run's state part is 0.7% (model 2, fitted on an H200) and
