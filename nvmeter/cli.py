@@ -1071,6 +1071,12 @@ def score(
                 on_run=progress.on_run,
             )
     print(to_markdown(group(done)), file=_STDOUT)
+    earlier = len(scoring.run_paths(out_dir)) - len(done)
+    if earlier > 0:  # the table holds this call's runs only
+        _say(
+            f"{earlier} earlier run{'s' if earlier > 1 else ''} in {out_dir} not in this table: "
+            f"`nvmeter summarize {out_dir}` tables them all"
+        )
     bad = [r for r in done if not r.energy_valid]
     for r in bad:
         why = "; ".join(r.reasons()) or f"energy {r.energy_note}"

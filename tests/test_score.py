@@ -587,3 +587,16 @@ def test_idle_processes_tolerate_another_pid_namespace():
     # inside a container NVML may show our worker under another pid: one process is ours
     assert IdleReading(None, 1.0, 0.0, (99,), 10).others == ()
     assert IdleReading(None, 1.0, 0.0, (98, 99), 10).others == (98, 99)
+
+
+def test_a_run_into_a_folder_with_earlier_runs_says_the_table_is_its_own(scored, data, tmp_path):
+    out = tmp_path / "tiny"
+    out.mkdir()
+    (out / "run-001.json").write_bytes((scored[0] / "run-001.json").read_bytes())
+    _, code, stdout, stderr = cli(
+        "score", f"{METHODS}:tiny", "-n", "1", "--runs", "1", "--simulate", "--json", out, *FAST_CLI,
+        data_root=data,
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert (out / "run-002.json").exists() and "1/1 pass" in stdout
+    assert f"1 earlier run in {out} not in this table: `nvmeter summarize {out}` tables them all" in stderr
