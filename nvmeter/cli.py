@@ -554,7 +554,7 @@ def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: 
         rig.on_phase = progress.on_phase
         report = run_probes(rig, quick=quick, only=tuple(only or ()), on_probe=progress.on_probe)
     records.write_json(out_path, report.to_dict())
-    out.print(_table(f"{board.name} {board.uuid}", report.rows()))
+    out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
     out.print(f"wrote {out_path}")
     if cache and not board.simulated:
         from nvmeter.boards.profile import store_probe
