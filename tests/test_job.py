@@ -1,5 +1,6 @@
 """JobWindow on simulated boards of one host (one virtual clock), and the clock's concurrency."""
 
+import dataclasses
 import math
 import threading
 import time
@@ -320,5 +321,14 @@ def test_the_jobs_line_carries_each_boards_warnings():
     job = w.result
     notes = [(b.label, n) for b in job.boards for n in b.measurement.notes]
     assert notes and any(n.startswith("transient") for _, n in notes)
+    line = repr(job)
+    # a note two boards share is said once, after both (here: one board's window given to a twin)
+    first = job.boards[0]
+    twin = dataclasses.replace(first, device=job.boards[1].device)
+    shared = dataclasses.replace(job, boards=(first, twin))
+    note = first.measurement.notes[0]
+    assert repr(shared).count(note) == 1 and f"{first.label}, {twin.label}: {note}" in repr(shared)
     for label, note in notes:
-        assert f"{label}: {note}" in repr(job)
+        said = line.split(f": {note}")[0].rsplit("[", 1)[-1].rsplit("; ", 1)[-1]
+        assert label in said.split(", ")  # each note once, after every board that has it
+        assert line.count(f": {note}") == 1

@@ -257,9 +257,13 @@ class JobMeasurement:
             f"{len(self.boards)} board(s), {len(self.ranks)} rank(s) "
             f"({self.calls} steps, {self.window_s:.2f} s)"
         )
-        notes = [f"{b.label}: {n}" for b in self.boards if b.measurement for n in b.measurement.notes]
-        if notes:
-            text += " [" + "; ".join(notes) + "]"
+        # a note several boards share is said once, with its boards (each board's said it again)
+        boards_of: dict[str, list[str]] = {}
+        for b in self.boards:
+            for note in b.measurement.notes if b.measurement else ():
+                boards_of.setdefault(note, []).append(b.label)
+        if boards_of:
+            text += " [" + "; ".join(f"{', '.join(who)}: {note}" for note, who in boards_of.items()) + "]"
         return text if self.reliable else f"{text} NOT RELIABLE: {self.reason}"
 
     # -- tables --------------------------------------------------------------
