@@ -6,6 +6,7 @@ import json
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from nvmeter import errors
@@ -769,3 +770,28 @@ def test_one_step_found_by_two_marks_is_one_sub_window_edge():
     steps = spread.boundaries(m)
     assert all(b[1] > a[1] for a, b in itertools.pairwise(steps))
     assert min(m.subwindow_mj) > 0 and m.reliable, m
+
+
+def test_a_window_s_own_pollers_are_its_own_reads_on_a_real_clock():
+    """On a real clock the edges are polled by threads: their reads are the window's own, and only
+    another window's count as foreign (the owner passed to the thread)."""
+    from nvmeter.clock import RealClock
+
+    board = SimulatedBoard(SimConfig(seed=5), clock=RealClock())
+    board.set_context(True)
+    board.set_load(LOAD_W)  # busy: every edge is polled inside the work, by a thread
+    idle_w = board.config.idle_context_w
+    with EnergyWindow(board, sync="none", idle=idle_w, calls=1) as outer:
+        board.clock.sleep(0.3)
+        with EnergyWindow(board, sync="none", idle=idle_w, calls=1, exit="return") as inner:
+            inner.mark()
+            board.clock.sleep(0.4)
+        assert inner.result is not None  # its end poll's reads, in later work, are nobody's
+        outer.mark()
+        board.clock.sleep(0.4)
+    board.set_load(0.0)
+    reads = (inner.result.start, *inner.result.inner, inner.result.end)
+    inner_s = sum(float(np.sum(np.subtract(s.t1_s, s.t0_s))) for s in reads)
+    assert inner.result.foreign_read_s == 0.0
+    # the outer window's foreign reads are the inner's, not its own polls' (0.1-0.2 s more)
+    assert outer.result.foreign_read_s == pytest.approx(inner_s, abs=0.05)

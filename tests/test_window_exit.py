@@ -350,7 +350,7 @@ def duty_call(board, host_s=0.03, burst_s=0.01, load_w=650.0):
     board.set_load(0.0)
 
 
-def test_a_short_returning_window_whose_polls_overlap_is_no_counter_gone_back():
+def test_a_short_returning_window_whose_polls_overlap_is_no_counter_gone_back(tmp_path):
     board = context_board(10)  # a seed whose start poll goes past a blurred step into the end's
     for _ in range(50):
         duty_call(board)
@@ -367,10 +367,12 @@ def test_a_short_returning_window_whose_polls_overlap_is_no_counter_gone_back():
     assert m.end.t0_s[0] < m.start.t1_s[-1]  # the case: the two edges' reads interleave in time
     assert not m.problems and m.reliable, m
     assert [v for _, v in reads] == sorted(v for _, v in reads)  # by time the counter only rose
+    m.save(tmp_path / "w.json")  # and its record reads back: the loader compares by time too
+    assert repr(Measurement.load(tmp_path / "w.json")) == repr(m)
 
 
 def test_a_counter_that_goes_back_between_the_edges_is_still_caught():
-    from nvmeter.meter.window import _went_back
+    from nvmeter.meter.series import went_back as _went_back
 
     start = CounterSeries((0.0, 0.01), (0.003, 0.013), (1000, 1100))
     assert not _went_back(start, CounterSeries((0.02, 0.03), (0.023, 0.033), (1100, 1200)))

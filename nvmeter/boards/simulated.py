@@ -341,12 +341,13 @@ class SimulatedBoard:
         self._fault_ends: dict[Fault, float] = {}
         self.energy_reads = 0
 
-    @_locked
     def __repr__(self) -> str:
-        # the model is brought to now first, as any read does: a repr in a traceback said the
-        # power of the last read, 78.7 W, after 5 s at 421 W
-        self._advance(self.clock.now())
-        return f"SimulatedBoard(t={self.clock.now():.3f} s, target={self._target_w:.1f} W)"
+        # the model moves only when read, and moving it here would change a seeded run by a print:
+        # say when its figure is from (a repr in a traceback read 78.7 W after 5 s at 421 W)
+        return (
+            f"SimulatedBoard(t={self.clock.now():.3f} s; as of its last read at {self._trace.end_s:.3f} s: "
+            f"target {self._target_w:.1f} W)"
+        )
 
     # -- the worker's side -------------------------------------------------
     @property

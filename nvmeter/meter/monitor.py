@@ -41,7 +41,8 @@ class EnergyMonitor:
     * an outer window's time includes its inner windows' edges (the device idles while the
       caller waits, so they add time, not energy above idle, apart from the polling's own
       draw: +2.8 W while the counter is polled, results/probe-h200.json, about 0.1-0.3 J an
-      inner edge, which the outer window's bound does not cover);
+      inner edge, which the outer window's bound holds: its ``foreign_read_s``,
+      :mod:`nvmeter.meter.polling`);
     * two windows begun one after the other start on different counter steps (the second
       waits for the next step), and of two windows ended one after the other the later one
       also holds the earlier one's tail and end edge;
@@ -149,7 +150,7 @@ class EnergyMonitor:
         Raises:
             UsageError: no window ``name`` is open.
         """
-        self._window(name)
+        self._window(name).cancel()
         del self._open[name]
         del self._counted[name]
         self._declared.discard(name)

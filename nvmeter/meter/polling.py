@@ -75,13 +75,16 @@ def read_energy(board: Board, clock: Clock | None = None) -> tuple[float, float,
     return t0, t1, value
 
 
-def total_s(board: Board) -> float:
-    """Seconds of counter reads of ``board`` in this process so far, every owner's."""
+def snapshot(board: Board, token: int) -> tuple[float, float]:
+    """(seconds of every counter read of ``board`` so far, of ``token``'s own), under one lock.
+
+    Two snapshots' differences give the reads of others between them; taken under two locks,
+    a read could land in one sum and not the other.
+    """
     with _lock:
-        return _total_s.get(_key(board), 0.0)
+        return _total_s.get(_key(board), 0.0), _owned_s.get(token, 0.0)
 
 
-def owned_s(token: int) -> float:
-    """Seconds of ``token``'s own reads so far."""
-    with _lock:
-        return _owned_s.get(token, 0.0)
+def foreign_s(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """Seconds of other owners' reads between two snapshots (:func:`snapshot`), 0 at least."""
+    return max(0.0, (after[0] - before[0]) - (after[1] - before[1]))

@@ -65,6 +65,7 @@ def series_fault(d: dict) -> str | None:
 
 
 def _span_fault(d: dict) -> str | None:
+    from nvmeter.meter.series import went_back
     from nvmeter.meter.span import AlignedSpan
 
     try:
@@ -73,7 +74,8 @@ def _span_fault(d: dict) -> str | None:
         return f"a malformed span ({exc})"
     if not span.duration_s > 0:
         return "a span that ends before it starts"
-    if not _rising([*span.start.energy_mj, *span.end.energy_mj]) or span.energy_j < 0:
+    # by time: a window's start poll may still read when its end's begins (series.went_back)
+    if went_back(span.start, span.end) or span.energy_j < 0:
         return COUNTER_BACKWARDS
     if span.power_w > MAX_BOARD_W:
         return COUNTER_JUMP

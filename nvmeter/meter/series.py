@@ -11,6 +11,8 @@ and places it in the middle.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -218,3 +220,21 @@ def summary(values) -> dict:
     if v.size == 0:
         return {"n": 0, "median": None, "min": None, "max": None}
     return {"n": int(v.size), "median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
+
+
+def went_back(*series: CounterSeries) -> bool:
+    """True when a read shows less than one that ended before it began, across ``series``.
+
+    By time, not by series: a start edge polled in the work may still be reading when a short
+    window's end poll begins (exit="return"), and its later reads are no fault (an adversarial
+    review's 0.2 s window was flagged as a counter gone back). Reads that overlap in time are
+    not compared: each returns the counter as of some instant inside it.
+    """
+    reads = sorted((t1, t0, v) for s in series for t0, t1, v in zip(s.t0_s, s.t1_s, s.energy_mj, strict=True))
+    ends = [t1 for t1, _, _ in reads]
+    most = list(itertools.accumulate((v for _, _, v in reads), max))  # the most read by each end
+    for _, t0, value in reads:
+        done = bisect.bisect_right(ends, t0)  # reads that ended by this one's start
+        if done and most[done - 1] > value:
+            return True
+    return False

@@ -30,9 +30,7 @@ never rolls over unnoticed. Every telemetry figure comes from the board's profil
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import itertools
 import math
 from pathlib import Path
 
@@ -47,7 +45,7 @@ from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import MAX_TAIL_S, Measurement
 from nvmeter.meter.sanity import MAX_CALLS
-from nvmeter.meter.series import CounterSeries, integrate_samples_j, merge_samples
+from nvmeter.meter.series import CounterSeries, integrate_samples_j, merge_samples, went_back
 from nvmeter.meter.span import sharp_edge
 from nvmeter.meter.sync import Sync, resolve
 
@@ -93,24 +91,6 @@ def whole_calls(n) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CALLS:
         raise errors.UsageError(f"w.call(n) takes a whole number of calls from 1 to {MAX_CALLS:,}, not {n!r}")
     return n
-
-
-def _went_back(*series: CounterSeries) -> bool:
-    """True when a read shows less than one that ended before it began, across ``series``.
-
-    By time, not by series: a start edge polled in the work may still be reading when a short
-    window's end poll begins (exit="return"), and its later reads are no fault (an adversarial
-    review's 0.2 s window was flagged as a counter gone back). Reads that overlap in time are
-    not compared: each returns the counter as of some instant inside it.
-    """
-    reads = sorted((t1, t0, v) for s in series for t0, t1, v in zip(s.t0_s, s.t1_s, s.energy_mj, strict=True))
-    ends = [t1 for t1, _, _ in reads]
-    most = list(itertools.accumulate((v for _, _, v in reads), max))  # the most read by each end
-    for _, t0, value in reads:
-        done = bisect.bisect_right(ends, t0)  # reads that ended by this one's start
-        if done and most[done - 1] > value:
-            return True
-    return False
 
 
 class EnergyWindow:
@@ -268,7 +248,7 @@ class EnergyWindow:
         marks.append(self.clock.now())
         self._idle_before = self._baseline_before()
         # from here on, other meters' counter reads fall inside this window
-        self._foreign_from = (polling.total_s(self.board), polling.owned_s(self._owner))
+        self._foreign_from = polling.snapshot(self.board, self._owner)
         marks.append(self.clock.now())
         self._read_samples()  # the lead-in: what the board did just before the work
         marks.append(self.clock.now())
@@ -402,16 +382,28 @@ class EnergyWindow:
             return
         self._phase = "closed"
         if exc_type is not None:
+            polling.release(self._owner)
             return  # the caller's exception propagates unchanged; no measurement
         t_exit = self.clock.now()
         self._sync()
         t1 = self.clock.now()
-        self._foreign_s = self._foreign_read_s()  # at the work's end: later reads fall outside it
         try:
             with polling.owned_by(self._owner):
                 self._end_edge(t1)
         finally:
+            # the window's own reads end here but an end poll's in later work, outside its energy
+            # (their reads count as nobody's); a token kept would grow the ledger window by window
+            polling.release(self._owner)
             self.exit_parts_s = dict(zip(EXIT_PARTS, (t1 - t_exit, self.clock.now() - t1), strict=True))
+
+    def cancel(self) -> None:
+        """Close the open window without an end edge or a result (``EnergyMonitor.cancel``).
+
+        Its start's poll, if still running, ends on its own; nothing more is read for it.
+        """
+        if self._phase == "open":
+            self._phase = "failed"
+            polling.release(self._owner)
 
     def _end_edge(self, t1: float) -> None:
         """The end edge after the work's synchronised end ``t1``: in later work (return), or idled for."""
@@ -419,6 +411,7 @@ class EnergyWindow:
         if self._exit == "return" and t1 - self._t0 < RETURN_MIN_SPACINGS * spacing_s:
             self._exit = "wait"  # too short for its samples to tell the work's trailing power
         if self._exit == "return":
+            self._foreign_s = self._foreign_read_s()  # its energy ends at the work's end
             # the sample covering the end step lands up to one spacing (~20 ms) later
             self._pending = (self._poll(1.5 * spacing_s), t1)
             return
@@ -427,6 +420,7 @@ class EnergyWindow:
         inner = tuple(p.result() for p in self._inner)
         self.clock.sleep_until(t1 + self._tail_s)
         end = self._edge()
+        self._foreign_s = self._foreign_read_s()  # its energy ends at the end step: others' reads to it
         # the sample covering the tail's end lands up to one spacing (~20 ms) later
         self.clock.sleep_until(t1 + self._tail_s + 1.5 * self.profile.sample_spacing_s)
         self._read_samples()
@@ -573,7 +567,7 @@ class EnergyWindow:
         problems = []
         if self._calls is not None and self._counted and self._counted != self._calls:
             problems.append(self._calls_problem())
-        if method != "samples" and _went_back(start, end):
+        if method != "samples" and went_back(start, end):
             problems.append("the energy counter went backwards or reset inside the window")
         if method == "aligned" and not (len(start.steps) and len(end.steps)):
             problems.append("no counter step at an edge: the edge is known only to a period")
@@ -591,9 +585,7 @@ class EnergyWindow:
 
     def _foreign_read_s(self) -> float:
         """Seconds of other meters' counter reads of this board since the entry (:mod:`.polling`)."""
-        total_s, owned_s = self._foreign_from
-        grown_s = polling.total_s(self.board) - total_s
-        return max(0.0, grown_s - (polling.owned_s(self._owner) - owned_s))
+        return polling.foreign_s(self._foreign_from, polling.snapshot(self.board, self._owner))
 
     def _build(
         self, t1: float, start: CounterSeries, end: CounterSeries, inner, idle=None, calls=None
