@@ -1070,8 +1070,8 @@ def score(
                 on_phase=progress.on_phase,
                 on_run=progress.on_run,
             )
+        earlier = len(scoring.run_paths(out_dir)) - len(done)  # under the lock: no other scorer's run
     print(to_markdown(group(done)), file=_STDOUT)
-    earlier = len(scoring.run_paths(out_dir)) - len(done)
     if earlier > 0:  # the table holds this call's runs only
         _say(
             f"{earlier} earlier run{'s' if earlier > 1 else ''} in {out_dir} not in this table: "

@@ -291,10 +291,11 @@ def _score_v5(d: dict) -> dict:
     return d
 
 
-# The energy windows inside a score record are Measurement dicts (nvmeter.meter.measurement).
-# A change there bumps this kind too: a Version(3, "…", unchanged) where Measurement.from_dict
-# upgrades its own dicts, or an upgrade that rewrites energy.control.window and
-# energy.method.window here.
+# The energy windows inside a score record are Measurement dicts (nvmeter.meter.measurement), each
+# with its own schema_version, which Measurement.from_dict reads in every earlier version: a change
+# there bumps this kind only where the record around the windows changes too (v3 said the windows
+# became version 2; Measurement versions 3-7 left this kind as it was, as they did run, job and
+# pytest-energy records).
 SCORE = Format(
     "score",
     (
@@ -663,7 +664,7 @@ SCORE_SUMMARY = Format(
             2,
             "`methods[].mj_per_call_range`: the lowest and highest metered run's mJ per call above idle "
             "(null without a metered run, and when upgraded); `methods[].runs_disagree`: two runs differ "
-            "beyond their bounds (null when upgraded)",
+            "beyond their bounds (null under two metered runs, and when upgraded)",
             _score_summary_v2,
         ),
     ),

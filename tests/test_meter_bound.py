@@ -12,7 +12,7 @@ import pytest
 from nvmeter import errors
 from nvmeter.boards import profile as profiles
 from nvmeter.boards.protocol import BoardIdentity, BoardState
-from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
 from nvmeter.meter import errormodel, spread
 from nvmeter.meter.adaptive import measure
 from nvmeter.meter.baseline import IdleBaseline
@@ -795,3 +795,20 @@ def test_a_window_s_own_pollers_are_its_own_reads_on_a_real_clock():
     assert inner.result.foreign_read_s == 0.0
     # the outer window's foreign reads are the inner's, not its own polls' (0.1-0.2 s more)
     assert outer.result.foreign_read_s == pytest.approx(inner_s, abs=0.05)
+
+
+def test_a_counter_reset_in_the_idle_span_after_the_window_leaves_the_span_before():
+    """A driver reload during the span measured after the window: it read -455 kW, and the window
+    a reliable figure 900 times the truth. Now the span before alone is the idle, and the window
+    says why it is not reliable; its record reads back."""
+    board = make_board()
+    calls(board, 1.0)
+    board.clock.sleep(0.5)
+    board.inject(Fault.COUNTER_RESET, board.clock.now() + 3.0)  # in the span after the exit
+    with EnergyWindow(board, sync="none") as w:
+        n = calls(board, 1.2, window=w)
+    m = w.result
+    assert len(m.idle.spans) == 1 and m.idle_w == pytest.approx(board.config.idle_context_w, abs=2)
+    assert not m.reliable and "in the idle span after the window" in m.reason
+    assert n and abs(m.per_call_mj - LOAD_W * CALL_S * 1e3) <= m.per_call_mj_err
+    assert Measurement.from_dict(json.loads(json.dumps(m.to_dict()))).reason == m.reason

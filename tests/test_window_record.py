@@ -69,3 +69,38 @@ def test_a_kind_no_record_has_is_named_with_those_that_exist(tmp_path):
         errors.UsageError, match=r"no nvmeter record is of kind 'measurement' \(kinds: .*window"
     ):
         records.read_json(path, "measurement")
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda w: w.__setitem__("schema_version", 6), "version 7 added"),  # a field its version had not
+        (lambda w: w.__setitem__("model_version", True), "model_version must be a whole number"),
+        (lambda w: w.__setitem__("problems", "xyz"), "problems must be a list of texts"),
+        (lambda w: w.__setitem__("call_ends_s", ["1"]), "call_ends_s must hold numbers"),
+        (lambda w: w["idle"].__setitem__("local", "yes"), "idle.local must be true or false"),
+    ],
+)
+def test_a_window_record_with_a_field_of_the_wrong_kind_is_refused(window, tmp_path, change, says):
+    path = tmp_path / "w.json"
+    window.save(path)
+    data = json.loads(path.read_text())
+    change(data["window"])
+    path.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match=says):
+        Measurement.load(path)
+
+
+def test_a_window_record_without_its_provenance_is_damaged(window, tmp_path):
+    path = tmp_path / "w.json"
+    window.save(path)
+    data = json.loads(path.read_text())
+    data["provenance"] = 5
+    path.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match="provenance"):
+        Measurement.load(path)
+
+
+def test_an_empty_path_is_no_place_to_save(window):
+    with pytest.raises(errors.UsageError, match="empty"):
+        window.save("")

@@ -1072,6 +1072,10 @@ class Measurement:
         if version <= 4:
             d = {"call_ends_s": [], **d}  # calls were not marked before version 5
         if version <= 6:
+            if "foreign_read_s" in d:  # read as 0 it would drop a term of the bound without a word
+                raise errors.RecordError(
+                    f"a Measurement of schema_version {version} holds foreign_read_s, which version 7 added"
+                )
             d = {**d, "foreign_read_s": 0.0}  # other meters' reads were not counted before version 7
         idle = IdleBaseline(
             d["idle"]["power_w"],
@@ -1079,9 +1083,13 @@ class Measurement:
             d["idle"]["source"],
             _nan_if_null(d["idle"]["samples_power_w"]),
             busy_pct=_nan_if_null(d["idle"]["busy_pct"]),
-            local=d["idle"].get("local") is True,
+            local=_strict_bool(d["idle"].get("local", False), "idle.local"),
         )
+        if type(d["model_version"]) is not int:  # true is 1 to Python, and no model
+            raise TypeError(f"model_version must be a whole number, not {d['model_version']!r}")
         errormodel.model(d["model_version"])  # an unknown model fails here, by name
+        if not (isinstance(d["problems"], list) and all(isinstance(p, str) for p in d["problems"])):
+            raise TypeError(f"problems must be a list of texts, not {d['problems']!r}")
         return cls(
             BoardIdentity.from_dict(d["device"]),
             d["method"],
@@ -1102,7 +1110,7 @@ class Measurement:
             tuple(CounterSeries.from_dict(c) for c in d["inner"]),
             tuple(BoardState.from_dict(s) for s in d["states"]),
             _strict_bool(d["end_in_work"], "end_in_work"),
-            tuple(float(t) for t in d["call_ends_s"]),
+            tuple(_seconds(t, "call_ends_s") for t in d["call_ends_s"]),
             d["foreign_read_s"],
         )
 
@@ -1242,6 +1250,13 @@ def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str
     if max_rel_err is not None and rel > max_rel_err:
         return f"bound {rel:.1%} exceeds the accepted {max_rel_err:.1%}"
     return None
+
+
+def _seconds(value, name: str) -> float:
+    """A time read from a record: a number (not text, not true or false)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must hold numbers, not {value!r}")
+    return float(value)
 
 
 def _strict_bool(value, name: str) -> bool:

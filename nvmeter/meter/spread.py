@@ -35,7 +35,9 @@ def boundaries(m: Measurement) -> list[tuple[float, float, float]]:
     # (an adversarial review: a run with 1 s calls among 10 ms ones ended NOT RELIABLE at ±51%)
     kept: list[tuple[float, float, float]] = []
     for b in inside:
-        if not kept or b[1] > kept[-1][1]:
+        if kept and b[1] == kept[-1][1]:
+            kept[-1] = min(kept[-1], b, key=lambda step: step[2])  # the sharper placement of one step
+        elif not kept or b[1] > kept[-1][1]:
             kept.append(b)
     return kept
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nvmeter import provenance, records, verify
+from nvmeter import errors, provenance, records, verify
 from nvmeter.meter.measurement import Measurement, check_dict
+from nvmeter.provenance import Provenance
 
 KIND = "window"
 
@@ -19,9 +20,14 @@ KIND = "window"
 def save(m: Measurement, path: Path) -> None:
     """Write ``m`` as a ``window`` record (atomic: :func:`nvmeter.records.write_json`).
 
+    Its provenance is the saving process's (nvmeter, Python, packages, host): save a window in
+    the process that measured it, as ``EnergyWindow`` and ``measure()`` return it.
+
     Raises:
-        UsageError: the path cannot be written.
+        UsageError: the path is empty or cannot be written.
     """
+    if not str(path):  # Path("") is ".", the folder: a name was meant
+        raise errors.UsageError("the path to save a window to is empty: give a file name")
     records.write_json(
         Path(path),
         {**records.header(KIND), "provenance": provenance.collect().to_dict(), "window": m.to_dict()},
@@ -41,6 +47,7 @@ def load(path: Path, parsed: dict | None = None) -> Measurement:
     path = Path(path)
     data = records.read_json(path, KIND, parsed)
     with records.building(path, KIND):
+        Provenance.from_dict(records.mapping(data["provenance"], "provenance"))
         m = Measurement.from_dict(check_dict(data["window"], "window"))
         fresh = m.derived()  # inside: a raw series that breaks the arithmetic is this record's damage
     verify.check(path, [("window.derived", data["window"].get("derived"), fresh)])

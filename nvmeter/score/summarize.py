@@ -163,14 +163,16 @@ class MethodSummary:
         return (min(values), max(values)) if values else (math.nan, math.nan)
 
     @property
-    def runs_disagree(self) -> bool:
-        """True if two metered runs' figures differ by more than the sum of their bounds.
+    def runs_disagree(self) -> bool | None:
+        """True if two metered runs' figures differ by more than the sum of their bounds (None: under two).
 
         Both cannot then hold the one true cost: the runs really cost differently (a cold
         start, another seed, clocks), and the median's bound, a measurement bound, does not
         cover that spread.
         """
         runs = [(r.energy.method.per_call_mj, r.energy.method.per_call_mj_err) for r in self.metered]
+        if len(runs) < 2:
+            return None  # no pair to compare
         return any(abs(a - b) > ea + eb for i, (a, ea) in enumerate(runs) for b, eb in runs[i + 1 :])
 
     @property
@@ -268,7 +270,7 @@ def _range(s: MethodSummary) -> str:
         return "-"
     low, high = s.mj_per_call_range
     digits = _mj_digits(high)
-    return f"{low:,.{digits}f} to {high:,.{digits}f}" + (" (beyond their bounds)" if s.runs_disagree else "")
+    return f"{low:,.{digits}f} to {high:,.{digits}f}"
 
 
 def method_rows(summaries: Sequence[MethodSummary]) -> list[list[str]]:
@@ -286,7 +288,7 @@ def method_rows(summaries: Sequence[MethodSummary]) -> list[list[str]]:
                 _mj(s.mj_per_call, s.mj_per_call_err),
                 _num(s.w_above_idle, ",.1f"),
                 _pct(s.mnist_accuracy),
-                _range(s),
+                _range(s) + (" (beyond their bounds)" if s.runs_disagree else ""),
                 runs,
                 ", ".join(s.boards),
             ]
@@ -391,11 +393,9 @@ def disagreement_lines(summaries: Sequence[MethodSummary]) -> list[str]:
     lines = []
     for s in summaries:
         if s.runs_disagree:
-            low, high = s.mj_per_call_range
             lines.append(
-                f"{s.name} d{s.difficulty}: its runs differ beyond their bounds ({low:,.0f} to "
-                f"{high:,.0f} mJ/call): the calls cost differently from run to run, and the median's bound "
-                "does not cover that"
+                f"{s.name} d{s.difficulty}: its runs differ beyond their bounds ({_range(s)} mJ/call): "
+                "the calls cost differently from run to run, and the median's bound does not cover that"
             )
     return lines
 
