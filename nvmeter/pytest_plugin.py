@@ -87,6 +87,7 @@ class _State:
 
     def board(self, device):
         """The board for ``device``, opened once; skips the test when there is no GPU."""
+        __tracebackhide__ = True  # a skip is reported at the test's line
         from nvmeter.boards.factory import open_board
 
         key = device if device is not None else 0
@@ -331,7 +332,6 @@ class EnergyMeter:
         self._state = _state(request.config)
         self._budget = _budget(self._item)
 
-    @contextlib.contextmanager
     def __call__(self, device: int | str | None = None, **window_kwargs):
         """Meter the block on ``device``; yields the EnergyWindow (``w.call()``, ``w.result``).
 
@@ -339,9 +339,15 @@ class EnergyMeter:
         ``--energy-idle``). The window is judged against the marker's budget, if any, when
         the test's call ends. Skips the test when there is no GPU.
         """
+        # the board is opened here, called from the test's own line, and this frame is hidden:
+        # pytest then reports a skip at the test's line, not at the plugin's
+        __tracebackhide__ = True
+        return self._window(self._state.board(device), window_kwargs)
+
+    @contextlib.contextmanager
+    def _window(self, board, window_kwargs: dict):
         from nvmeter.meter.window import EnergyWindow
 
-        board = self._state.board(device)
         window_kwargs.setdefault("idle", self._state.idle_for(board))
         with EnergyWindow(board, **window_kwargs) as w:
             yield w
