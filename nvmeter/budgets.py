@@ -241,13 +241,25 @@ class BudgetRecord:
         """What ``nvmeter show`` prints: the verdicts counted, then each window's line as pytest gave it."""
         cut = [INTERRUPTED_LINE] if self.interrupted else []
         if not self.entries:
-            return [*cut, "no window was metered (no test used the energy marker or fixture)"]
+            # tests skipped without a GPU meter nothing either (a new user read it as no plugin at all)
+            return [
+                *cut,
+                "no window was metered (no test used the energy marker or fixture, or every one that did was "
+                "skipped: without a GPU, run pytest with --energy-simulate)",
+                *self._status_line(),
+            ]
         n, tests = len(self.entries), len({e.nodeid for e in self.entries})
         counts = Counter(e.verdict.outcome for e in self.entries)
         verdicts = ", ".join(f"{counts[o]} {_COUNTED.get(o, o)}" for o in OUTCOMES if counts[o])
         reliable = sum(e.measurement.reliable for e in self.entries)
         head = f"{_count(n, 'window')} of {_count(tests, 'test')}: {verdicts}; {reliable} of {n} reliable"
-        return [*cut, head, *(e.line() for e in self.entries)]
+        return [*cut, head, *(e.line() for e in self.entries), *self._status_line()]
+
+    def _status_line(self) -> list[str]:
+        """How pytest's session ended, where it did not pass (what failed is in pytest's own report)."""
+        if self.session_status in (None, 0, INTERRUPTED):  # interrupted: said first
+            return []
+        return [f"pytest's session ended with status {self.session_status}: not every test passed"]
 
 
 def _count(n: int, what: str) -> str:

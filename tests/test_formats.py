@@ -200,8 +200,14 @@ def _written(tmp_path, data):
 
 def test_a_newer_version_another_kind_or_an_unlabelled_stranger_is_refused(tmp_path):
     score = json.loads(COMMITTED[("score", 1)].read_text())
-    with pytest.raises(errors.RecordError, match="schema_version 99 is not one this nvmeter reads"):
+    with pytest.raises(
+        errors.RecordError, match=r"schema_version 99 is not one this nvmeter reads.*upgrade nvmeter"
+    ):
         records.read_json(_written(tmp_path, {**score, "schema_version": 99}), "score")
+    with pytest.raises(
+        errors.RecordError, match=r"schema_version 0 is not one this nvmeter reads \(an integer: [\d, ]+\)$"
+    ):
+        records.read_json(_written(tmp_path, {**score, "schema_version": 0}), "score")  # no newer one
     with pytest.raises(errors.RecordError, match="schema_version True"):
         records.read_json(_written(tmp_path, {**score, "schema_version": True}), "score")
     with pytest.raises(errors.RecordError, match="not an nvmeter probe record"):

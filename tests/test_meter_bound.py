@@ -735,7 +735,7 @@ def test_other_meters_reads_inside_a_window_are_in_its_bound():
                     outer.call()
     m = outer.result
     assert m.foreign_read_s > 1.0 and inner.result.foreign_read_s == 0.0
-    assert "other meters read this board's counter" in repr(m)
+    assert "other meters read the board's counter" in repr(m)
     truth_mj = load_w * call_s * 1e3
     assert m.per_call_mj > truth_mj * 1.05  # the artefact is in the figure ...
     assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err  # ... and in its bound

@@ -271,3 +271,11 @@ def test_a_folder_without_records_among_others_is_said_not_lost(folder, tmp_path
     code, out, err = summarize(folder, nested)
     assert code == 0 and "| method |" in out
     assert err.strip() == f"skipped {nested}: no run-*.json in it"
+
+
+def test_a_record_that_show_reads_is_pointed_there(tmp_path):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({"kind": "window", "schema_version": 1}))
+    code, stdout, err = summarize(path)
+    assert code == 2 and not stdout
+    assert f"{path} is a window record, not a score record: read it with `nvmeter show {path}`" in err

@@ -947,8 +947,12 @@ class Measurement:
     def _change_notes(self) -> tuple[str, ...]:
         drift = self.drift
         significant = (repr(drift),) if drift is not None and drift.significant else ()
+        drawn_j = self.profile.polling_artefact_w * self.foreign_read_s
         foreign = (
-            (f"other meters read this board's counter for {self.foreign_read_s:.2f} s inside it",)
+            (
+                f"this process's other meters read the board's counter for {self.foreign_read_s:.2f} s "
+                f"inside it: up to {drawn_j:,.1f} J of polling in the figure, held by its bound",
+            )
             if self.foreign_read_s > 0
             else ()
         )
@@ -1060,8 +1064,10 @@ class Measurement:
         version = d.get("schema_version", 1)  # version 1 had no key: its absence is version 1
         # an int (True == 1 and 3.0 == 3, but neither is a version nvmeter writes)
         if type(version) is not int or version not in range(1, SCHEMA_VERSION + 1):
+            newer = type(version) is int and version > SCHEMA_VERSION
             raise errors.RecordError(
-                f"a Measurement of schema_version {version!r} (this nvmeter reads 1-{SCHEMA_VERSION})"
+                f"a Measurement of schema_version {version!r} (this nvmeter reads 1-{SCHEMA_VERSION}"
+                + ("; a newer nvmeter wrote it: upgrade nvmeter to read it)" if newer else ")")
             )
         if version == 1:
             d = _upgrade_v1(d)

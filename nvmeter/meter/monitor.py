@@ -33,19 +33,21 @@ class EnergyMonitor:
     figure is the whole window's.
 
     How overlapping windows' edges interact: each window is its own ``EnergyWindow``, and
-    no two windows share an edge. ``begin`` polls the energy counter until it steps (up to
-    one counter period, ~100 ms on the H200, docs/facts.md) and ``end`` synchronises, waits
-    the profile's ``tail_s`` and polls until the next step. That waiting happens on the
-    caller's thread, so it falls inside every other window open at the time:
+    no two windows share an edge. On a quiet board ``begin`` polls the energy counter until
+    it steps (up to one counter period, ~100 ms on the H200, docs/facts.md); with work
+    running it returns at once and a thread finds the step inside the work. ``end``
+    synchronises, waits the profile's ``tail_s`` and polls until the next step. That waiting
+    happens on the caller's thread, so it falls inside every other window open at the time:
 
     * an outer window's time includes its inner windows' edges (the device idles while the
       caller waits, so they add time, not energy above idle, apart from the polling's own
-      draw: +2.8 W while the counter is polled, results/probe-h200.json, about 0.1-0.3 J an
+      draw: +2.8 W while the counter is polled, results/probe-h200.json, about 0.1-0.35 J an
       inner edge, which the outer window's bound holds: its ``foreign_read_s``,
       :mod:`nvmeter.meter.polling`);
-    * two windows begun one after the other start on different counter steps (the second
-      waits for the next step), and of two windows ended one after the other the later one
-      also holds the earlier one's tail and end edge;
+    * two windows begun one after the other on a quiet board start on different counter steps
+      (the second waits for the next step; with work running both may start on one), and of
+      two windows ended one after the other the later one also holds the earlier one's tail
+      and end edge;
     * work inside an overlap counts in every window that spans it: do not add the figures
       of overlapping windows.
 

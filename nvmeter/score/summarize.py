@@ -26,8 +26,11 @@ from nvmeter.meter import sanity
 from nvmeter.score.procedure import folder_runs
 from nvmeter.score.record import RunRecord
 
-
 # -- loading and verifying ----------------------------------------------------------------
+# The kinds `nvmeter show` prints, named to a reader who gave one to summarize.
+SHOWN_KINDS = ("probe", "run", "pytest-energy", "window")
+
+
 def verify(path: Path, data: dict, record: RunRecord) -> None:
     """Refuse a record whose stored figures differ from those recomputed from its raw readings.
 
@@ -67,7 +70,13 @@ def load_records(
             found += runs
             empty += [] if runs else [path]
         elif path.exists():  # read_json refuses what is not a regular file (a device, a FIFO)
-            found.append((path, records.read_json(path, KIND)))
+            parsed = records.parse_json(path, f"an nvmeter {KIND} record", KIND)
+            kind = parsed.get("kind") if isinstance(parsed, dict) else None
+            if kind in SHOWN_KINDS:  # a record another reader prints
+                raise errors.UsageError(
+                    f"{path} is a {kind} record, not a score record: read it with `nvmeter show {path}`"
+                )
+            found.append((path, records.read_json(path, KIND, parsed)))
         else:
             raise errors.UsageError(f"{path}: no such folder or file")
     if not found:
