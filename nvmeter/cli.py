@@ -590,17 +590,19 @@ def show(
     }
     if kind in elsewhere:  # records that another command (or the library, or the bench) reads
         raise errors.UsageError(f"{record_file} is a {kind} record: read it with `{elsewhere[kind]}`")
-    if kind in ("run", "pytest-energy", "window"):
-        # built whole and made printable first: an error leaves no half-printed record behind
-        lines = [_printable(line) for line in _record_lines(record_file, kind, data)]
-        print("\n".join(lines), file=_STDOUT)
-        return
-    if kind != "probe":  # a record of nvmeter's, but not one show reads
+    from nvmeter.formats import SHOWN_KINDS
+
+    if kind not in SHOWN_KINDS:  # a record of nvmeter's, but not one show reads
         raise errors.UsageError(
             f"{record_file} is a record of kind {kind!r}; nvmeter show reads probe records (nvmeter probe), "
             "run records (nvmeter run --json), energy-budget records (pytest --energy-json) and window "
             "records (Measurement.save)"
         )
+    if kind != "probe":
+        # built whole and made printable first: an error leaves no half-printed record behind
+        lines = [_printable(line) for line in _record_lines(record_file, kind, data)]
+        print("\n".join(lines), file=_STDOUT)
+        return
     from nvmeter.probes.report import load_report
 
     report = load_report(record_file, parsed=data)

@@ -720,6 +720,8 @@ FORMATS: dict[str, Format] = {
     )
 }
 CURRENT: dict[str, int] = {kind: f.current for kind, f in FORMATS.items()}
+# The kinds `nvmeter show` reads: its own dispatch, and other readers' pointer to it.
+SHOWN_KINDS = ("probe", "run", "pytest-energy", "window")
 
 
 def _format(kind: str) -> Format:

@@ -87,6 +87,8 @@ def check_writable(path: Path, inputs: tuple = ()) -> Path:
         UsageError: the folder is missing or not writable, the path is a folder, or an input.
 
     """
+    if isinstance(path, str) and path == "":  # Path("") would be the current folder: a name was meant
+        raise errors.UsageError("the output path is empty; give a file name")
     path = _output_path(path)
     for option, given in inputs:
         if given is not None and Path(given).exists() and Path(given).resolve() == path.resolve():

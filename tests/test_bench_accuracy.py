@@ -1185,6 +1185,11 @@ class _FlatCounter:
         self.clock.sleep(0.001)
         return 0
 
+    def identity(self):  # the meter counts its reads per board (nvmeter.meter.polling)
+        from types import SimpleNamespace
+
+        return SimpleNamespace(uuid="GPU-flat")
+
 
 def test_the_step_log_s_stop_waits_for_one_read_at_most():
     """stop() waited for the thread's poll to end (up to 60 ms): the calls after the block waited too."""

@@ -208,6 +208,11 @@ class _ScriptedCounter:
         self.clock.sleep(cost_s)
         return value
 
+    def identity(self):  # the meter counts its reads per board (nvmeter.meter.polling)
+        from types import SimpleNamespace
+
+        return SimpleNamespace(uuid="GPU-scripted")
+
 
 def test_an_idle_edge_goes_past_a_step_that_a_slow_read_blurred():
     from nvmeter.meter.span import aligned_edge, sharp_edge

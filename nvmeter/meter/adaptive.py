@@ -134,7 +134,7 @@ def measure(
     ``fn`` is the unit of repetition: the figure is the run's energy over its calls, and the
     bound's state part is the spread of the sub-windows' power, which does not see calls that
     cost differently in turn. Work whose cost cycles over calls (gradient accumulation: three
-    40 ms micro-steps, then a 300 ms optimizer step) read +11% outside a ±1.6% bound when the
+    40 ms micro-steps, then a 300 ms optimizer step) read +11% outside bounds of ±1.5-1.6% when the
     run stopped part-way through a cycle (an adversarial review, docs/window.md): pass one
     whole cycle as ``fn``.
 

@@ -221,7 +221,6 @@ class EnergyWindow:
         self._marks: list[tuple[float, int]] = []
         self._exit = exit
         self._dither = dither
-        self._idle_problem: str | None = None  # a fault in the idle span after the window
         self._pending: tuple | None = None  # (end poll, build args) until an end in later work is in
         self._phase = "new"
         self._result: Measurement | None = None
@@ -367,7 +366,10 @@ class EnergyWindow:
         inner = tuple(self._inner[i].result() for i in found[:-1])
         start = start if isinstance(start, CounterSeries) else start.result()
         end = self._inner[found[-1]].result()
-        m = self._build(t1, start, end, inner, idle=self._entry_baseline(), calls=calls)
+        # other meters' reads so far; the idle known at entry
+        m = self._build(
+            t1, start, end, inner, self._foreign_read_s(), idle=self._entry_baseline(), calls=calls
+        )
         # a caller's calls= counts the whole window: its check belongs to the final Measurement
         problems = tuple(p for p in m.problems if p != self._calls_problem())
         return dataclasses.replace(m, end_in_work=True, call_ends_s=ends, problems=problems)
@@ -412,20 +414,20 @@ class EnergyWindow:
         if self._exit == "return" and t1 - self._t0 < RETURN_MIN_SPACINGS * spacing_s:
             self._exit = "wait"  # too short for its samples to tell the work's trailing power
         if self._exit == "return":
-            self._foreign_s = self._foreign_read_s()  # its energy ends at the work's end
-            # the sample covering the end step lands up to one spacing (~20 ms) later
-            self._pending = (self._poll(1.5 * spacing_s), t1)
+            # its energy ends at the work's end: others' reads to it; the sample covering the end
+            # step lands up to one spacing (~20 ms) after the step
+            self._pending = (self._poll(1.5 * spacing_s), t1, self._foreign_read_s())
             return
         self._states.append(self.board.state())
         start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
         inner = tuple(p.result() for p in self._inner)
         self.clock.sleep_until(t1 + self._tail_s)
         end = self._edge()
-        self._foreign_s = self._foreign_read_s()  # its energy ends at the end step: others' reads to it
+        foreign_s = self._foreign_read_s()  # its energy ends at the end step: others' reads to it
         # the sample covering the tail's end lands up to one spacing (~20 ms) later
         self.clock.sleep_until(t1 + self._tail_s + 1.5 * self.profile.sample_spacing_s)
         self._read_samples()
-        self._result = self._build(t1, start, end, inner)
+        self._result = self._build(t1, start, end, inner, foreign_s)
 
     @property
     def result(self) -> Measurement | None:
@@ -445,14 +447,14 @@ class EnergyWindow:
                 "(inside it, w.estimate() gives a running figure)"
             )
         if self._pending is not None:
-            end_poll, t1 = self._pending
+            end_poll, t1, foreign_s = self._pending
             self._pending = None
             try:
                 start = self._start if isinstance(self._start, CounterSeries) else self._start.result()
                 inner = tuple(p.result() for p in self._inner)
                 end = end_poll.result()
                 self._reads.append(end_poll.samples())
-                self._result = self._build(t1, start, end, inner)
+                self._result = self._build(t1, start, end, inner, foreign_s)
             except BaseException as exc:
                 self._failure = exc
                 raise
@@ -558,20 +560,21 @@ class EnergyWindow:
             f"idle must be 'measure', a probe file, watts or an IdleBaseline, not {spec!r}"
         )
 
-    def _baseline(self) -> IdleBaseline:
+    def _baseline(self) -> tuple[IdleBaseline, tuple[str, ...]]:
+        """The idle the window subtracts, and the problem its span after the window had (if one)."""
         if isinstance(self._idle_before, IdleBaseline):
-            return self._idle_before
+            return self._idle_before, ()
         after = measure_quiescent(self.board)
         fault = next(sanity.faults(after.to_dict(), "the idle span after"), None)
         if fault is None:
-            return IdleBaseline.from_spans([self._idle_before, after], "quiescent", local=True)
+            return IdleBaseline.from_spans([self._idle_before, after], "quiescent", local=True), ()
         # a driver reload during the span after the window read it at -455 kW, and the window as a
         # reliable figure 900 times the truth inside a bound of the same size (an adversarial review)
-        self._idle_problem = f"{fault[1]} in the idle span after the window: the idle is the one before alone"
-        return IdleBaseline.from_spans([self._idle_before], "quiescent", local=True)
+        problem = f"{fault[1]} in the idle span after the window: the idle is the one before alone"
+        return IdleBaseline.from_spans([self._idle_before], "quiescent", local=True), (problem,)
 
     def _problems(self, start: CounterSeries, end: CounterSeries, method: str) -> tuple[str, ...]:
-        problems = [self._idle_problem] if self._idle_problem else []
+        problems = []
         if self._calls is not None and self._counted and self._counted != self._calls:
             problems.append(self._calls_problem())
         if method != "samples" and went_back(start, end):
@@ -595,12 +598,20 @@ class EnergyWindow:
         return polling.foreign_s(self._foreign_from, polling.snapshot(self.board, self._owner))
 
     def _build(
-        self, t1: float, start: CounterSeries, end: CounterSeries, inner, idle=None, calls=None
+        self,
+        t1: float,
+        start: CounterSeries,
+        end: CounterSeries,
+        inner,
+        foreign_s: float,
+        idle=None,
+        calls=None,
     ) -> Measurement:
+        """The Measurement; ``foreign_s``: other meters' read seconds inside it (:meth:`_foreign_read_s`)."""
         if calls is None:
             calls = self._calls if self._calls is not None else self._counted
         method = "aligned" if self.method == "auto" else self.method
-        idle = self._baseline() if idle is None else idle  # before the problems: it may find one
+        idle, idle_problems = self._baseline() if idle is None else (idle, ())
         return Measurement(
             device=self.board.identity(),
             method=method,
@@ -614,13 +625,12 @@ class EnergyWindow:
             control_mj=self._control[0],
             control_err_mj=self._control[1],
             max_rel_err=self._max_rel_err,
-            problems=self._problems(start, end, method),
+            problems=idle_problems + self._problems(start, end, method),
             tail_s=self._tail_s,
             profile=self.profile,
             inner=inner,
             states=self._board_states(),
             end_in_work=self._exit == "return",
             call_ends_s=tuple(self._call_ends) if self._call_ends and len(self._call_ends) == calls else (),
-            # a provisional window (measure()'s stopping rule) counts them so far
-            foreign_read_s=self._foreign_s if self._phase != "open" else self._foreign_read_s(),
+            foreign_read_s=foreign_s,
         )

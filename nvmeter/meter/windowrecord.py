@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nvmeter import errors, provenance, records, verify
+from nvmeter import provenance, records, verify
 from nvmeter.meter.measurement import Measurement, check_dict
 from nvmeter.provenance import Provenance
 
@@ -26,10 +26,8 @@ def save(m: Measurement, path: Path) -> None:
     Raises:
         UsageError: the path is empty or cannot be written.
     """
-    if not str(path):  # Path("") is ".", the folder: a name was meant
-        raise errors.UsageError("the path to save a window to is empty: give a file name")
     records.write_json(
-        Path(path),
+        path,
         {**records.header(KIND), "provenance": provenance.collect().to_dict(), "window": m.to_dict()},
     )
 

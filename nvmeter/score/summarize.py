@@ -20,17 +20,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nvmeter import errors, provenance, records
+from nvmeter import errors, formats, provenance, records
 from nvmeter import verify as verify_figures
 from nvmeter.meter import sanity
 from nvmeter.score.procedure import folder_runs
 from nvmeter.score.record import RunRecord
 
+
 # -- loading and verifying ----------------------------------------------------------------
-# The kinds `nvmeter show` prints, named to a reader who gave one to summarize.
-SHOWN_KINDS = ("probe", "run", "pytest-energy", "window")
-
-
 def verify(path: Path, data: dict, record: RunRecord) -> None:
     """Refuse a record whose stored figures differ from those recomputed from its raw readings.
 
@@ -72,7 +69,7 @@ def load_records(
         elif path.exists():  # read_json refuses what is not a regular file (a device, a FIFO)
             parsed = records.parse_json(path, f"an nvmeter {KIND} record", KIND)
             kind = parsed.get("kind") if isinstance(parsed, dict) else None
-            if kind in SHOWN_KINDS:  # a record another reader prints
+            if kind in formats.SHOWN_KINDS:  # a record `nvmeter show` prints
                 raise errors.UsageError(
                     f"{path} is a {kind} record, not a score record: read it with `nvmeter show {path}`"
                 )
