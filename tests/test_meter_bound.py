@@ -804,11 +804,80 @@ def test_a_counter_reset_in_the_idle_span_after_the_window_leaves_the_span_befor
     board = make_board()
     calls(board, 1.0)
     board.clock.sleep(0.5)
-    board.inject(Fault.COUNTER_RESET, board.clock.now() + 3.0)  # in the span after the exit
+    for k in range(10):  # in the span after the exit and in the one measured again after it
+        board.inject(Fault.COUNTER_RESET, board.clock.now() + 3.0 + 0.3 * k)
     with EnergyWindow(board, sync="none") as w:
         n = calls(board, 1.2, window=w)
     m = w.result
     assert len(m.idle.spans) == 1 and m.idle_w == pytest.approx(board.config.idle_context_w, abs=2)
-    assert not m.reliable and "in the idle span after the window" in m.reason
+    assert not m.reliable and "in two idle spans after the window" in m.reason
     assert n and abs(m.per_call_mj - LOAD_W * CALL_S * 1e3) <= m.per_call_mj_err
     assert Measurement.from_dict(json.loads(json.dumps(m.to_dict()))).reason == m.reason
+
+
+def test_a_counter_reset_in_the_idle_span_before_the_window_is_measured_again():
+    """A code review (2026-12-06): a reset during the span before the window read the idle at
+    -455 kW, and the window a reliable 22,813,995.7 ± 24,121,083.3 mJ a call for 22,000. A reset
+    is one event: the span is measured again."""
+    board = make_board()
+    board.clock.sleep(2.0)
+    board.inject(Fault.COUNTER_RESET, board.clock.now() + 0.5)
+    with EnergyWindow(board, sync="none") as w:
+        calls(board, 0.6, window=w)
+    m = w.result
+    assert m.idle_w == pytest.approx(board.config.idle_context_w, abs=2) and m.idle.err_w < 5
+    assert m.reliable and abs(m.per_call_mj - LOAD_W * CALL_S * 1e3) <= m.per_call_mj_err
+
+
+def test_two_idle_spans_before_a_window_that_cannot_be_real_are_refused_before_the_work():
+    board = make_board()
+    for k in range(12):
+        board.inject(Fault.COUNTER_RESET, board.clock.now() + 0.3 + 0.25 * k)
+    window = EnergyWindow(board, sync="none")
+    with pytest.raises(errors.TelemetryError, match=r"two idle spans in a row .* cannot be real"):
+        window.__enter__()
+
+
+def test_measure_reads_a_reset_in_its_idle_span_after_the_work_again(monkeypatch):
+    board = make_board()
+
+    def step():
+        board.set_load(LOAD_W)
+        board.clock.sleep(CALL_S)
+        board.set_load(0.0)
+
+    from nvmeter.meter import adaptive
+
+    real, after = adaptive.measure_quiescent, []
+
+    def reset_during(board_, **kwargs):  # the span after the work: a reset half a second into it
+        after.append(board_.clock.now())
+        board_.inject(Fault.COUNTER_RESET, board_.clock.now() + 0.5)
+        return real(board_, **kwargs)
+
+    monkeypatch.setattr(adaptive, "measure_quiescent", reset_during)
+    m = measure(step, device=board, sync="none", target_rel_err=0.02)
+    assert len(after) == 1 and len(m.idle.spans) == 2  # the span after, measured again
+    assert m.reliable and abs(m.per_call_mj - LOAD_W * CALL_S * 1e3) <= m.per_call_mj_err
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_a100_like_board_s_idle_is_bounded_at_its_family_s_polling_artefact(seed):
+    """The idle spans' polling was bounded at the H200's 2.8 W whatever the board: on a board that
+    draws 30 W more while polled (the public A100 probe: ~23-30 W, docs/facts.md) the idle read up to
+    6.2 W high against a ~1 W bound, and 100 ms calls at 20 W above idle read -12% (3 of 20 outside a
+    reliable bound; a code review, 2026-12-06). The Ampere defaults say 35 W."""
+    board = SimulatedBoard(SimConfig(name="Simulated A100", polling_extra_w=30.0, seed=seed))
+    board.set_context(True)
+    board.clock.sleep(3.0)
+    with EnergyWindow(board, sync="none") as w:
+        for _ in range(50):
+            board.set_load(20.0)
+            board.clock.sleep(0.1)
+            board.set_load(0.0)
+            w.call()
+    m = w.result
+    assert m.profile.polling_artefact_w == profiles.AMPERE.polling_artefact_w
+    span = m.idle.spans[0]
+    assert m.idle.err_w >= m.profile.polling_artefact_w * span.polled_inside_s / span.duration_s
+    assert abs(m.per_call_mj - 20.0 * 0.1 * 1e3) <= m.per_call_mj_err or not m.reliable

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nvmeter import errors, provenance
-from nvmeter.boards.profile import resolve_profile
+from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
 from nvmeter.command.life import Life, RealLife, SimulatedLife
 from nvmeter.command.process import (
@@ -23,7 +23,7 @@ from nvmeter.command.process import (
 )
 from nvmeter.command.record import BoardRun, CommandRun
 from nvmeter.descendants import marked, reap_orphans
-from nvmeter.meter.baseline import IdleBaseline, drawable, measure_quiescent
+from nvmeter.meter.baseline import IdleBaseline, drawable, quiet_span
 from nvmeter.meter.window import EnergyWindow
 
 # How often the wait loop looks at the child, s: the window may close up to this much
@@ -31,13 +31,14 @@ from nvmeter.meter.window import EnergyWindow
 POLL_S = 0.05
 
 
-def _baseline(board: Board, idle) -> IdleBaseline:
+def _baseline(board: Board, idle, profile: BoardProfile) -> IdleBaseline:
     """The idle a board's window subtracts (``idle``: "measure", a probe file, or W)."""
     if isinstance(idle, str) and idle == "measure":
-        return IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
+        span = quiet_span(board, profile.edge_timeout_s)
+        return IdleBaseline.from_spans([span], "quiescent", polling_artefact_w=profile.polling_artefact_w)
     if isinstance(idle, (int, float)) and not isinstance(idle, bool):
         return drawable(IdleBaseline.given(float(idle)), board)
-    return IdleBaseline.from_probe(Path(idle), board, level="no_context")
+    return IdleBaseline.from_probe(Path(idle), board, "no_context", profile.polling_artefact_w)
 
 
 def _idle_label(idle) -> dict:
@@ -111,17 +112,11 @@ def run_command(
         raise errors.UsageError("no board to meter")
     life = life or RealLife()
     others = [_context_pids(b) for b in boards]
+    # the idle's probe file is the board's profile too, as a window given it as idle= reads it
+    profiles = [resolve_profile(None, b.identity(), idle) for b in boards]
     windows = [
-        # the idle's probe file is the board's profile too, as a window given it as idle= reads it
-        EnergyWindow(
-            b,
-            idle=_baseline(b, idle),
-            sync="none",
-            calls=1,
-            method=method,
-            profile=resolve_profile(None, b.identity(), idle),
-        )
-        for b in boards
+        EnergyWindow(b, idle=_baseline(b, idle, p), sync="none", calls=1, method=method, profile=p)
+        for b, p in zip(boards, profiles, strict=True)
     ]
     for w in windows:
         w.__enter__()

@@ -17,7 +17,7 @@ from typing import Protocol
 from nvmeter import errors, records
 from nvmeter.boards.protocol import Board
 from nvmeter.meter import sanity
-from nvmeter.meter.span import AlignedSpan, measure_span
+from nvmeter.meter.span import EDGE_TIMEOUT_S, AlignedSpan, measure_span
 
 # A quiescent idle span before and after a window; 1 s holds ~10 counter periods,
 # enough for a baseline known to ~0.3% (edges ~3 ms of ~1 s).
@@ -86,22 +86,41 @@ class IdleBaseline:
         return cls(float(power_w), float(err_w), "given")
 
     @classmethod
-    def from_spans(cls, spans: list[AlignedSpan], source: str, local: bool = False) -> IdleBaseline:
+    def from_spans(
+        cls,
+        spans: list[AlignedSpan],
+        source: str,
+        local: bool = False,
+        polling_artefact_w: float | None = None,
+    ) -> IdleBaseline:
         """Mean of spans; the bound is half their spread, the edges' share and the polling's.
 
-        ``local``: the spans were measured around the window that uses them (:attr:`local`).
+        Args:
+            spans: The idle spans, each between two counter steps.
+            source: What they were: ``"quiescent"`` or ``"frozen"``.
+            local: The spans were measured around the window that uses them (:attr:`local`).
+            polling_artefact_w: The board's polling artefact (its profile's), W; None: the
+                H200's, as records made before error model 11 were bounded
+                (:meth:`~nvmeter.meter.span.AlignedSpan.polling_bias_w`).
         """
         powers = [s.power_w for s in spans]
         mean = sum(powers) / len(powers)
         spread = (max(powers) - min(powers)) / 2
-        edges = max(s.power_w * s.edge_uncertainty_s / s.duration_s + s.polling_bias_w for s in spans)
+        edges = max(
+            abs(s.power_w) * s.edge_uncertainty_s / s.duration_s + s.polling_bias_w(polling_artefact_w)
+            for s in spans
+        )
         samples = sum(s.samples_power_w for s in spans) / len(spans)
         busy = max((s.busy_pct for s in spans if math.isfinite(s.busy_pct)), default=math.nan)
         return cls(mean, spread + edges, source, samples, tuple(spans), busy, local)
 
     @classmethod
-    def from_probe(cls, path: Path, board: Board, level: str = "context") -> IdleBaseline:
+    def from_probe(
+        cls, path: Path, board: Board, level: str = "context", polling_artefact_w: float | None = None
+    ) -> IdleBaseline:
         """The idle a probe file measured on this board (``level``: no_context, context, frozen).
+
+        ``polling_artefact_w``: as for :meth:`from_spans`.
 
         Raises:
             RecordError: another board, another schema, no idle probe in the file, an idle
@@ -149,25 +168,61 @@ class IdleBaseline:
         records.verify(path, "probe")  # the span above is raw: the file's figures must be its own
         return cls(
             span.power_w,
-            span.power_w * span.edge_uncertainty_s / span.duration_s + span.polling_bias_w,
+            span.power_w * span.edge_uncertainty_s / span.duration_s
+            + span.polling_bias_w(polling_artefact_w),
             "probe",
             span.samples_power_w,
             (span,),
         )
 
 
-def measure_quiescent(board: Board, duration_s: float = IDLE_SPAN_S) -> AlignedSpan:
+def measure_quiescent(
+    board: Board, duration_s: float = IDLE_SPAN_S, timeout_s: float = EDGE_TIMEOUT_S
+) -> AlignedSpan:
     """One idle span with the caller quiescent (the caller must have synchronised).
 
     Its ``busy_pct`` is the GPU utilisation read at its end: kernels still running (the
-    caller's unsynchronised work, another process's) make an idle that is not one.
+    caller's unsynchronised work, another process's) make an idle that is not one. A span
+    that cannot be real (:func:`span_fault`: a counter reset or a wrap inside it) is measured
+    once more, since a reset is one event; the caller checks the second. ``timeout_s``: the
+    longest wait for a counter step at an edge (the profile's ``edge_timeout_s``), s.
     """
-    span = measure_span(board, board.clock, duration_s)
+    span = _quiescent(board, duration_s, timeout_s)
+    return span if span_fault(span) is None else _quiescent(board, duration_s, timeout_s)
+
+
+def _quiescent(board: Board, duration_s: float, timeout_s: float) -> AlignedSpan:
+    span = measure_span(board, board.clock, duration_s, timeout_s)
     try:
         busy_pct = board.utilization().gpu_pct
     except errors.NotSupported:
         busy_pct = math.nan
     return replace(span, busy_pct=float(busy_pct))
+
+
+def span_fault(span: AlignedSpan) -> str | None:
+    """Why ``span`` cannot be real (:func:`nvmeter.meter.sanity.faults`), or None."""
+    fault = next(sanity.faults(span.to_dict(), "the idle span"), None)
+    return None if fault is None else fault[1]
+
+
+def quiet_span(board: Board, timeout_s: float = EDGE_TIMEOUT_S) -> AlignedSpan:
+    """:func:`measure_quiescent` for an idle taken before any work: one that cannot be real is refused.
+
+    A counter reset during the span before a window read it at -455 kW, and the window a
+    reliable 22,813,995.7 ± 24,121,083.3 mJ a call for 22,000 (a code review, 2026-12-06).
+
+    Raises:
+        TelemetryError: two spans in a row that cannot be real.
+    """
+    span = measure_quiescent(board, timeout_s=timeout_s)
+    why = span_fault(span)
+    if why is not None:
+        raise errors.TelemetryError(
+            f"two idle spans in a row on {board.identity().short} cannot be real ({why}): its energy counter "
+            "is resetting or wrapping; run `nvmeter check` on it, or give the idle in watts"
+        )
+    return span
 
 
 class Freezable(Protocol):

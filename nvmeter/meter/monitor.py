@@ -15,9 +15,9 @@ from pathlib import Path
 
 from nvmeter import errors
 from nvmeter.boards.factory import open_board
-from nvmeter.boards.profile import BoardProfile
+from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
-from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+from nvmeter.meter.baseline import IdleBaseline, quiet_span
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.sync import Sync
 from nvmeter.meter.window import EnergyWindow
@@ -82,6 +82,7 @@ class EnergyMonitor:
         profile: BoardProfile | None = None,
     ) -> None:
         self.board = open_board(device)
+        self._profile = resolve_profile(profile, self.board.identity(), idle)
         self.idle = self._idle(idle)
         self._window_kwargs = {"sync": sync, "method": method, "tail_s": tail_s, "profile": profile}
         self._open: dict[str, EnergyWindow] = {}
@@ -90,7 +91,10 @@ class EnergyMonitor:
 
     def _idle(self, spec) -> IdleBaseline | str | Path | float:
         if isinstance(spec, str) and spec == "measure":
-            return IdleBaseline.from_spans([measure_quiescent(self.board)], "quiescent")
+            span = quiet_span(self.board, self._profile.edge_timeout_s)
+            return IdleBaseline.from_spans(
+                [span], "quiescent", polling_artefact_w=self._profile.polling_artefact_w
+            )
         return spec
 
     @property

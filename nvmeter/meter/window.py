@@ -39,8 +39,16 @@ from nvmeter.arguments import finite
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, BoardState, PowerSample
-from nvmeter.meter import fold, polling, sanity
-from nvmeter.meter.baseline import IdleBaseline, context_level, drawable, measure_quiescent, watts_in
+from nvmeter.meter import fold, polling
+from nvmeter.meter.baseline import (
+    IdleBaseline,
+    context_level,
+    drawable,
+    measure_quiescent,
+    quiet_span,
+    span_fault,
+    watts_in,
+)
 from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import MAX_TAIL_S, Measurement
@@ -378,7 +386,12 @@ class EnergyWindow:
         idle = self._idle_before
         if isinstance(idle, IdleBaseline):
             return idle
-        return IdleBaseline.from_spans([idle], "quiescent", local=True)
+        return self._idle_from([idle])
+
+    def _idle_from(self, spans: list) -> IdleBaseline:
+        return IdleBaseline.from_spans(
+            spans, "quiescent", local=True, polling_artefact_w=self.profile.polling_artefact_w
+        )
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._phase != "open":
@@ -550,12 +563,14 @@ class EnergyWindow:
         if isinstance(spec, (int, float)) and not isinstance(spec, bool):
             return drawable(IdleBaseline.given(float(spec)), self.board)
         if spec == "measure":
-            return measure_quiescent(self.board)
+            return quiet_span(self.board, self.profile.edge_timeout_s)
         if isinstance(spec, str) and not Path(spec).exists() and watts_in(spec) is not None:
             why = f"idle={spec!r} is text: give watts as a number (idle={watts_in(spec):g})"
             raise errors.UsageError(why)
         if isinstance(spec, (str, Path)):
-            return IdleBaseline.from_probe(Path(spec), self.board, level=context_level(self.board))
+            return IdleBaseline.from_probe(
+                Path(spec), self.board, context_level(self.board), self.profile.polling_artefact_w
+            )
         raise errors.UsageError(
             f"idle must be 'measure', a probe file, watts or an IdleBaseline, not {spec!r}"
         )
@@ -564,14 +579,14 @@ class EnergyWindow:
         """The idle the window subtracts, and the problem its span after the window had (if one)."""
         if isinstance(self._idle_before, IdleBaseline):
             return self._idle_before, ()
-        after = measure_quiescent(self.board)
-        fault = next(sanity.faults(after.to_dict(), "the idle span after"), None)
+        after = measure_quiescent(self.board, timeout_s=self.profile.edge_timeout_s)
+        fault = span_fault(after)
         if fault is None:
-            return IdleBaseline.from_spans([self._idle_before, after], "quiescent", local=True), ()
+            return self._idle_from([self._idle_before, after]), ()
         # a driver reload during the span after the window read it at -455 kW, and the window as a
         # reliable figure 900 times the truth inside a bound of the same size (an adversarial review)
-        problem = f"{fault[1]} in the idle span after the window: the idle is the one before alone"
-        return IdleBaseline.from_spans([self._idle_before], "quiescent", local=True), (problem,)
+        problem = f"{fault} in two idle spans after the window: the idle is the one before alone"
+        return self._idle_from([self._idle_before]), (problem,)
 
     def _problems(self, start: CounterSeries, end: CounterSeries, method: str) -> tuple[str, ...]:
         problems = []
