@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "selftest":
         return selftest()
     if args.plot:
-        records.check_writable(args.plot)
+        records.check_writable(args.plot, record=False)
         if args.plot.suffix.lower() not in PLOT_SUFFIXES:
             raise errors.UsageError(f"--plot {args.plot}: give a {', '.join(PLOT_SUFFIXES)} file")
     # every file read and analysed before a line is printed: a bad one leaves no partial table

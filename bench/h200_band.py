@@ -506,7 +506,7 @@ def _parser() -> argparse.ArgumentParser:
 def _derive(args) -> int:
     for out in (args.out, args.md):
         if out is not None:
-            records.check_writable(out)
+            records.check_writable(out, record=out is args.out)
     record = derivation(args.results)
     records.write_json(args.out, record)
     if args.md:

@@ -53,8 +53,19 @@ class Budget:
                 (:meth:`from_dict` refuses the same).
         """
         kwargs = dict(mark.kwargs)
+        # energy(40000, 10), read as calls=10, was metered as one call (an adversarial review)
+        if len(mark.args) > 1:
+            raise errors.UsageError(
+                f"energy marker: {len(mark.args)} positional arguments; give the budget alone by position "
+                f"and the rest by name, e.g. @pytest.mark.energy({mark.args[0]!r}, calls=10)"
+            )
+        if mark.args and "max_mj_per_call" in kwargs:
+            raise errors.UsageError(
+                f"energy marker: the budget is given twice ({mark.args[0]!r} and "
+                f"max_mj_per_call={kwargs['max_mj_per_call']!r}); keep one"
+            )
         if mark.args:
-            kwargs.setdefault("max_mj_per_call", mark.args[0])
+            kwargs["max_mj_per_call"] = mark.args[0]
         unknown = sorted(set(kwargs) - set(_MARK_DEFAULTS))
         if unknown:
             raise errors.UsageError(f"energy marker: unknown key(s) {unknown}; known: {list(_MARK_DEFAULTS)}")

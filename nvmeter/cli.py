@@ -1139,7 +1139,7 @@ def summarize(
 
         # a record given, or one in a folder given: writing the plot over it lost the record
         read = [f for p in paths for f in (run_paths(p) if p.is_dir() else [p])]
-        records.check_writable(plot_path, inputs=tuple(("record", f) for f in read))
+        records.check_writable(plot_path, inputs=tuple(("record", f) for f in read), record=False)
         if plot_path.suffix.lower() not in summ.PLOT_SUFFIXES:
             raise errors.UsageError(
                 f"--plot {plot_path}: the suffix says the format; use one of {', '.join(summ.PLOT_SUFFIXES)}"

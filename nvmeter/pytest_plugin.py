@@ -74,6 +74,13 @@ class _State:
         except (errors.UsageError, errors.RecordError) as exc:
             raise pytest.UsageError(f"--energy-idle: {exc}".replace("--idle takes", "it takes")) from None
         self.json_path = config.getoption("energy_json")
+        if self.json_path is not None and _xdist(config):
+            # each worker kept its windows and the controller wrote an empty record over them, exit 0
+            # (an adversarial review, 2026-12-06)
+            raise pytest.UsageError(
+                "--energy-json: pytest-xdist's workers keep their own windows and this record would "
+                "hold none: run without -n (or with -n 0) to write it"
+            )
         if self.json_path is not None:
             try:
                 idle_file = self.idle if isinstance(self.idle, Path) else None
@@ -81,6 +88,7 @@ class _State:
             except errors.UsageError as exc:
                 raise pytest.UsageError(f"--energy-json: {exc}") from None
         self.json_written: Path | None = None  # where --energy-json went, once written
+        self.json_failed: str | None = None  # why it could not be written, at the session's end
         self._boards: dict = {}
         self._idles: dict = {}  # (board UUID, idle level): the probe file's IdleBaseline
         self.entries: list[Entry] = []
@@ -174,8 +182,19 @@ class _State:
         from nvmeter.provenance import collect
 
         record = BudgetRecord(tuple(self.entries), int(session_status), collect())
-        records.write_json(Path(self.json_path), record.to_dict())
+        try:
+            records.write_json(Path(self.json_path), record.to_dict())
+        except (errors.UsageError, OSError) as exc:
+            # a full disk or a folder removed by a test: 64-68 lines of traceback lost the verdicts
+            self.json_failed = str(exc)
+            return
         self.json_written = Path(self.json_path)
+
+
+def _xdist(config) -> bool:
+    """True when pytest-xdist spreads the tests over workers (or this is one of them)."""
+    workers = getattr(config.option, "numprocesses", None)
+    return hasattr(config, "workerinput") or (bool(workers) and workers != "0")
 
 
 def _said(entries: list[Entry], outcomes: tuple[str, ...]) -> str:
@@ -316,11 +335,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if state.json_written is not None:
         where = state.json_written
         terminalreporter.write_line(f"nvmeter: wrote {where} (`nvmeter show {where}` reads it)")
+    if state.json_failed is not None:
+        terminalreporter.write_line(f"nvmeter: --energy-json not written: {state.json_failed}", red=True)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
-    """Write ``--energy-json``, saying how the session ended (an interrupted one holds fewer windows)."""
-    _state(session.config).write_json(exitstatus)
+    """Write ``--energy-json``, saying how the session ended (an interrupted one holds fewer windows).
+
+    A record that cannot be written is said in the summary, and a session that passed exits
+    with pytest's usage-error status (4): its verdicts stand, its record is missing.
+    """
+    state = _state(session.config)
+    state.write_json(exitstatus)
+    if state.json_failed is not None and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 # -- fixtures ------------------------------------------------------------------------------
@@ -342,7 +370,7 @@ class EnergyMeter:
         # the board is opened here, called from the test's own line, and this frame is hidden:
         # pytest then reports a skip at the test's line, not at the plugin's
         __tracebackhide__ = True
-        return self._window(self._state.board(device), window_kwargs)
+        return self._window(self.board(device), window_kwargs)
 
     @contextlib.contextmanager
     def _window(self, board, window_kwargs: dict):
@@ -354,8 +382,24 @@ class EnergyMeter:
         self._state.record(self._item, w.result, self._budget)
 
     def board(self, device: int | str | None = None):
-        """The board a window on ``device`` meters (to drive a simulated one)."""
-        return self._state.board(device)
+        """The board a window on ``device`` meters (to drive a simulated one); the marker's by default.
+
+        Fails the test when ``device`` is another board than the marker's, whose budget judges it.
+        """
+        __tracebackhide__ = True  # a skip without a GPU is reported at the test's line
+        marked = self._budget.device if self._budget is not None else None
+        board = self._state.board(device if device is not None else marked)
+        if device is not None and self._budget is not None:
+            # energy(device=1) under a marker of board 0 metered the idle board and passed
+            # (an adversarial review, 2026-12-06)
+            budgeted = self._state.board(marked)
+            if board.identity().uuid != budgeted.identity().uuid:
+                pytest.fail(
+                    f"energy(device={device!r}) meters {board.identity().short}, but this test's energy "
+                    f"marker budgets {budgeted.identity().short}: leave device= out, or give the marker's",
+                    pytrace=False,
+                )
+        return board
 
     @property
     def results(self) -> list:

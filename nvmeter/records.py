@@ -73,7 +73,7 @@ def _output_path(path: Path) -> Path:
     return real
 
 
-def check_writable(path: Path, inputs: tuple = ()) -> Path:
+def check_writable(path: Path, inputs: tuple = (), record: bool = True) -> Path:
     """Fail early, before any measurement, if ``path`` cannot be written; the path written to.
 
     That is ``path``, or the file it links to (:func:`_output_path`).
@@ -82,9 +82,12 @@ def check_writable(path: Path, inputs: tuple = ()) -> Path:
         path: Where a record will be written.
         inputs: Files the same command reads (``--option``, path) pairs: writing one would
             destroy it.
+        record: ``path`` takes a JSON record, so a file already there must be a JSON object (or empty);
+            False for a plot or a table.
 
     Raises:
-        UsageError: the folder is missing or not writable, the path is a folder, or an input.
+        UsageError: the folder is missing or not writable, the path is a folder, an input, or
+            (``record``) an existing file that is not a JSON record.
 
     """
     if isinstance(path, str) and path == "":  # Path("") would be the current folder: a name was meant
@@ -102,6 +105,12 @@ def check_writable(path: Path, inputs: tuple = ()) -> Path:
         raise errors.UsageError(f"cannot write {path}: folder {folder} does not exist")
     if path.exists() and not path.is_file():
         raise errors.UsageError(f"{path} exists and is not a regular file; give a file name")
+    if record and path.is_file() and not _replaceable(path):
+        # `pytest --energy-json test_model.py` (the FILE forgotten) replaced the test file, and
+        # `nvmeter run --json train.py -- python3 train.py` the command's script (an adversarial review)
+        raise errors.UsageError(
+            f"{path} exists and is not a JSON record: give a new path (or remove the file first)"
+        )
     if not os.access(folder, os.W_OK):
         raise errors.UsageError(f"cannot write {path}: folder {folder} is not writable")
     try:  # root passes os.access on read-only mounts: really try
@@ -112,6 +121,20 @@ def check_writable(path: Path, inputs: tuple = ()) -> Path:
         why = f"cannot write {path}: folder {folder} takes no new files ({exc.strerror}); give another path"
         raise errors.UsageError(why) from exc
     return path
+
+
+def _replaceable(path: Path) -> bool:
+    """True for an empty file or a JSON object: a record (nvmeter's, a bench's) a new one may replace."""
+    try:
+        if path.stat().st_size == 0:
+            return True
+        with path.open("rb") as f:
+            if f.read(64).lstrip()[:1] != b"{":
+                return False
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict)
 
 
 # Records this process has written, so that a command ended by a signal after writing says so.
@@ -403,6 +426,14 @@ def _shown(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def _finite(value: float) -> bool:
+    """``math.isfinite``, False for an integer past any float (a 400-digit one overflowed it)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def number(value, where: str, *, at_least: float | None = None, none: bool = False):
     """``value`` if it is a finite number (not a bool), at least ``at_least``; None too with ``none``.
 
@@ -415,7 +446,7 @@ def number(value, where: str, *, at_least: float | None = None, none: bool = Fal
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
-        or not math.isfinite(value)
+        or not _finite(value)
         or (at_least is not None and value < at_least)
     ):
         need = "a finite number" + (f" >= {at_least:g}" if at_least is not None else "")

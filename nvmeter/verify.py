@@ -62,13 +62,18 @@ def first_difference(stored, fresh, where: str = "derived") -> tuple[str, object
         return None
     numbers = (int, float)
     if isinstance(fresh, numbers) and not isinstance(fresh, bool):
-        same = (
-            isinstance(stored, numbers)
-            and not isinstance(stored, bool)
-            and math.isclose(stored, fresh, rel_tol=REL_TOL, abs_tol=1e-12)
-        )
-        return None if same else (where, stored, fresh)
+        return None if _close(stored, fresh) else (where, stored, fresh)
     return None if stored == fresh else (where, stored, fresh)
+
+
+def _close(stored, fresh) -> bool:
+    """True when ``stored`` is a number within :data:`REL_TOL` of ``fresh``."""
+    if isinstance(stored, bool) or not isinstance(stored, (int, float)):
+        return False
+    try:
+        return math.isclose(stored, fresh, rel_tol=REL_TOL, abs_tol=1e-12)
+    except OverflowError:  # a 400-digit integer in a hand-edited record is no float's figure
+        return False
 
 
 def short(value) -> str:

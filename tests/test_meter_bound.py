@@ -204,7 +204,7 @@ def call_on(board, load_w=LOAD_W):
 
 def test_measure_takes_its_state_term_from_its_own_sub_windows():
     board = make_board()
-    m = measure(call_on(board), device=board, sync="none", target_rel_err=0.01)
+    m = measure(call_on(board), device=board, sync="none", target_rel_err=0.015)
     assert m.reliable, m.reason
     assert len(m.subwindow_mj) >= 3 and not m.transient
     truth = LOAD_W * CALL_S * 1e3
@@ -881,3 +881,23 @@ def test_an_a100_like_board_s_idle_is_bounded_at_its_family_s_polling_artefact(s
     span = m.idle.spans[0]
     assert m.idle.err_w >= m.profile.polling_artefact_w * span.polled_inside_s / span.duration_s
     assert abs(m.per_call_mj - 20.0 * 0.1 * 1e3) <= m.per_call_mj_err or not m.reliable
+
+
+def test_measure_s_bound_holds_its_marks_polls_at_the_board_s_polling_artefact():
+    """Model 11: the sub-window marks' reads poll inside the window, about a tenth of a run; under
+    model 10 the bound left them out (18 J, 5.6% of a figure bounded at ±3.3%, a code review)."""
+    board = make_board()
+
+    def step():
+        board.set_load(60.0)
+        board.clock.sleep(0.04)
+        board.set_load(0.0)
+
+    m = measure(step, device=board, sync="none", target_rel_err=0.05)
+    assert m.model_version == errormodel.CURRENT >= 11 and len(m.inner) >= 3
+    t_a, t_b = m.edge_steps_s
+    inner_s = sum(min(c.t1_s[-1], t_b) - max(c.t0_s[0], t_a) for c in m.inner)
+    before = replace(m, model_version=10)
+    widened_j = m.reading_err_j - before.reading_err_j
+    assert inner_s > 0.05 * m.window_s
+    assert widened_j == pytest.approx(m.profile.polling_artefact_w * inner_s, rel=1e-9)

@@ -5,7 +5,7 @@ import itertools
 import pytest
 from simboards import context_board
 
-from nvmeter import errors
+from nvmeter import SimulatedBoard, errors
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.monitor import EnergyMonitor
 from nvmeter.meter.span import AlignedSpan
@@ -154,3 +154,29 @@ def test_idle_can_be_given(board):
     work(board, 0.3)
     m = meter.end("w")
     assert m.idle.source == "given" and m.idle_w == 121.2
+
+
+def test_a_window_begun_after_a_context_opened_since_the_idle_says_so_and_measure_idle_mends_it():
+    """An adversarial review (2026-12-06): the monitor made before the model went to the GPU
+    measured the idle without a context, and its window read 34,487.0 ± 986.4 mJ a call for
+    30,000, reliable (an EnergyWindow: 29,985.9)."""
+    board = SimulatedBoard()
+    meter = EnergyMonitor(board, sync="none")
+    board.set_context(True)
+    board.clock.sleep(5.0)
+
+    def epoch():
+        meter.begin("e")
+        for _ in range(20):
+            board.set_load(300.0)
+            board.clock.sleep(0.1)
+            board.set_load(0.0)
+            meter.call("e")
+        return meter.end("e")
+
+    stale = epoch()
+    assert not stale.reliable and "compute context" in stale.reason and "measure_idle()" in stale.reason
+    idle = meter.measure_idle()
+    assert idle.power_w == pytest.approx(board.config.idle_context_w, abs=2)
+    m = epoch()
+    assert m.reliable and abs(m.per_call_mj - 30_000) <= m.per_call_mj_err

@@ -427,3 +427,91 @@ def test_step(energy_board):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["*--energy-idle: * was made on GPU-*, not on this board*"])
     assert "Traceback" not in result.stdout.str()
+
+
+SIM_UUID = "GPU-5157a7ed-0000-4000-8000-000000000000"  # the simulated board's
+
+
+def test_energy_meters_the_marker_s_device_by_default(pytester):
+    """An adversarial review (2026-12-06): with the marker on a UUID, energy() opened index 0, and
+    30,000 mJ a call drawn on the marker's board read -47.7 ± 169.2 and passed."""
+    result = run(
+        pytester,
+        f"""
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 0.5}, device="{SIM_UUID}")
+def test_d(energy, energy_board):
+    assert energy_board is energy.board()
+    with energy(calls=CALLS):
+        work(energy_board)
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*FAIL*"])
+
+
+def test_a_marker_s_extra_positional_arguments_are_refused(pytester):
+    result = run(
+        pytester,
+        """
+@pytest.mark.energy(40000, 10)
+def test_step(energy_board):
+    work(energy_board)
+
+
+@pytest.mark.energy(100, max_mj_per_call=5)
+def test_both(energy_board):
+    work(energy_board)
+
+
+@pytest.mark.energy(max_mj_per_call=10**400)
+def test_huge(energy_board):
+    work(energy_board)
+""",
+    )
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines(["*2 positional arguments; give the budget alone by position*calls=10*"])
+    result.stdout.fnmatch_lines(["*the budget is given twice (100 and max_mj_per_call=5); keep one*"])
+    result.stdout.fnmatch_lines(["*max_mj_per_call is *not a finite number*"])
+    assert "Traceback" not in result.stdout.str() and "OverflowError" not in result.stdout.str()
+
+
+def test_an_energy_json_that_cannot_be_written_at_the_end_is_one_line_and_the_verdicts_stay(pytester):
+    out = pytester.path / "gone" / "pe.json"
+    out.parent.mkdir()
+    result = run(
+        pytester,
+        f"""
+import shutil
+
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 1.2}, calls=CALLS)
+def test_step(energy_board):
+    work(energy_board)
+    shutil.rmtree({str(out.parent)!r})
+""",
+        f"--energy-json={out}",
+    )
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["*test_step: * mJ/call*PASS*", "nvmeter: --energy-json not written: *gone*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_an_energy_json_over_a_test_file_is_refused_before_the_tests(pytester):
+    """`pytest --energy-json test_model.py`, the FILE forgotten, replaced the test file."""
+    pytester.makepyfile(test_model=HEADER + "\ndef test_x():\n    pass\n")
+    before = (pytester.path / "test_model.py").read_text()
+    result = pytester.runpytest("--energy-simulate", "--energy-json", "test_model.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--energy-json: *test_model.py exists and is not a JSON record*"])
+    assert (pytester.path / "test_model.py").read_text() == before
+
+
+def test_energy_json_under_xdist_is_refused():
+    from types import SimpleNamespace
+
+    from nvmeter.pytest_plugin import _xdist
+
+    assert _xdist(SimpleNamespace(option=SimpleNamespace(numprocesses=2)))
+    assert _xdist(SimpleNamespace(option=SimpleNamespace(), workerinput={}))
+    assert not _xdist(SimpleNamespace(option=SimpleNamespace(numprocesses=0)))
+    assert not _xdist(SimpleNamespace(option=SimpleNamespace()))

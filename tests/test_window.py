@@ -295,7 +295,9 @@ def test_measure_reaches_its_target_and_subtracts_the_control(board):
     def null():
         board.clock.sleep(0.001)  # a round trip costs time, even on the simulated board
 
-    result = measure(call, device=board, sync="none", target_rel_err=0.01, control=null)
+    # 1.5%: the floor of the state part is 0.7% (error model 2) and the reading part, with the marks'
+    # and the idle spans' polling at the Hopper defaults' 5 W (model 11), 0.46% of a 30 s run
+    result = measure(call, device=board, sync="none", target_rel_err=0.015, control=null)
     assert result.reliable, result.reason
     assert result.per_call_mj == pytest.approx(LOAD_W * 0.04 * 1e3, rel=0.02)
     assert result.control_mj != 0.0
@@ -477,9 +479,9 @@ def test_measure_judges_its_target_with_the_idle_after_the_work_too():
     board = SimulatedBoard()  # its idle after the first window widened the bound past 1%
     board.set_context(True)
     null = lambda: board.clock.sleep(0.001)  # noqa: E731
-    m = measure(lambda: _block(board, 0.04), device=board, sync="none", target_rel_err=0.01, control=null)
+    m = measure(lambda: _block(board, 0.04), device=board, sync="none", target_rel_err=0.015, control=null)
     assert m.reliable, m.reason
-    assert len(m.idle.spans) >= 2 and abs(m.per_call_mj_err / m.per_call_mj) <= 0.01
+    assert len(m.idle.spans) >= 2 and abs(m.per_call_mj_err / m.per_call_mj) <= 0.015
 
 
 def test_an_idle_measured_while_work_still_runs_is_not_reliable(board):

@@ -457,7 +457,7 @@ def _check_figure(path: Path | None, option: str) -> None:
         raise errors.UsageError(
             f"{option} {path}: the name's suffix gives the figure's format ({', '.join(sorted(formats))})"
         )
-    records.check_writable(path)
+    records.check_writable(path, record=False)
 
 
 def _analyze(args) -> int:

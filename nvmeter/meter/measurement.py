@@ -668,6 +668,10 @@ class Measurement:
         polled_s = self._span.polled_s if len(self.end) and not self.end_found_in_work else 0.0
         if self.in_work:
             polled_s += max(0.0, min(self.start.t1_s[-1], t_b) - self.work_t0_s)
+        if self.model.inner_polls_bounded:  # measure()'s marks poll inside the window as well
+            polled_s += sum(
+                max(0.0, min(c.t1_s[-1], t_b) - max(c.t0_s[0], t_a)) for c in self.inner if len(c)
+            )
         polling = self.profile.polling_artefact_w * polled_s
         edges_j = start_w * hw_a + end_w * hw_b
         cuts_j = self._lag_err_j()

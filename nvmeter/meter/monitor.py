@@ -11,6 +11,7 @@ a ``with`` block. docs/everyday.md maps each ZeusMonitor call to its nvmeter cal
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from nvmeter import errors
@@ -58,8 +59,10 @@ class EnergyMonitor:
         device: CUDA index or ``GPU-…`` UUID (default 0), or a :class:`Board`.
         idle: ``"measure"`` (the default: one quiescent span of
             :data:`~nvmeter.meter.baseline.IDLE_SPAN_S` now, at construction, shared by
-            every window, so no window stops the caller for idle spans), a probe file path
-            (same board), a float in W, or an :class:`IdleBaseline`.
+            every window, so no window stops the caller for idle spans; :meth:`measure_idle`
+            measures it again; a window begun after a process opened or closed a compute
+            context on the board is not reliable, and says so), a probe file path (same
+            board), a float in W, or an :class:`IdleBaseline`.
         sync: As for :class:`EnergyWindow` (torch when it is in use).
         method: As for :class:`EnergyWindow`.
         tail_s: As for :class:`EnergyWindow`.
@@ -83,19 +86,57 @@ class EnergyMonitor:
     ) -> None:
         self.board = open_board(device)
         self._profile = resolve_profile(profile, self.board.identity(), idle)
+        self._idle_contexts: int | None = None  # compute contexts on the board when the idle was measured
         self.idle = self._idle(idle)
         self._window_kwargs = {"sync": sync, "method": method, "tail_s": tail_s, "profile": profile}
         self._open: dict[str, EnergyWindow] = {}
         self._counted: dict[str, int] = {}
         self._declared: set[str] = set()  # open windows begun with calls=
+        self._problems: dict[str, str | None] = {}  # an open window's idle problem, found at begin
 
     def _idle(self, spec) -> IdleBaseline | str | Path | float:
         if isinstance(spec, str) and spec == "measure":
+            self._idle_contexts = self._contexts()
             span = quiet_span(self.board, self._profile.edge_timeout_s)
             return IdleBaseline.from_spans(
                 [span], "quiescent", polling_artefact_w=self._profile.polling_artefact_w
             )
         return spec
+
+    def measure_idle(self) -> IdleBaseline:
+        """Measure the idle again now, for the windows begun after (the caller must be quiescent).
+
+        The monitor's idle is one span at construction. A board's idle moves (with temperature:
+        0.85-1.06 W/°C on two H100s, docs/window.md) and a CUDA context opened after it adds ~40 W;
+        call this with the board quiet, after the model is on the GPU or between epochs. Windows
+        already open keep the idle they began with.
+
+        Returns:
+            The new idle.
+
+        Raises:
+            TelemetryError: NVML failed, or two idle spans in a row could not be real.
+        """
+        self.idle = self._idle("measure")
+        return self.idle
+
+    def _contexts(self) -> int | None:
+        """Processes holding a compute context on the board now (None: NVML cannot say)."""
+        try:
+            return self.board.compute_process_count()
+        except errors.TelemetryError:
+            return None
+
+    def _idle_problem(self) -> str | None:
+        """Why the monitor's measured idle is not this board's now, if its contexts tell."""
+        now = self._contexts() if self._idle_contexts is not None else None
+        if now is None or now == self._idle_contexts:
+            return None
+        return (
+            f"the monitor's idle was measured with {self._idle_contexts} compute context(s) on the board, "
+            f"{now} at this window's start (a CUDA context alone adds ~40 W): create the EnergyMonitor "
+            "once the model is on the GPU, or call measure_idle() with the board quiet"
+        )
 
     @property
     def open_windows(self) -> tuple[str, ...]:
@@ -117,9 +158,11 @@ class EnergyMonitor:
         if name in self._open:
             raise errors.UsageError(f"window {name!r} is already open; end it first or use another name")
         window = EnergyWindow(self.board, idle=self.idle, calls=calls, **self._window_kwargs)
+        problem = self._idle_problem()
         self._refresh()
         window.__enter__()
         self._open[name] = window
+        self._problems[name] = problem
         self._counted[name] = 0
         if calls is not None:
             self._declared.add(name)
@@ -146,9 +189,11 @@ class EnergyMonitor:
         if not self._counted.pop(name) and name not in self._declared:
             window.call(1)
         self._declared.discard(name)
+        problem = self._problems.pop(name, None)
         self._refresh()
         window.__exit__(None, None, None)
-        return window.result
+        m = window.result
+        return m if problem is None else dataclasses.replace(m, problems=(*m.problems, problem))
 
     def cancel(self, name: str) -> None:
         """Drop the open window ``name`` without measuring it (no edge is read).
@@ -158,6 +203,7 @@ class EnergyMonitor:
         """
         self._window(name).cancel()
         del self._open[name]
+        self._problems.pop(name, None)
         del self._counted[name]
         self._declared.discard(name)
 

@@ -437,8 +437,11 @@ class EnergyWindow:
         self.clock.sleep_until(t1 + self._tail_s)
         end = self._edge()
         foreign_s = self._foreign_read_s()  # its energy ends at the end step: others' reads to it
-        # the sample covering the tail's end lands up to one spacing (~20 ms) later
-        self.clock.sleep_until(t1 + self._tail_s + 1.5 * self.profile.sample_spacing_s)
+        # the sample covering the end step lands up to one spacing (~20 ms) after it; timed from the
+        # tail's end instead, 20 of 30 simulated windows read none, and their samples went unchecked
+        # against the counter (a code review, 2026-12-06)
+        last_s = end.t1_s[-1] if len(end) else t1 + self._tail_s
+        self.clock.sleep_until(max(t1 + self._tail_s, last_s) + 1.5 * self.profile.sample_spacing_s)
         self._read_samples()
         self._result = self._build(t1, start, end, inner, foreign_s)
 

@@ -437,7 +437,7 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
     from nvmeter import files, records
 
     path = Path(path)
-    records.check_writable(path)
+    records.check_writable(path, record=False)
     fig, ax = plt.subplots(figsize=(8.0, 4.4))
     markers = "osD^v<>ph*"
     for i, s in enumerate(points):  # names in a legend: labels beside close points overlap
