@@ -221,6 +221,21 @@ def _probe_v7(d: dict) -> dict:
     return d
 
 
+def _probe_v8(d: dict) -> dict:
+    """v7's profile had no counter coverage: the family's defaults, which its profile derives to today."""
+    _family_coverage(d)
+    return d
+
+
+def _family_coverage(d: dict) -> None:
+    """A stored profile without ``counter_coverage`` takes its board family's default."""
+    from nvmeter.boards.profile import default_profile
+
+    if isinstance(d.get("profile"), dict) and isinstance(d.get("board"), dict):
+        coverage = default_profile(str(d["board"].get("name", ""))).counter_coverage
+        d["profile"].setdefault("counter_coverage", coverage)
+
+
 PROBE = Format(
     "probe",
     (
@@ -255,6 +270,12 @@ PROBE = Format(
             "the cap-spread probe makes several runs, each after a pause (`raw.counters`, `raw.runs`, "
             "`derived.runs`); a v6 record's one run becomes one-element lists",
             _probe_v7,
+        ),
+        Version(
+            8,
+            "`profile.counter_coverage`: the share of each counter period the counter senses (error "
+            "model 11); the family's default when upgraded",
+            _probe_v8,
         ),
     ),
     verifier="nvmeter.probes.report:load_report",
@@ -562,6 +583,12 @@ GRAPH_MLP_STEP = Format(
 
 
 # -- profile: a board's BoardProfile in the user cache (nvmeter.boards.profile) --------------------
+def _profile_v3(d: dict) -> dict:
+    """v2's profile had no counter coverage: the family's default."""
+    _family_coverage(d)
+    return d
+
+
 PROFILE = Format(
     "profile",
     (
@@ -571,6 +598,11 @@ PROFILE = Format(
             "`profile.cap_spread`: (window s, 95% upper limit of the relative SD) pairs from the "
             "cap-spread probe; read as empty (not known: the family's defaults serve) from v1",
             unchanged,
+        ),
+        Version(
+            3,
+            "`profile.counter_coverage` (error model 11); the family's default when upgraded",
+            _profile_v3,
         ),
     ),
 )

@@ -503,7 +503,7 @@ def test_the_window_s_idle_from_a_probe_with_a_count_past_int64_is_refused(tmp_p
 
 def test_an_output_link_is_written_through_and_stays_a_link(tmp_path):
     target, link = tmp_path / "target.json", tmp_path / "link.json"
-    target.write_text("old")
+    target.write_text(json.dumps({"kind": "old"}))
     link.symlink_to(target.name)
     records.write_json(link, {"kind": "x"})
     assert link.is_symlink() and json.loads(target.read_text()) == {"kind": "x"}

@@ -901,3 +901,52 @@ def test_measure_s_bound_holds_its_marks_polls_at_the_board_s_polling_artefact()
     widened_j = m.reading_err_j - before.reading_err_j
     assert inner_s > 0.05 * m.window_s
     assert widened_j == pytest.approx(m.profile.polling_artefact_w * inner_s, rel=1e-9)
+
+
+def _coverage_window(seed, on_s, off_s, load_w, calls, sensor_s=0.025):
+    """A window on an A100-like simulated board whose counter senses ``sensor_s`` of each 0.1 s."""
+    board = SimulatedBoard(
+        SimConfig(name="Simulated A100", sensor_window_s=sensor_s, seed=seed, counter_jitter_s=0.0005)
+    )
+    board.set_context(True)
+    board.clock.sleep(3.0 + 0.013 * seed)  # the calls' place in the counter's period moves with the seed
+    with EnergyWindow(board, sync="none") as w:
+        for _ in range(calls):
+            board.set_load(load_w)
+            board.clock.sleep(on_s)
+            board.set_load(0.0)
+            board.clock.sleep(off_s)
+            w.call()
+    return w.result, load_w * on_s * 1e3
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_work_locked_to_a_partial_counter_s_period_is_not_reliable(seed):
+    """An adversarial review: calls locked to the period of a counter that senses 25 ms of each
+    100 ms read +96%, reliable. The samples see every call: the counter against them says so
+    (error model 11); here the counter sensed none of the calls, and read -100%."""
+    m, _ = _coverage_window(seed, 0.025, 0.075, 400.0, 10)
+    assert m.profile.counter_coverage == profiles.PARTIAL_COVERAGE
+    assert not m.reliable and "the power samples and the counter disagree" in m.reason
+    assert abs(m.counter_samples_share) > 0.5
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_partial_counter_s_disagreement_with_the_samples_joins_the_bound(seed):
+    """Calls not locked to the period (30 ms on, 17 ms off): the counter reads -3% to -10% (seeds
+    0-11), and model 10's bound missed one (-9.6% against ±9.5%); the disagreement with the
+    samples widens it (±12.6-19.0%)."""
+    m, truth_mj = _coverage_window(seed, 0.03, 0.017, 300.0, 20)
+    assert m.reliable and abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
+    assert m.reading_err_j - replace(m, model_version=10).reading_err_j == pytest.approx(
+        abs(m.counter_samples_j), rel=0.2
+    )
+
+
+def test_a_counter_of_full_coverage_keeps_its_bound_and_passes_the_check():
+    board = make_board()
+    with EnergyWindow(board, sync="none") as w:
+        calls(board, 0.6, window=w)
+    m = w.result
+    assert m.profile.counter_coverage == 1.0 and m.counter_samples_share is not None
+    assert abs(m.counter_samples_share) < 0.02 and m.reliable
