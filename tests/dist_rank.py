@@ -52,6 +52,8 @@ def window_kwargs(scenario: str, rank: int) -> dict:
         kwargs["profile"] = {H100["name"]: H200_V1.with_(source="test:H100", counter_period_s=0.05)}
     if scenario == "hosts":
         kwargs.update(host=f"host{rank // 2}", result_on=0)
+    if scenario == "result_on":  # the ranks disagree on who holds the result
+        kwargs["result_on"] = "all" if rank == 0 else 0
     return kwargs
 
 

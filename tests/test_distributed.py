@@ -19,7 +19,7 @@ from nvmeter.meter.jobmeasurement import JobMeasurement
 
 RANK = Path(__file__).with_name("dist_rank.py")
 FOUR = ["plain", "shared", "missing", "unsupported", "calls", "mixed", "two_each", "hosts", "hang"]
-TWO = ["plain", "shared"]
+TWO = ["plain", "shared", "result_on"]
 KILL_AFTER_S = 150
 
 
@@ -125,6 +125,14 @@ def test_the_host_tells_apart_boards_of_one_uuid_and_one_rank_holds_the_result(w
     assert [(b.host, b.ranks, b.rank) for b in job.boards] == [("host0", (0, 1), 0), ("host1", (2, 3), 2)]
     truth_j = sum(records[0]["truth_j"]) + sum(records[2]["truth_j"])
     assert abs(job.above_idle_j - truth_j) <= job.err_j
+
+
+def test_ranks_given_different_result_on_are_refused_at_entry_not_at_the_time_out(worlds):
+    """An adversarial review: each rank waited for the process group's time-out, then named no rank."""
+    for r in scenario(worlds, 2, "result_on"):
+        assert r["error"] == "UsageError: the ranks gave different result_on (rank 0: 'all', rank 1: 0): " + (
+            "give every rank the same"
+        )
 
 
 def test_a_board_missing_on_one_host_stops_every_rank_naming_it(worlds):

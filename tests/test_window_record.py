@@ -79,6 +79,9 @@ def test_a_kind_no_record_has_is_named_with_those_that_exist(tmp_path):
         (lambda w: w.__setitem__("problems", "xyz"), "problems must be a list of texts"),
         (lambda w: w.__setitem__("call_ends_s", ["1"]), "call_ends_s must hold numbers"),
         (lambda w: w["idle"].__setitem__("local", "yes"), "idle.local must be true or false"),
+        # an adversarial review's impossible raw values, which had read as the window they altered
+        (lambda w: w["idle"].__setitem__("busy_pct", -1), "idle.busy_pct must be"),
+        (lambda w: w["start"]["t1_s"].__setitem__(0, 1e308), "counter reads out of time order"),
     ],
 )
 def test_a_window_record_with_a_field_of_the_wrong_kind_is_refused(window, tmp_path, change, says):

@@ -175,8 +175,17 @@ class DistributedWindow:
         self._barrier("entry")
         mine = [(self.host, b.identity().uuid) for b in self.boards]
         error = None if self._open_error is None else f"{type(self._open_error).__name__}: {self._open_error}"
-        statuses = self._all_gather({"rank": self.rank, "host": self.host, "boards": mine, "error": error})
+        statuses = self._all_gather(
+            {
+                "rank": self.rank,
+                "host": self.host,
+                "boards": mine,
+                "error": error,
+                "result_on": self.result_on,
+            }
+        )
         self._refuse_failures(statuses)
+        self._refuse_mixed_result_on(statuses)
         for status in statuses:
             for key in status["boards"]:
                 self._ranks_on.setdefault(tuple(key), ())
@@ -274,6 +283,19 @@ class DistributedWindow:
             f"rank {s['rank']} (host {s['host']}) cannot meter its boards: {s['error']}" for s in failed
         )
         raise errors.DistributedError(text) from self._open_error
+
+    @staticmethod
+    def _refuse_mixed_result_on(statuses: list[dict]) -> None:
+        """Refuse ranks that would gather the result differently, on every rank at once.
+
+        Ranks given different ``result_on`` waited for the process group's time-out at the end
+        (30 min by default) and then named no rank (an adversarial review, 2026-12-06). Every rank
+        sees the same statuses, so all refuse here.
+        """
+        given = {s["rank"]: s["result_on"] for s in statuses}
+        if len(set(map(repr, given.values()))) > 1:
+            said = ", ".join(f"rank {rank}: {value!r}" for rank, value in sorted(given.items()))
+            raise errors.UsageError(f"the ranks gave different result_on ({said}): give every rank the same")
 
     @staticmethod
     def _timed(fn) -> float:

@@ -1236,6 +1236,7 @@ def _check_figures(m: Measurement) -> None:
         "idle.power_w": (m.idle.power_w, watts, False),
         "idle.err_w": (m.idle.err_w, watts, False),
         "idle.samples_power_w": (m.idle.samples_power_w, watts, True),
+        "idle.busy_pct": (m.idle.busy_pct, {"minimum": 0.0, "maximum": 100.0}, True),
         "control_mj": (m.control_mj, {}, False),
         "control_err_mj": (m.control_err_mj, {"minimum": 0.0}, False),
         "foreign_read_s": (m.foreign_read_s, {"minimum": 0.0}, False),
