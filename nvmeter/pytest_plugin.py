@@ -96,6 +96,13 @@ class _State:
     def board(self, device):
         """The board for ``device``, opened once; skips the test when there is no GPU."""
         __tracebackhide__ = True  # a skip is reported at the test's line
+        why = self.unavailable(device)
+        if why is not None:
+            pytest.skip(why)
+        return self._boards[device if device is not None else 0]
+
+    def unavailable(self, device) -> str | None:
+        """Why ``device`` cannot be metered (no GPU, NVML failed), or None once it is open."""
         from nvmeter.boards.factory import open_board
 
         key = device if device is not None else 0
@@ -105,11 +112,10 @@ class _State:
             except errors.TelemetryError as exc:
                 self._boards[key] = exc
         found = self._boards[key]
-        if isinstance(found, Exception):
-            # the board's own message names nvmeter's --simulate; pytest's option is another
-            reason = str(found).replace("--simulate", "--energy-simulate")
-            pytest.skip(f"no GPU to meter: {reason}")
-        return found
+        if not isinstance(found, Exception):
+            return None
+        # the board's own message names nvmeter's --simulate; pytest's option is another
+        return "no GPU to meter: " + str(found).replace("--simulate", "--energy-simulate")
 
     def idle_for(self, board):
         """The idle a window on ``board`` subtracts: ``--energy-idle``'s, a probe file read for this board.
@@ -120,12 +126,14 @@ class _State:
         """
         if not isinstance(self.idle, Path):
             return self.idle
+        from nvmeter.boards.profile import resolve_profile
         from nvmeter.meter.baseline import IdleBaseline, context_level
 
         key = (board.identity().uuid, context_level(board))
         if key not in self._idles:  # the file is read and verified once a board and level, not a window
             try:
-                self._idles[key] = IdleBaseline.from_probe(self.idle, board, level=key[1])
+                artefact_w = resolve_profile(None, board.identity(), self.idle).polling_artefact_w
+                self._idles[key] = IdleBaseline.from_probe(self.idle, board, key[1], artefact_w)
             except errors.RecordError as exc:
                 pytest.exit(f"--energy-idle: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         return self._idles[key]
@@ -272,6 +280,21 @@ def pytest_configure(config) -> None:
         "(nvmeter).",
     )
     config.stash[_STATE] = _State(config)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Mark the energy-marked tests whose board cannot be opened to skip, so pytest says so at their line."""
+    del session
+    state = _state(config)
+    for item in items:
+        mark = item.get_closest_marker("energy")
+        try:
+            budget = Budget.from_mark(mark) if mark is not None else None
+        except errors.UsageError:
+            continue  # the test's setup says what is wrong with its marker, in one line
+        why = state.unavailable(budget.device) if budget is not None else None
+        if why is not None:
+            item.add_marker(pytest.mark.skip(reason=why))
 
 
 @pytest.hookimpl(trylast=True)

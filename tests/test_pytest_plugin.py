@@ -311,8 +311,11 @@ def test_fixture(energy):
     result = pytester.runpytest("-rs")
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*no GPU to meter: NVML sees no GPU (test); try --energy-simulate*"])
-    # the fixture's skip at the test's own line (`with energy():`), not at the plugin's
+    # each skip at the test's own line (the marked test's def, the fixture's `with energy():`), not
+    # at the plugin's
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_no_gpu_is_a_clean_skip_with_its_reason.py:3: no GPU*"])
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_no_gpu_is_a_clean_skip_with_its_reason.py:8: no GPU*"])
+    assert "pytest_plugin.py" not in result.stdout.str()
 
 
 def test_the_json_path_is_checked_before_the_run(pytester, tmp_path):
