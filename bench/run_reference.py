@@ -43,7 +43,7 @@ FIGURES = ("energy_j", "above_idle_j", "err_j", "idle_w", "window_s", "reliable"
 
 def idle_err_w(span: AlignedSpan) -> float:
     """An idle span's bound, W: its edges' share and the polling's (as nvmeter's own idle)."""
-    return span.power_w * span.edge_uncertainty_s / span.duration_s + span.polling_bias_w
+    return span.power_w * span.edge_uncertainty_s / span.duration_s + span.polling_bias_w()
 
 
 def sampled_w(samples, a_s: float, b_s: float) -> float | None:

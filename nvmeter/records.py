@@ -125,14 +125,16 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True) -> Path:
 
 def _replaceable(path: Path) -> bool:
     """True for an empty file or a JSON object: a record (nvmeter's, a bench's) a new one may replace."""
+    opener = gzip.open if path.name.endswith(".gz") else open  # write_json packs .gz names
     try:
         if path.stat().st_size == 0:
             return True
-        with path.open("rb") as f:
+        with opener(path, "rb") as f:
             if f.read(64).lstrip()[:1] != b"{":
                 return False
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        with opener(path, "rb") as f:
+            data = json.loads(f.read())
+    except (OSError, ValueError, EOFError, RecursionError):
         return False
     return isinstance(data, dict)
 
@@ -146,7 +148,7 @@ def written() -> tuple[Path, ...]:
     return tuple(_WRITTEN)
 
 
-def write_json(path: Path, record: dict, *, replace: bool = True) -> None:
+def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = False) -> None:
     """Write ``record`` to ``path`` atomically (temp file in the same folder + rename).
 
     The file gets the mode a plain ``open()`` would give it (:func:`nvmeter.files.output_mode`).
@@ -157,14 +159,15 @@ def write_json(path: Path, record: dict, *, replace: bool = True) -> None:
         replace: Whether an existing file at ``path`` may be replaced. With False the
             record takes the name only if it is free (a hard link, atomic), so a record
             is never overwritten (``nvmeter score``'s runs).
+        own: ``path`` is nvmeter's own file (the user cache): whatever is there is replaced.
 
     Raises:
-        UsageError: the path is not writable (nothing is left behind), or, with
-            ``replace=False``, it exists (the record is then kept under a name beside it,
-            which the message gives).
+        UsageError: the path is not writable (nothing is left behind), an existing file
+            there is not a JSON record (unless ``own``), or, with ``replace=False``, it
+            exists (the record is then kept under a name beside it, which the message gives).
 
     """
-    path = check_writable(path)
+    path = check_writable(path, record=not own)
     text = json.dumps(_clean(record), indent=1, allow_nan=False) + "\n"
     data = text.encode()
     if path.name.endswith(".gz"):  # read back through gzip (parse_json): written so, one stream

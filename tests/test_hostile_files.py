@@ -703,3 +703,20 @@ def test_a_record_written_under_a_gz_name_is_packed_and_reads_back(tmp_path):
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:2] == b"\x1f\x8b"  # gzip's magic
     assert load_report(out).probes["idle"]
+
+
+def test_a_packed_record_is_replaced_by_the_next_and_a_damaged_cache_file_too(tmp_path, monkeypatch):
+    """A code review: the check that an output is a JSON record read .gz bytes as text, so a
+    record could not replace its own packed predecessor."""
+    packed = tmp_path / "a.json.gz"
+    records.write_json(packed, {"kind": "x", "n": 1})
+    records.write_json(packed, {"kind": "x", "n": 2})
+    assert records.parse_json(packed, "a test record") == {"kind": "x", "n": 2}
+    mine = tmp_path / "cache.json"
+    mine.write_text("damaged")
+    records.write_json(mine, {"kind": "x"}, own=True)  # the user cache's own file
+    script = tmp_path / "script.py"
+    script.write_text("print(1)\n")
+    with pytest.raises(errors.UsageError, match="not a JSON record"):
+        records.write_json(script, {"kind": "x"})
+    assert script.read_text() == "print(1)\n"

@@ -518,3 +518,17 @@ def test_energy_json_under_xdist_is_refused():
     assert _xdist(SimpleNamespace(option=SimpleNamespace(), workerinput={}))
     assert not _xdist(SimpleNamespace(option=SimpleNamespace(numprocesses=0)))
     assert not _xdist(SimpleNamespace(option=SimpleNamespace()))
+
+
+def test_energy_on_another_board_than_the_marker_s_fails_the_test(pytester):
+    result = run(
+        pytester,
+        f"""
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 2}, device="{SIM_UUID}")
+def test_other(energy):
+    with energy(device=0, calls=CALLS):  # another simulated board object, though of one UUID
+        pass
+""",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*energy(device=0) meters * but this test's energy marker budgets *"])

@@ -312,7 +312,7 @@ def check_cache_writable(board: BoardIdentity) -> Path:
             f"cannot keep the probe record in {path.parent} ({exc.strerror}): set NVMETER_CACHE_DIR to a "
             "folder, or pass --no-cache"
         ) from exc
-    records.check_writable(path)
+    records.check_writable(path, record=False)  # the cache's own file: a damaged one is replaced
     return path
 
 
@@ -328,7 +328,7 @@ def store_probe(record: dict, board: BoardIdentity) -> Path:
         UsageError: the cache folder cannot be written.
     """
     path = check_cache_writable(board)
-    records.write_json(path, record)
+    records.write_json(path, record, own=True)
     return path
 
 

@@ -127,15 +127,21 @@ class EnergyMonitor:
         except errors.TelemetryError:
             return None
 
-    def _idle_problem(self) -> str | None:
-        """Why the monitor's measured idle is not this board's now, if its contexts tell."""
+    def _idle_problem(self, when: str) -> str | None:
+        """Why the monitor's measured idle is not this board's now, if its contexts tell.
+
+        The first context on a board raises its idle (~40 W); a second process's adds little, so
+        only none against some is compared. Where NVML lists no processes (MPS, some containers)
+        the count never moves and this cannot tell.
+        """
         now = self._contexts() if self._idle_contexts is not None else None
-        if now is None or now == self._idle_contexts:
+        if now is None or (now > 0) == (self._idle_contexts > 0):
             return None
+        had = "without a compute context" if self._idle_contexts == 0 else "with a compute context"
         return (
-            f"the monitor's idle was measured with {self._idle_contexts} compute context(s) on the board, "
-            f"{now} at this window's start (a CUDA context alone adds ~40 W): create the EnergyMonitor "
-            "once the model is on the GPU, or call measure_idle() with the board quiet"
+            f"the monitor's idle was measured {had} on the board, and {now} held one at this window's "
+            f"{when} (the first CUDA context adds ~40 W): create the EnergyMonitor once the model is on "
+            "the GPU, or call measure_idle() with the board quiet"
         )
 
     @property
@@ -158,7 +164,7 @@ class EnergyMonitor:
         if name in self._open:
             raise errors.UsageError(f"window {name!r} is already open; end it first or use another name")
         window = EnergyWindow(self.board, idle=self.idle, calls=calls, **self._window_kwargs)
-        problem = self._idle_problem()
+        problem = self._idle_problem("start")
         self._refresh()
         window.__enter__()
         self._open[name] = window
@@ -189,7 +195,8 @@ class EnergyMonitor:
         if not self._counted.pop(name) and name not in self._declared:
             window.call(1)
         self._declared.discard(name)
-        problem = self._problems.pop(name, None)
+        # a context opened inside the window (model.cuda() after begin) changes the idle too
+        problem = self._problems.pop(name, None) or self._idle_problem("end")
         self._refresh()
         window.__exit__(None, None, None)
         m = window.result
