@@ -156,6 +156,19 @@ def test_idle_can_be_given(board):
     assert m.idle.source == "given" and m.idle_w == 121.2
 
 
+def epoch(meter, board, opened=None):
+    """One window of 20 calls of 0.1 s at 300 W (30,000 mJ a call); ``opened()`` runs right after begin."""
+    meter.begin("e")
+    if opened is not None:
+        opened()
+    for _ in range(20):
+        board.set_load(300.0)
+        board.clock.sleep(0.1)
+        board.set_load(0.0)
+        meter.call("e")
+    return meter.end("e")
+
+
 def test_a_window_begun_after_a_context_opened_since_the_idle_says_so_and_measure_idle_mends_it():
     """An adversarial review (2026-12-06): the monitor made before the model went to the GPU
     measured the idle without a context, and its window read 34,487.0 ± 986.4 mJ a call for
@@ -164,21 +177,11 @@ def test_a_window_begun_after_a_context_opened_since_the_idle_says_so_and_measur
     meter = EnergyMonitor(board, sync="none")
     board.set_context(True)
     board.clock.sleep(5.0)
-
-    def epoch():
-        meter.begin("e")
-        for _ in range(20):
-            board.set_load(300.0)
-            board.clock.sleep(0.1)
-            board.set_load(0.0)
-            meter.call("e")
-        return meter.end("e")
-
-    stale = epoch()
+    stale = epoch(meter, board)
     assert not stale.reliable and "compute context" in stale.reason and "measure_idle()" in stale.reason
     idle = meter.measure_idle()
     assert idle.power_w == pytest.approx(board.config.idle_context_w, abs=2)
-    m = epoch()
+    m = epoch(meter, board)
     assert m.reliable and abs(m.per_call_mj - 30_000) <= m.per_call_mj_err
 
 
@@ -188,22 +191,9 @@ def test_a_context_opened_inside_a_window_is_seen_at_its_end_and_another_process
     context on a shared board (our idle already with one) refused a right figure."""
     board = SimulatedBoard()
     meter = EnergyMonitor(board, sync="none")
-    meter.begin("e")
-    board.set_context(True)
-    for _ in range(20):
-        board.set_load(300.0)
-        board.clock.sleep(0.1)
-        board.set_load(0.0)
-        meter.call("e")
-    m = meter.end("e")
+    m = epoch(meter, board, opened=lambda: board.set_context(True))
     assert not m.reliable and "at this window's end" in m.reason
     meter.measure_idle()
     board.other_pids.append(4242)  # another user's process opens a context on the shared GPU
-    meter.begin("e")
-    for _ in range(20):
-        board.set_load(300.0)
-        board.clock.sleep(0.1)
-        board.set_load(0.0)
-        meter.call("e")
-    m = meter.end("e")
+    m = epoch(meter, board)
     assert m.reliable and abs(m.per_call_mj - 30_000) <= m.per_call_mj_err
