@@ -197,3 +197,17 @@ def test_a_context_opened_inside_a_window_is_seen_at_its_end_and_another_process
     board.other_pids.append(4242)  # another user's process opens a context on the shared GPU
     m = epoch(meter, board)
     assert m.reliable and abs(m.per_call_mj - 30_000) <= m.per_call_mj_err
+
+
+def test_measure_idle_on_a_busy_board_is_refused_and_the_idle_kept():
+    """A new user's trial: measure_idle() with work running took 321.65 W as the idle, said by
+    every window after it, not by the call."""
+    board = SimulatedBoard()
+    board.set_context(True)
+    meter = EnergyMonitor(board, sync="none")
+    before = meter.idle
+    board.set_load(200.0)
+    with pytest.raises(errors.UsageError, match="the GPU ran kernels while the idle was measured"):
+        meter.measure_idle()
+    board.set_load(0.0)
+    assert meter.idle is before

@@ -1,6 +1,8 @@
 """The pytest plugin, through pytest's own pytester, on the simulated board."""
 
 import json
+import subprocess
+import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -532,3 +534,32 @@ def test_other(energy):
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*energy(device=0) meters * but this test's energy marker budgets *"])
+
+
+def _doc_demo() -> tuple[str, list[str]]:
+    """docs/everyday.md's pytest demo and the summary lines it says the demo prints."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "everyday.md").read_text()
+    after = text[text.index("so it prints\nexactly this") :]
+    demo, rest = after.split("```python\n", 1)[1].split("```\n", 1)
+    shown = rest.split("```\n", 1)[1].split("```", 1)[0]
+    return demo, [line for line in shown.splitlines() if line.startswith("test_demo.py::")]
+
+
+def test_the_docs_pytest_demo_prints_what_the_docs_say(pytester):
+    """A new user's trial (2026-12-06): the docs' "exactly this" had gone stale, and no test read it."""
+    demo, lines = _doc_demo()
+    pytester.makepyfile(test_demo=demo)
+    result = pytester.runpytest("--energy-simulate", "--energy-json=energy.json")
+    printed = [line for line in result.stdout.lines if line.startswith("test_demo.py::")]
+    assert len(lines) == 2 and printed == lines
+    # and `nvmeter show` of its record, as the docs print it further on
+    text = (Path(__file__).resolve().parents[1] / "docs" / "everyday.md").read_text()
+    shown = text.split("$ nvmeter show energy.json\n", 1)[1].split("```", 1)[0]
+    show = subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", "show", "energy.json"],
+        capture_output=True,
+        text=True,
+        cwd=pytester.path,
+        timeout=120,
+    )
+    assert show.stdout == shown

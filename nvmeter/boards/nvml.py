@@ -32,7 +32,7 @@ T = TypeVar("T")
 
 _NO_DRIVER_HINT = (
     "no NVIDIA driver or GPU found on this machine; try --simulate to run on the simulated board "
-    "(in Python: pass a nvmeter.SimulatedBoard as the device)"
+    "(in Python: pass an nvmeter.SimulatedBoard as the device)"
 )
 
 

@@ -140,7 +140,14 @@ class IdleBaseline:
                 "watts, or 'measure' (the default: measured around the window)"
             ) from exc
         if uuid != board.identity().uuid:
-            raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.identity().uuid}")
+            hint = (
+                f": a simulated board takes its UUID with SimConfig(uuid={uuid!r})"
+                if board.identity().simulated
+                else ": give the idle probe of this board, or 'measure'"
+            )
+            raise errors.RecordError(
+                f"{path} was made on {uuid}, not on this board {board.identity().uuid}{hint}"
+            )
         try:
             records.counters(raw, f"idle.{level}")  # a count past int64 is no read (OverflowError later)
         except records.BadField as exc:

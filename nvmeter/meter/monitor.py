@@ -115,10 +115,19 @@ class EnergyMonitor:
             The new idle.
 
         Raises:
+            UsageError: the GPU ran kernels while it was measured (the idle is left as it was).
             TelemetryError: NVML failed, or two idle spans in a row could not be real.
         """
-        self.idle = self._idle("measure")
-        return self.idle
+        contexts = self._idle_contexts
+        idle = self._idle("measure")
+        if idle.busy:  # said now, where the mistake is, not by every window after (a new user's trial)
+            self._idle_contexts = contexts
+            raise errors.UsageError(
+                f"the GPU ran kernels while the idle was measured ({idle.busy_pct:.0f}% busy, "
+                f"{idle.power_w:.1f} W): synchronise the work first; the monitor keeps its idle"
+            )
+        self.idle = idle
+        return idle
 
     def _contexts(self) -> int | None:
         """Processes holding a compute context on the board now (None: NVML cannot say)."""
