@@ -9,3 +9,21 @@ def context_board(seed: int) -> SimulatedBoard:
     board.set_context(True)
     board.clock.sleep(1.0)
     return board
+
+
+def pulsed_window(board: SimulatedBoard, load_w: float, on_s: float, off_s: float, calls: int):
+    """A window (no sync) of ``calls`` calls: ``load_w`` above idle for ``on_s``, then idle for ``off_s``.
+
+    Returns:
+        The window's Measurement.
+    """
+    from nvmeter.meter.window import EnergyWindow
+
+    with EnergyWindow(board, sync="none") as w:
+        for _ in range(calls):
+            board.set_load(load_w)
+            board.clock.sleep(on_s)
+            board.set_load(0.0)
+            board.clock.sleep(off_s)
+            w.call()
+    return w.result

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from simboards import pulsed_window
 
 from nvmeter import errors
 from nvmeter.boards import profile as profiles
@@ -870,13 +871,7 @@ def test_an_a100_like_board_s_idle_is_bounded_at_its_family_s_polling_artefact(s
     board = SimulatedBoard(SimConfig(name="Simulated A100", polling_extra_w=30.0, seed=seed))
     board.set_context(True)
     board.clock.sleep(3.0)
-    with EnergyWindow(board, sync="none") as w:
-        for _ in range(50):
-            board.set_load(20.0)
-            board.clock.sleep(0.1)
-            board.set_load(0.0)
-            w.call()
-    m = w.result
+    m = pulsed_window(board, 20.0, 0.1, 0.0, 50)
     assert m.profile.polling_artefact_w == profiles.AMPERE.polling_artefact_w
     span = m.idle.spans[0]
     assert m.idle.err_w >= m.profile.polling_artefact_w * span.polled_inside_s / span.duration_s
@@ -910,14 +905,7 @@ def _coverage_window(seed, on_s, off_s, load_w, calls, sensor_s=0.025):
     )
     board.set_context(True)
     board.clock.sleep(3.0 + 0.013 * seed)  # the calls' place in the counter's period moves with the seed
-    with EnergyWindow(board, sync="none") as w:
-        for _ in range(calls):
-            board.set_load(load_w)
-            board.clock.sleep(on_s)
-            board.set_load(0.0)
-            board.clock.sleep(off_s)
-            w.call()
-    return w.result, load_w * on_s * 1e3
+    return pulsed_window(board, load_w, on_s, off_s, calls), load_w * on_s * 1e3
 
 
 @pytest.mark.parametrize("seed", range(6))

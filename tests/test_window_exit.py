@@ -390,18 +390,13 @@ def test_an_exit_wait_window_reads_the_sample_that_covers_its_end_step():
     """The buffer was read one and a half spacings after the tail's end, before the end step's
     sample had landed in 20 of 30 windows: their samples went unchecked against the counter, and
     samples scaled x2.5 read as reliable (a code review, 2026-12-06)."""
-    from nvmeter import EnergyWindow
+    from simboards import pulsed_window
+
     from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 
     for seed in range(8):
         board = SimulatedBoard(SimConfig(seed=seed))
         board.set_context(True)
         board.clock.sleep(3.0)
-        with EnergyWindow(board, sync="none") as w:
-            for _ in range(10):
-                board.set_load(300.0)
-                board.clock.sleep(0.05)
-                board.set_load(0.0)
-                w.call()
-        m = w.result
+        m = pulsed_window(board, 300.0, 0.05, 0.0, 10)
         assert m.samples[-1].t_s >= m.edge_steps_s[1] and m.samples_to_counter is not None
