@@ -147,9 +147,10 @@ class EnergyMonitor:
         if now is None or (now > 0) == (self._idle_contexts > 0):
             return None
         had = "without a compute context" if self._idle_contexts == 0 else "with a compute context"
+        holders = "no process" if now == 0 else f"{now} process{'es' if now > 1 else ''}"
         return (
-            f"the monitor's idle was measured {had} on the board, and {now} held one at this window's "
-            f"{when} (the first CUDA context adds ~40 W): create the EnergyMonitor once the model is on "
+            f"the monitor's idle was measured {had} on the board, but at this window's {when} {holders} "
+            "held one (the first CUDA context adds ~40 W): create the EnergyMonitor once the model is on "
             "the GPU, or call measure_idle() with the board quiet"
         )
 
