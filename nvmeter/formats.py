@@ -221,19 +221,14 @@ def _probe_v7(d: dict) -> dict:
     return d
 
 
-def _probe_v8(d: dict) -> dict:
-    """v7's profile had no counter coverage: the family's defaults, which its profile derives to today."""
-    _family_coverage(d)
-    return d
-
-
-def _family_coverage(d: dict) -> None:
-    """A stored profile without ``counter_coverage`` takes its board family's default."""
+def _family_coverage(d: dict) -> dict:
+    """Probe v7 and profile v2 had no counter coverage: their board family's default, as they derive today."""
     from nvmeter.boards.profile import default_profile
 
     if isinstance(d.get("profile"), dict) and isinstance(d.get("board"), dict):
         coverage = default_profile(str(d["board"].get("name", ""))).counter_coverage
         d["profile"].setdefault("counter_coverage", coverage)
+    return d
 
 
 PROBE = Format(
@@ -275,7 +270,7 @@ PROBE = Format(
             8,
             "`profile.counter_coverage`: the share of each counter period the counter senses (error "
             "model 11); the family's default when upgraded",
-            _probe_v8,
+            _family_coverage,
         ),
     ),
     verifier="nvmeter.probes.report:load_report",
@@ -583,12 +578,6 @@ GRAPH_MLP_STEP = Format(
 
 
 # -- profile: a board's BoardProfile in the user cache (nvmeter.boards.profile) --------------------
-def _profile_v3(d: dict) -> dict:
-    """v2's profile had no counter coverage: the family's default."""
-    _family_coverage(d)
-    return d
-
-
 PROFILE = Format(
     "profile",
     (
@@ -602,7 +591,7 @@ PROFILE = Format(
         Version(
             3,
             "`profile.counter_coverage` (error model 11); the family's default when upgraded",
-            _profile_v3,
+            _family_coverage,
         ),
     ),
 )

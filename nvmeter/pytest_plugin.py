@@ -172,8 +172,7 @@ class _State:
         failed = _said(mine, ("fail",))
         if failed:
             pytest.fail(failed, pytrace=False)
-        # the meter's remedy names EnergyWindow's keyword; a test's idle is the plugin's option
-        open_ = _said(mine, ("undecided", "unreliable")).replace("or give idle=", "or give --energy-idle=")
+        open_ = _said(mine, ("undecided", "unreliable"))
         if not open_:
             return
         if self.mode == "warn":

@@ -125,18 +125,12 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True) -> Path:
 
 def _replaceable(path: Path) -> bool:
     """True for an empty file or a JSON object: a record (nvmeter's, a bench's) a new one may replace."""
-    opener = gzip.open if path.name.endswith(".gz") else open  # write_json packs .gz names
-    try:
-        if path.stat().st_size == 0:
-            return True
-        with opener(path, "rb") as f:
-            if f.read(64).lstrip()[:1] != b"{":
-                return False
-        with opener(path, "rb") as f:
-            data = json.loads(f.read())
-    except (OSError, ValueError, EOFError, RecursionError):
+    if path.stat().st_size == 0:
+        return True
+    try:  # the records' own reader: size-limited, and through gzip where the name says so
+        return isinstance(parse_json(path, "a record"), dict)
+    except errors.RecordError:
         return False
-    return isinstance(data, dict)
 
 
 # Records this process has written, so that a command ended by a signal after writing says so.

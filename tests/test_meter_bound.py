@@ -849,14 +849,14 @@ def test_measure_reads_a_reset_in_its_idle_span_after_the_work_again(monkeypatch
 
     from nvmeter.meter import adaptive
 
-    real, after = adaptive.measure_quiescent, []
+    real, after = adaptive.idle_after, []
 
-    def reset_during(board_, **kwargs):  # the span after the work: a reset half a second into it
+    def reset_during(board_, *args, **kwargs):  # the span after the work: a reset half a second into it
         after.append(board_.clock.now())
         board_.inject(Fault.COUNTER_RESET, board_.clock.now() + 0.5)
-        return real(board_, **kwargs)
+        return real(board_, *args, **kwargs)
 
-    monkeypatch.setattr(adaptive, "measure_quiescent", reset_during)
+    monkeypatch.setattr(adaptive, "idle_after", reset_during)
     m = measure(step, device=board, sync="none", target_rel_err=0.02)
     assert len(after) == 1 and len(m.idle.spans) == 2  # the span after, measured again
     assert m.reliable and abs(m.per_call_mj - LOAD_W * CALL_S * 1e3) <= m.per_call_mj_err

@@ -23,7 +23,7 @@ from nvmeter.command.process import (
 )
 from nvmeter.command.record import BoardRun, CommandRun
 from nvmeter.descendants import marked, reap_orphans
-from nvmeter.meter.baseline import IdleBaseline, drawable, quiet_span
+from nvmeter.meter.baseline import IdleBaseline, drawable, quiet_idle
 from nvmeter.meter.window import EnergyWindow
 
 # How often the wait loop looks at the child, s: the window may close up to this much
@@ -34,8 +34,7 @@ POLL_S = 0.05
 def _baseline(board: Board, idle, profile: BoardProfile) -> IdleBaseline:
     """The idle a board's window subtracts (``idle``: "measure", a probe file, or W)."""
     if isinstance(idle, str) and idle == "measure":
-        span = quiet_span(board, profile.edge_timeout_s)
-        return IdleBaseline.from_spans([span], "quiescent", polling_artefact_w=profile.polling_artefact_w)
+        return quiet_idle(board, profile)
     if isinstance(idle, (int, float)) and not isinstance(idle, bool):
         return drawable(IdleBaseline.given(float(idle)), board)
     return IdleBaseline.from_probe(Path(idle), board, "no_context", profile.polling_artefact_w)

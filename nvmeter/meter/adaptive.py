@@ -14,7 +14,7 @@ from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
 from nvmeter.meter import errormodel, spread
-from nvmeter.meter.baseline import IdleBaseline, measure_quiescent, quiet_span, span_fault
+from nvmeter.meter.baseline import IdleBaseline, idle_after, idle_of, quiet_span
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.sync import Sync, resolve
 from nvmeter.meter.window import EnergyWindow
@@ -185,8 +185,8 @@ def measure(
     sync_fn()  # the caller's work queued before: not the idle's (an EnergyWindow's entry does the same)
     said = _Said(board, progress, target_rel_err, max_window_s)
     said("idle" if idle == "measure" else None)
-    before = quiet_span(board, prof.edge_timeout_s) if idle == "measure" else None
-    window_idle = _idle_from([before], prof) if before else idle
+    before = quiet_span(board, prof) if idle == "measure" else None
+    window_idle = idle_of([before], prof) if before else idle
     null = None
     if control:
         said("control")
@@ -205,29 +205,10 @@ def measure(
     result = _run(fn, board, window_idle, sync, prof, stop, said)
     if before is not None:
         said("idle")
-        window_idle, problems = _idle_after(board, before, prof)
+        window_idle, problems = idle_after(board, before, prof, "work")
         null = null and replace(null, idle=window_idle)
         result = replace(result, idle=window_idle, problems=result.problems + problems)
     return _with_control(result, null)
-
-
-def _idle_from(spans: list, prof: BoardProfile) -> IdleBaseline:
-    return IdleBaseline.from_spans(spans, "quiescent", polling_artefact_w=prof.polling_artefact_w)
-
-
-def _idle_after(board: Board, before, prof: BoardProfile) -> tuple[IdleBaseline, tuple[str, ...]]:
-    """The idle of both spans, and a problem where the one after the work cannot be real.
-
-    The idle after the work can widen the bound: the window is judged with both spans. One
-    the counter's reset made impossible is left out, and the figure says so, as a window's.
-    """
-    after = measure_quiescent(board, timeout_s=prof.edge_timeout_s)
-    fault = span_fault(after)
-    if fault is None:
-        return _idle_from([before, after], prof), ()
-    return _idle_from([before], prof), (
-        f"{fault} in two idle spans after the work: the idle is the one before alone",
-    )
 
 
 def _is_number(x) -> bool:

@@ -12,12 +12,15 @@ import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from nvmeter import errors, records
 from nvmeter.boards.protocol import Board
 from nvmeter.meter import sanity
 from nvmeter.meter.span import EDGE_TIMEOUT_S, AlignedSpan, measure_span
+
+if TYPE_CHECKING:
+    from nvmeter.boards.profile import BoardProfile
 
 # A quiescent idle span before and after a window; 1 s holds ~10 counter periods,
 # enough for a baseline known to ~0.3% (edges ~3 ms of ~1 s).
@@ -107,7 +110,7 @@ class IdleBaseline:
         mean = sum(powers) / len(powers)
         spread = (max(powers) - min(powers)) / 2
         edges = max(
-            abs(s.power_w) * s.edge_uncertainty_s / s.duration_s + s.polling_bias_w(polling_artefact_w)
+            s.power_w * s.edge_uncertainty_s / s.duration_s + s.polling_bias_w(polling_artefact_w)
             for s in spans
         )
         samples = sum(s.samples_power_w for s in spans) / len(spans)
@@ -191,11 +194,20 @@ def measure_quiescent(
     Its ``busy_pct`` is the GPU utilisation read at its end: kernels still running (the
     caller's unsynchronised work, another process's) make an idle that is not one. A span
     that cannot be real (:func:`span_fault`: a counter reset or a wrap inside it) is measured
-    once more, since a reset is one event; the caller checks the second. ``timeout_s``: the
-    longest wait for a counter step at an edge (the profile's ``edge_timeout_s``), s.
+    once more, since a reset is one event. ``timeout_s``: the longest wait for a counter step
+    at an edge (the profile's ``edge_timeout_s``), s.
     """
+    return _checked_quiescent(board, duration_s, timeout_s)[0]
+
+
+def _checked_quiescent(board: Board, duration_s: float, timeout_s: float) -> tuple[AlignedSpan, str | None]:
+    """:func:`measure_quiescent`'s span, and why the last one measured cannot be real (None: it can)."""
     span = _quiescent(board, duration_s, timeout_s)
-    return span if span_fault(span) is None else _quiescent(board, duration_s, timeout_s)
+    fault = span_fault(span)
+    if fault is not None:  # a reset is one event: the span after it reads the board again
+        span = _quiescent(board, duration_s, timeout_s)
+        fault = span_fault(span)
+    return span, fault
 
 
 def _quiescent(board: Board, duration_s: float, timeout_s: float) -> AlignedSpan:
@@ -213,7 +225,7 @@ def span_fault(span: AlignedSpan) -> str | None:
     return None if fault is None else fault[1]
 
 
-def quiet_span(board: Board, timeout_s: float = EDGE_TIMEOUT_S) -> AlignedSpan:
+def quiet_span(board: Board, profile: BoardProfile) -> AlignedSpan:
     """:func:`measure_quiescent` for an idle taken before any work: one that cannot be real is refused.
 
     A counter reset during the span before a window read it at -455 kW, and the window a
@@ -222,14 +234,43 @@ def quiet_span(board: Board, timeout_s: float = EDGE_TIMEOUT_S) -> AlignedSpan:
     Raises:
         TelemetryError: two spans in a row that cannot be real.
     """
-    span = measure_quiescent(board, timeout_s=timeout_s)
-    why = span_fault(span)
+    span, why = _checked_quiescent(board, IDLE_SPAN_S, profile.edge_timeout_s)
     if why is not None:
         raise errors.TelemetryError(
             f"two idle spans in a row on {board.identity().short} cannot be real ({why}): its energy counter "
             "is resetting or wrapping; run `nvmeter check` on it, or give the idle in watts"
         )
     return span
+
+
+def quiet_idle(board: Board, profile: BoardProfile, local: bool = False) -> IdleBaseline:
+    """The idle of :func:`quiet_span`, bounded at the profile's polling artefact.
+
+    Raises:
+        TelemetryError: as :func:`quiet_span`.
+    """
+    return idle_of([quiet_span(board, profile)], profile, local)
+
+
+def idle_of(spans: list[AlignedSpan], profile: BoardProfile, local: bool = False) -> IdleBaseline:
+    """:meth:`IdleBaseline.from_spans` of quiescent spans, bounded at the profile's polling artefact."""
+    return IdleBaseline.from_spans(spans, "quiescent", local, profile.polling_artefact_w)
+
+
+def idle_after(
+    board: Board, before: AlignedSpan, profile: BoardProfile, what: str, local: bool = False
+) -> tuple[IdleBaseline, tuple[str, ...]]:
+    """The idle of ``before`` and a span measured now, after the ``what`` (window, work); its problems.
+
+    The span after can widen the bound: the figure is judged with both. One that cannot be real
+    twice over (a driver reload during it read -455 kW, and a window a reliable figure 900 times
+    the truth: an adversarial review) is left out, and the figure says so in its one problem.
+    """
+    after, fault = _checked_quiescent(board, IDLE_SPAN_S, profile.edge_timeout_s)
+    if fault is None:
+        return idle_of([before, after], profile, local), ()
+    problem = f"{fault} in two idle spans after the {what}: the idle is the one before alone"
+    return idle_of([before], profile, local), (problem,)
 
 
 class Freezable(Protocol):

@@ -172,8 +172,9 @@ History:
        polled time the bound holds at the board's polling artefact (``inner_polls_bounded``), as
        the end edge's and an in-work start's were. Why: those reads poll inside the window too, about
        10% of a ``measure()`` run; under the Ampere defaults' 35 W that is 18 J, 5.6% of a simulated
-       figure whose whole bound was ±3.3% (a code review, 2026-12-06). No constant is new; on a Hopper
-       board (5 W) a ``measure()`` bound widens by about 0.5 W over the run's energy above idle.
+       figure whose whole bound was ±3.3% (a code review, 2026-12-06). No constant is new; on the
+       simulated H200 (the Hopper defaults' 5 W) 60 marks polled 3.27 s of a 30.15 s run, so its
+       bound widened by 16.4 J, 0.54 W over the run.
        And on a board whose profile says its counter senses part of each period
        (``counter_coverage`` under 1: the Ampere and unknown families' defaults, SC24's 25 ms of
        100 ms) the counter is checked against the power samples over the window's own span

@@ -216,8 +216,9 @@ class Measurement:
         """Model 11, on a counter of partial coverage: one the samples contradict, or cannot check.
 
         A counter of full coverage is left to the damaged-record check: there a short burst's ~20 ms
-        samples, not the counter, are what misread it (0.57-1.57 of the bursts' mean against the
-        counter's 0.87-1.21 on an H200, results/enclose/call40-*-unpolled-*; a code review).
+        samples, not the counter, are what misread it (bin means by the burst's place in the period:
+        samples 0.57-1.57 of the bursts' mean, counter 0.87-1.21, on an H200:
+        results/enclose/call40-785c1db-h200-unpolled-10ms.txt).
         """
         if not self.model.counter_checked or self.method == "samples" or self.profile.counter_coverage >= 1:
             return None
@@ -916,7 +917,8 @@ class Measurement:
             return (
                 f"the idle was measured while the GPU ran kernels ({self.idle.busy_pct:.0f}% busy at the "
                 f"end of a quiescent span: unsynchronised work, or another process's): "
-                f"{self.idle_w:.1f} W is not this board's idle; synchronise first, or give idle="
+                f"{self.idle_w:.1f} W is not this board's idle; synchronise first, or give the idle "
+                "(idle=, nvmeter run --idle, pytest --energy-idle)"
             )
         # every model: model 1's records were judged without the figure checks, and a forged one
         # read -20,047.7 ± 503.7 mJ a call as a reliable PASS of its budget (an adversarial
@@ -1272,8 +1274,8 @@ RATIO_MAX_GAP_SPACINGS = 3.0
 # full one, short bursts' samples misread by more (a code review, 2026-12-06).
 COUNTER_SAMPLES_DISAGREE_REL = 0.2
 # Under this mean power above idle the share means nothing: the edges' timing leaves a gap of up to
-# 0.45 J over a 0.4 s span of the simulated board at idle, 22% of 5 W above idle there, 6% of 20 W
-# (a code review); launch-bound work draws ~0 W above idle.
+# 0.45 J (SD 0.18 J) between the steps of 60 simulated 0.3 s windows at idle, spans of 0.39-0.40 s:
+# 22% of 5 W above idle there, 6% of 20 W (a code review); launch-bound work draws ~0 W above idle.
 COUNTER_CHECK_MIN_W = 20.0
 # A cut (the work's start or end to its counter step) read across a gap in the samples over this many
 # spacings is not read: the buffer rolled over between two reads, and a sample 0.5 s later stood for the

@@ -18,7 +18,7 @@ from nvmeter import errors
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
-from nvmeter.meter.baseline import IdleBaseline, quiet_span
+from nvmeter.meter.baseline import IdleBaseline, quiet_idle
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.sync import Sync
 from nvmeter.meter.window import EnergyWindow
@@ -86,22 +86,22 @@ class EnergyMonitor:
     ) -> None:
         self.board = open_board(device)
         self._profile = resolve_profile(profile, self.board.identity(), idle)
-        self._idle_contexts: int | None = None  # compute contexts on the board when the idle was measured
-        self.idle = self._idle(idle)
+        # compute contexts on the board when the idle was measured (None: not measured here)
+        self._idle_contexts: int | None = None
+        if isinstance(idle, str) and idle == "measure":
+            self.idle, self._idle_contexts = self._measured_idle()
+        else:
+            self.idle = idle
         self._window_kwargs = {"sync": sync, "method": method, "tail_s": tail_s, "profile": profile}
         self._open: dict[str, EnergyWindow] = {}
         self._counted: dict[str, int] = {}
         self._declared: set[str] = set()  # open windows begun with calls=
         self._problems: dict[str, str | None] = {}  # an open window's idle problem, found at begin
 
-    def _idle(self, spec) -> IdleBaseline | str | Path | float:
-        if isinstance(spec, str) and spec == "measure":
-            self._idle_contexts = self._contexts()
-            span = quiet_span(self.board, self._profile.edge_timeout_s)
-            return IdleBaseline.from_spans(
-                [span], "quiescent", polling_artefact_w=self._profile.polling_artefact_w
-            )
-        return spec
+    def _measured_idle(self) -> tuple[IdleBaseline, int | None]:
+        """A quiescent idle measured now, and the compute contexts on the board as it was."""
+        contexts = self._contexts()
+        return quiet_idle(self.board, self._profile), contexts
 
     def measure_idle(self) -> IdleBaseline:
         """Measure the idle again now, for the windows begun after (the caller must be quiescent).
@@ -118,15 +118,13 @@ class EnergyMonitor:
             UsageError: the GPU ran kernels while it was measured (the idle is left as it was).
             TelemetryError: NVML failed, or two idle spans in a row could not be real.
         """
-        contexts = self._idle_contexts
-        idle = self._idle("measure")
+        idle, contexts = self._measured_idle()
         if idle.busy:  # said now, where the mistake is, not by every window after (a new user's trial)
-            self._idle_contexts = contexts
             raise errors.UsageError(
                 f"the GPU ran kernels while the idle was measured ({idle.busy_pct:.0f}% busy, "
                 f"{idle.power_w:.1f} W): synchronise the work first; the monitor keeps its idle"
             )
-        self.idle = idle
+        self.idle, self._idle_contexts = idle, contexts
         return idle
 
     def _contexts(self) -> int | None:
@@ -205,11 +203,13 @@ class EnergyMonitor:
         if not self._counted.pop(name) and name not in self._declared:
             window.call(1)
         self._declared.discard(name)
-        # a context opened inside the window (model.cuda() after begin) changes the idle too
-        problem = self._problems.pop(name, None) or self._idle_problem("end")
+        begun = self._problems.pop(name, None)
         self._refresh()
         window.__exit__(None, None, None)
         m = window.result
+        # a context opened inside the window (model.cuda() after begin) changes the idle too; asked
+        # once the window has closed, so the query falls outside it
+        problem = begun or self._idle_problem("end")
         return m if problem is None else dataclasses.replace(m, problems=(*m.problems, problem))
 
     def cancel(self, name: str) -> None:

@@ -44,9 +44,9 @@ from nvmeter.meter.baseline import (
     IdleBaseline,
     context_level,
     drawable,
-    measure_quiescent,
+    idle_after,
+    idle_of,
     quiet_span,
-    span_fault,
     watts_in,
 )
 from nvmeter.meter.dither import PROCESS_DITHER
@@ -386,12 +386,7 @@ class EnergyWindow:
         idle = self._idle_before
         if isinstance(idle, IdleBaseline):
             return idle
-        return self._idle_from([idle])
-
-    def _idle_from(self, spans: list) -> IdleBaseline:
-        return IdleBaseline.from_spans(
-            spans, "quiescent", local=True, polling_artefact_w=self.profile.polling_artefact_w
-        )
+        return idle_of([idle], self.profile, local=True)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._phase != "open":
@@ -566,7 +561,7 @@ class EnergyWindow:
         if isinstance(spec, (int, float)) and not isinstance(spec, bool):
             return drawable(IdleBaseline.given(float(spec)), self.board)
         if spec == "measure":
-            return quiet_span(self.board, self.profile.edge_timeout_s)
+            return quiet_span(self.board, self.profile)
         if isinstance(spec, str) and not Path(spec).exists() and watts_in(spec) is not None:
             why = f"idle={spec!r} is text: give watts as a number (idle={watts_in(spec):g})"
             raise errors.UsageError(why)
@@ -582,14 +577,7 @@ class EnergyWindow:
         """The idle the window subtracts, and the problem its span after the window had (if one)."""
         if isinstance(self._idle_before, IdleBaseline):
             return self._idle_before, ()
-        after = measure_quiescent(self.board, timeout_s=self.profile.edge_timeout_s)
-        fault = span_fault(after)
-        if fault is None:
-            return self._idle_from([self._idle_before, after]), ()
-        # a driver reload during the span after the window read it at -455 kW, and the window as a
-        # reliable figure 900 times the truth inside a bound of the same size (an adversarial review)
-        problem = f"{fault} in two idle spans after the window: the idle is the one before alone"
-        return self._idle_from([self._idle_before]), (problem,)
+        return idle_after(self.board, self._idle_before, self.profile, "window", local=True)
 
     def _problems(self, start: CounterSeries, end: CounterSeries, method: str) -> tuple[str, ...]:
         problems = []
