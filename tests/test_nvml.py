@@ -99,6 +99,24 @@ def test_sample_timestamps_land_on_the_monotonic_clock(fake):
     assert len(board.power_samples(since_s=samples[0].t_s)) == 2
 
 
+def test_a_wall_clock_step_moves_the_sample_mapping_with_it(fake, monkeypatch):
+    # NVML stamps on the wall clock; a step during a long monitor must not shift
+    # every later sample off the monotonic clock by the step.
+    module = fake()
+    board = nvml.NvmlBoard(0)
+    assert board.power_samples()[-1].t_s == pytest.approx(board.clock.now(), abs=0.2)
+    step_s = 1800.0
+    real_time = time.time
+    monkeypatch.setattr(nvml.time, "time", lambda: real_time() + step_s)
+    now_us = int(nvml.time.time() * 1e6)
+    stepped = [
+        types.SimpleNamespace(timeStamp=now_us - 20_000 * i, sampleValue=types.SimpleNamespace(uiVal=1))
+        for i in range(3)
+    ]
+    monkeypatch.setattr(module, "nvmlDeviceGetSamples", lambda h, kind, since: (1, stepped))
+    assert board.power_samples()[-1].t_s == pytest.approx(board.clock.now(), abs=0.2)
+
+
 @pytest.mark.parametrize(
     ("visible", "index", "expected"),
     [

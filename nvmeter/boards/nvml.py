@@ -282,7 +282,7 @@ class NvmlBoard:
         self._pid = -1
         self._handle_ = None
         self._identity: BoardIdentity | None = None
-        self._sample_offset_s: float | None = None
+        self._stamps_on_wall: bool | None = None
         self._open()  # a UUID NVML cannot open fails here, not at the first read
 
     def __repr__(self) -> str:
@@ -396,13 +396,12 @@ class NvmlBoard:
 
     def _offset_s(self, latest_us: int | None) -> float:
         # NVML stamps samples with the host's wall clock (us); map them onto our
-        # monotonic clock. Decide once, from the first stamp, which clock it is.
-        if self._sample_offset_s is None and latest_us is not None:
-            wall_minus_mono = time.time() - self.clock.now()
-            stamp_s = latest_us * 1e-6
-            near_wall = abs(stamp_s - time.time()) < 3600
-            self._sample_offset_s = wall_minus_mono if near_wall else 0.0
-        return self._sample_offset_s or 0.0
+        # monotonic clock. Which clock the stamps are on is decided once, from the
+        # first stamp; the wall-minus-monotonic offset is taken at every read, so a
+        # wall clock stepped (NTP, an admin) during a long monitor moves with it.
+        if self._stamps_on_wall is None and latest_us is not None:
+            self._stamps_on_wall = abs(latest_us * 1e-6 - time.time()) < 3600
+        return time.time() - self.clock.now() if self._stamps_on_wall else 0.0
 
     def utilization(self) -> Utilization:
         """GPU and memory utilisation, percent."""
