@@ -496,8 +496,7 @@ def probe(
     only = names or None
     selection(quick, tuple(only or ()))  # bad names fail before a board is opened
     if device is None or device.strip() != "all":
-        records.check_writable(out_path)
-        _probe_one(_open_rig(device, simulate), out_path, quick, only, cache)
+        _probe_one(_open_rig(device, simulate), records.claim(out_path), quick, only, cache)
         return
     from nvmeter.boards.factory import open_boards
     from nvmeter.worker.rig import Rig
@@ -505,12 +504,11 @@ def probe(
     records.check_writable(out_path)  # each board's file is named from OUT's: a folder has no name to extend
     boards = open_boards("all", simulate=simulate, sim_boards=sim_boards)
     paths = [out_path.with_name(f"{out_path.stem}-{b.identity().uuid}{out_path.suffix}") for b in boards]
-    for path in paths:  # every file checked before the first board is touched
-        records.check_writable(path)
+    claims = [records.claim(path) for path in paths]  # every file checked before the first board is touched
     failed: list[errors.NvmeterError] = []
-    for board, path in zip(boards, paths, strict=True):
+    for board, claimed in zip(boards, claims, strict=True):
         try:
-            _probe_one(Rig.around(board), path, quick, only, cache)
+            _probe_one(Rig.around(board), claimed, quick, only, cache)
         except (errors.TelemetryError, errors.WorkerError) as exc:  # the other boards still get probed
             _say(f"nvmeter: {board.identity().uuid}: {exc}")
             failed.append(exc)
@@ -535,7 +533,7 @@ def _cache_report(report):
     return report if kept is None else replace(report, probes={**kept.probes, **report.probes})
 
 
-def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: bool) -> None:
+def _probe_one(rig, claimed, quick: bool, only: list[str] | None, cache: bool) -> None:
     from nvmeter import records
     from nvmeter.probes import schedule
     from nvmeter.probes.report import budget_s, needs, run_probes, selection
@@ -553,9 +551,9 @@ def _probe_one(rig, out_path: Path, quick: bool, only: list[str] | None, cache: 
     with _ProbeProgress(expected_s, sum(s.NAME in steps for s in schedule.STEPS)) as progress:
         rig.on_phase = progress.on_phase
         report = run_probes(rig, quick=quick, only=tuple(only or ()), on_probe=progress.on_probe)
-    records.write_json(out_path, report.to_dict())
+    records.write_json(claimed, report.to_dict())
     out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
-    out.print(f"wrote {out_path}")
+    out.print(f"wrote {claimed.path}")
     if cache and not board.simulated:
         from nvmeter.boards.profile import store_probe
 
@@ -725,8 +723,9 @@ def run(
     argv = list(command or [])
     cmd.resolve_command(argv)
     idle_given = idle_spec(idle)
+    claimed = None
     if json_path is not None:
-        records.check_writable(
+        claimed = records.claim(
             json_path, inputs=(("--idle", idle_given if isinstance(idle_given, Path) else None),)
         )
     boards = [open_board(d, simulate=simulate) for d in _devices(device)]
@@ -735,7 +734,7 @@ def run(
     _raise_if_signalled()  # before the command starts: a signal lost in the setup's imports
     try:
         result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late)
-        _finish_run(result, json_path)
+        _finish_run(result, claimed)
     except BaseException:
         _unsettled(late)
         raise
@@ -767,20 +766,20 @@ def _unsettled(late) -> None:
         _say(f"nvmeter: {names} came after the command ended, before its record was written")
 
 
-def _finish_run(result, json_path: Path | None) -> None:
-    """Say a finished run's lines, then write its record (a failed write loses no figure)."""
+def _finish_run(result, claimed) -> None:
+    """Say a finished run's lines, then write its claimed record (a failed write loses no figure)."""
     from nvmeter import records
 
     for line in result.lines():
         _say(f"nvmeter: {line}")
-    if json_path is not None:
+    if claimed is not None:
         try:
-            records.write_json(json_path, result.to_dict())
+            records.write_json(claimed, result.to_dict())
         except errors.NvmeterError as exc:  # nvmeter's own failure keeps its code; say the command's
             raise type(exc)(
                 f"{exc} (the command's status was {result.exit_status}; its figures are above)"
             ) from exc
-        _say(f"nvmeter: wrote {json_path}")
+        _say(f"nvmeter: wrote {claimed.path}")
 
 
 def _devices(spec: str | None) -> list[int | str | None]:

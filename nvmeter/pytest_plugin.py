@@ -81,10 +81,12 @@ class _State:
                 "--energy-json: pytest-xdist's workers keep their own windows and this record would "
                 "hold none: run without -n (or with -n 0) to write it"
             )
+        self.json_claim: records.Claim | None = None
         if self.json_path is not None:
             try:
                 idle_file = self.idle if isinstance(self.idle, Path) else None
-                records.check_writable(Path(self.json_path), inputs=(("--energy-idle", idle_file),))
+                inputs = (("--energy-idle", idle_file),)
+                self.json_claim = records.claim(Path(self.json_path), inputs=inputs)
             except errors.UsageError as exc:
                 raise pytest.UsageError(f"--energy-json: {exc}") from None
         self.json_written: Path | None = None  # where --energy-json went, once written
@@ -191,7 +193,7 @@ class _State:
 
         record = BudgetRecord(tuple(self.entries), int(session_status), collect())
         try:
-            records.write_json(Path(self.json_path), record.to_dict())
+            records.write_json(self.json_claim or Path(self.json_path), record.to_dict())
         except (errors.UsageError, OSError) as exc:
             # a full disk or a folder removed by a test: 64-68 lines of traceback lost the verdicts
             self.json_failed = str(exc)

@@ -9,6 +9,7 @@ earlier one live in :mod:`nvmeter.formats`; their history in words in docs/forma
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import functools
 import gzip
@@ -123,6 +124,32 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True) -> Path:
     return path
 
 
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """An output path checked before a measurement, and what lay there then.
+
+    :func:`write_json` given a claim replaces only the file that was there at the check:
+    a record another process wrote to the same path meanwhile is kept, not lost.
+    """
+
+    path: Path
+    before: tuple[int, int, int] | None  # (inode, size, mtime_ns) at the check; None: the name was free
+
+
+def claim(path: Path, inputs: tuple = (), record: bool = True) -> Claim:
+    """:func:`check_writable`, remembering the file found there (see :class:`Claim`)."""
+    path = check_writable(path, inputs, record)
+    return Claim(path, _stamp(path))
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def _replaceable(path: Path) -> bool:
     """True for an empty file or a JSON object: a record (nvmeter's, a bench's) a new one may replace."""
     if path.stat().st_size == 0:
@@ -142,13 +169,15 @@ def written() -> tuple[Path, ...]:
     return tuple(_WRITTEN)
 
 
-def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = False) -> None:
+def write_json(path: Path | Claim, record: dict, *, replace: bool = True, own: bool = False) -> None:
     """Write ``record`` to ``path`` atomically (temp file in the same folder + rename).
 
     The file gets the mode a plain ``open()`` would give it (:func:`nvmeter.files.output_mode`).
 
     Args:
-        path: Where to write.
+        path: Where to write, or a :class:`Claim` taken before the measurement: then
+            only the file found at the claim is replaced, and one written there since
+            (two ``nvmeter run --json`` to one path) is kept.
         record: The JSON-able record (nan and inf become null).
         replace: Whether an existing file at ``path`` may be replaced. With False the
             record takes the name only if it is free (a hard link, atomic), so a record
@@ -158,10 +187,12 @@ def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = Fa
     Raises:
         UsageError: the path is not writable (nothing is left behind), an existing file
             there is not a JSON record (unless ``own``), or, with ``replace=False``, it
-            exists (the record is then kept under a name beside it, which the message gives).
+            exists, or, with a claim, another process wrote it since (the record is then
+            kept under a name beside it, which the message gives).
 
     """
-    path = check_writable(path, record=not own)
+    claimed = path if isinstance(path, Claim) else None
+    path = check_writable(claimed.path if claimed else path, record=not own)
     text = json.dumps(_clean(record), indent=1, allow_nan=False) + "\n"
     data = text.encode()
     if path.name.endswith(".gz"):  # read back through gzip (parse_json): written so, one stream
@@ -173,7 +204,9 @@ def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = Fa
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if replace:
+        if claimed is not None:
+            _replace_claimed(Path(tmp), path, claimed.before)
+        elif replace:
             os.replace(tmp, path)
         else:
             _link_if_free(Path(tmp), path)
@@ -184,6 +217,16 @@ def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = Fa
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _replace_claimed(tmp: Path, path: Path, before: tuple[int, int, int] | None) -> None:
+    """Give ``tmp`` the name ``path`` if the file there is still the one claimed; else keep it beside."""
+    if before is None:
+        _link_if_free(tmp, path)
+    elif _stamp(path) in (before, None):
+        os.replace(tmp, path)  # the window to a writer between the look and the rename is microseconds
+    else:
+        _keep_beside(tmp, path, "was written by another process while this one ran")
 
 
 def _link_if_free(tmp: Path, path: Path) -> None:
@@ -201,12 +244,13 @@ def _link_if_free(tmp: Path, path: Path) -> None:
         if not path.exists():
             os.replace(tmp, path)
             return
+    _keep_beside(tmp, path, "appeared while this record was written (another writer in the folder)")
+
+
+def _keep_beside(tmp: Path, path: Path, why: str) -> None:
     kept = path.with_name(f"{path.name}.{os.getpid()}.conflict")
     os.replace(tmp, kept)
-    raise errors.UsageError(
-        f"{path} appeared while this record was written (another writer in the folder); "
-        f"this record is kept as {kept}"
-    )
+    raise errors.UsageError(f"{path} {why}; this record is kept as {kept}")
 
 
 def _not_json(constant: str):

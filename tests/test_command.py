@@ -758,3 +758,19 @@ def test_a_folder_as_the_command_is_exit_126_named_a_folder(tmp_path):
     )
     assert proc.returncode == 126 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "is a folder, not a program" in proc.stderr
+
+
+def test_two_runs_to_one_json_path_lose_neither_record(tmp_path):
+    # the later of two concurrent `run --json` to one path replaced the earlier (a review, 2026-12-06)
+    first, out = start_metered(tmp_path, sleeper(2.0))
+    second = nvmeter("run", "--simulate", "--json", str(out), "--", *sleeper(0.1))
+    assert second.returncode == 0, second.stderr
+    written = json.loads(out.read_text())
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == errors.UsageError.exit_code, stderr
+    line = stderr.strip().splitlines()[-1]
+    assert "appeared while this record was written" in line and "Traceback" not in stderr
+    (kept,) = tmp_path.glob("run.json.*.conflict")
+    assert str(kept) in line and "the command's status was 0" in line
+    assert json.loads(out.read_text()) == written  # the other run's record, untouched
+    assert json.loads(kept.read_text())["command"] != written["command"]

@@ -720,3 +720,21 @@ def test_a_packed_record_is_replaced_by_the_next_and_a_damaged_cache_file_too(tm
     with pytest.raises(errors.UsageError, match="not a JSON record"):
         records.write_json(script, {"kind": "x"})
     assert script.read_text() == "print(1)\n"
+
+
+def test_a_claimed_path_replaces_only_the_file_found_at_the_claim(tmp_path):
+    path = tmp_path / "r.json"
+    records.write_json(path, {"kind": "x", "n": 0})
+    records.write_json(records.claim(path), {"kind": "x", "n": 1})  # the user's own earlier record
+    assert json.loads(path.read_text())["n"] == 1
+    for before in ("there", "free"):
+        if before == "free":
+            path.unlink()
+        claimed = records.claim(path)
+        records.write_json(path, {"kind": "x", "n": 2})  # another process, meanwhile
+        with pytest.raises(errors.UsageError, match=r"while this one ran|appeared while") as caught:
+            records.write_json(claimed, {"kind": "x", "n": 3})
+        assert json.loads(path.read_text())["n"] == 2
+        kept = Path(str(caught.value).rpartition("kept as ")[2])
+        assert json.loads(kept.read_text())["n"] == 3
+        kept.unlink()
