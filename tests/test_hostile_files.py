@@ -340,6 +340,18 @@ def test_a_schema_version_that_is_not_an_int_is_refused(
         (set_at("left_running", [4242, 4242]), "left_running names a process twice"),
         (lambda d: d.__setitem__("left_running", [d["pid"]]), "left_running names the command itself"),
         (
+            set_at("boards", 0, "window", "states", 0, "t_s", -5.0),
+            r"boards\[0\]\.window\.states ran -5-.* s, not inside the window's reads",
+        ),
+        (
+            set_at("boards", 0, "window", "states", 0, "temperature_c", "hot"),
+            r"states\[0\]\.temperature_c is 'hot', not a finite number",
+        ),
+        (
+            lambda d: d["boards"][0]["window"]["states"].reverse(),
+            r"boards\[0\]\.window\.states are out of time order",
+        ),
+        (
             set_at("boards", 0, "window", "device", "uuid", "GPU-forged"),
             r"boards\[0\]\.window\.device\.uuid is 'GPU-forged', not an NVML UUID",
         ),
