@@ -73,10 +73,14 @@ app = typer.Typer(
 def _path(text: str) -> Path:
     """A path option's or argument's value; an empty one is refused (it would mean the current folder).
 
-    Only the empty text: a name of spaces is a legal file name.
+    Only the empty text, and text that starts as an option does: a name of spaces is a legal
+    file name, and ``./-name`` still names a file that starts with a dash.
     """
     if text == "":
         raise typer.BadParameter("is empty; give a path")
+    if text.startswith("-"):
+        # `nvmeter run --json -- CMD` (the FILE forgotten) wrote a record named `--` (an adversarial review)
+        raise typer.BadParameter(f"takes a file name, not {text!r} (for a file so named, write ./{text})")
     return Path(text)
 
 

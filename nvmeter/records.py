@@ -144,7 +144,7 @@ def claim(path: Path, inputs: tuple = (), record: bool = True) -> Claim:
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
     try:
-        st = path.stat()
+        st = os.lstat(path)  # a claim's path is the file itself (check_writable follows links)
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -192,7 +192,9 @@ def write_json(path: Path | Claim, record: dict, *, replace: bool = True, own: b
 
     """
     claimed = path if isinstance(path, Claim) else None
-    path = check_writable(claimed.path if claimed else path, record=not own)
+    # with a claim, whatever appeared at the path since (a file, a link, a folder) is another's:
+    # kept, and this record beside it, not refused after the measurement (an adversarial review)
+    path = claimed.path if claimed else check_writable(path, record=not own)
     text = json.dumps(_clean(record), indent=1, allow_nan=False) + "\n"
     data = text.encode()
     if path.name.endswith(".gz"):  # read back through gzip (parse_json): written so, one stream
@@ -226,7 +228,7 @@ def _replace_claimed(tmp: Path, path: Path, before: tuple[int, int, int] | None)
     elif _stamp(path) in (before, None):
         os.replace(tmp, path)  # the window to a writer between the look and the rename is microseconds
     else:
-        _keep_beside(tmp, path, "was written by another process while this one ran")
+        _keep_beside(tmp, path, "changed while this command ran (another process wrote there)")
 
 
 def _link_if_free(tmp: Path, path: Path) -> None:
@@ -291,8 +293,9 @@ def parse_json(path: Path, what: str, kind: str | None = None):
         kind: The kind expected, which sets the size limit (:func:`nvmeter.files.record_limit`;
             None: any kind's).
 
-    A file whose name ends in ``.gz`` is read through gzip (the committed records under
-    results/ are kept so, to keep the repository small), its unpacked size held to the same limit.
+    A file whose name ends in ``.gz``, or that starts as gzip does (a record kept beside a packed
+    one as ``.conflict``), is read through gzip (the committed records under results/ are kept so,
+    to keep the repository small), its unpacked size held to the same limit.
 
     Raises:
         RecordError: missing, not a regular file, over its kind's limit (packed or unpacked),
@@ -301,7 +304,7 @@ def parse_json(path: Path, what: str, kind: str | None = None):
     """
     limit = files.record_limit(kind)
     raw = files.read_bytes(path, limit, what, errors.RecordError)
-    if str(path).endswith(".gz"):
+    if str(path).endswith(".gz") or raw[:2] == GZIP_MAGIC:  # by content too: a kept .conflict
         raw = _gunzip(Path(path), raw, limit)
     try:
         return json.loads(raw.decode("utf-8"), parse_constant=_not_json)
@@ -313,6 +316,10 @@ def parse_json(path: Path, what: str, kind: str | None = None):
         raise errors.RecordError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from exc
     except ValueError as exc:  # an integer of thousands of digits (Python's int limit), ...
         raise errors.RecordError(f"{path}: not {what} ({exc})") from exc
+
+
+# gzip's first two bytes (RFC 1952); no JSON text starts so (0x1f is a control character).
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _gunzip(path: Path, packed: bytes, limit: int) -> bytes:

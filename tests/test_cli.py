@@ -398,6 +398,20 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(args, option):
     assert f"Invalid value for {option}: is empty; give a path" in line
 
 
+@pytest.mark.parametrize(
+    ("args", "option", "value"),
+    [
+        (["run", "--simulate", "--json", "--", "true"], "'--json'", "--"),
+        (["probe", "--simulate", "--quick", "-o", "-x.json"], "'--out' / '-o'", "-x.json"),
+    ],
+)
+def test_a_path_that_starts_as_an_option_is_refused_and_nothing_written(tmp_path, args, option, value):
+    # `run --json -- CMD`, the FILE forgotten, wrote a record named `--` (an adversarial review)
+    line = one_line_error(nvmeter(*args, cwd=tmp_path), 2)
+    assert f"Invalid value for {option}: takes a file name, not '{value}' (for a file so named" in line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_output_in_a_folder_that_takes_no_files_says_so():
     line = one_line_error(nvmeter("probe", "--simulate", "--quick", "--out", "/proc/version"), 2)
     assert "cannot write /proc/version: folder /proc" in line  # not "No such file"

@@ -744,9 +744,33 @@ def test_a_claimed_path_replaces_only_the_file_found_at_the_claim(tmp_path):
             path.unlink()
         claimed = records.claim(path)
         records.write_json(path, {"kind": "x", "n": 2})  # another process, meanwhile
-        with pytest.raises(errors.UsageError, match=r"while this one ran|appeared while") as caught:
+        with pytest.raises(
+            errors.UsageError, match=r"changed while this command ran|appeared while"
+        ) as caught:
             records.write_json(claimed, {"kind": "x", "n": 3})
         assert json.loads(path.read_text())["n"] == 2
         kept = Path(str(caught.value).rpartition("kept as ")[2])
         assert json.loads(kept.read_text())["n"] == 3
         kept.unlink()
+
+
+@pytest.mark.parametrize("appears", ["not json", "link", "folder"])
+@pytest.mark.parametrize("before", ["there", "free"])
+def test_whatever_appears_at_a_claimed_path_keeps_the_record_beside_it(tmp_path, appears, before):
+    # a non-record, a link or a folder made at --json's path during a run lost the record: the
+    # second check refused the path after the measurement (an adversarial review, 2026-12-06)
+    path = tmp_path / "r.json.gz"
+    if before == "there":
+        records.write_json(path, {"kind": "x", "n": 0})
+    claimed = records.claim(path)
+    path.unlink(missing_ok=True)
+    if appears == "not json":
+        path.write_text("notes\n")
+    elif appears == "link":
+        path.symlink_to("/dev/null")
+    else:
+        path.mkdir()
+    with pytest.raises(errors.UsageError, match=r"(changed|appeared) while .* kept as ") as caught:
+        records.write_json(claimed, {"kind": "x", "n": 1})
+    kept = Path(str(caught.value).rpartition("kept as ")[2])
+    assert records.parse_json(kept, "a record") == {"kind": "x", "n": 1}  # gzip read by its content
