@@ -20,6 +20,12 @@ def window(sim_board):
     return w.result
 
 
+def ends(w):
+    """Four call ends spread over a stored window's work, s."""
+    t0_s, t1_s = w["work_t0_s"], w["work_t1_s"]
+    return [t0_s + (t1_s - t0_s) * k / 4 for k in range(1, 5)]
+
+
 def show(path):
     return subprocess.run(
         [sys.executable, "-m", "nvmeter.cli", "show", str(path)], capture_output=True, text=True, timeout=120
@@ -77,11 +83,38 @@ def test_a_kind_no_record_has_is_named_with_those_that_exist(tmp_path):
         (lambda w: w.__setitem__("schema_version", 6), "version 7 added"),  # a field its version had not
         (lambda w: w.__setitem__("model_version", True), "model_version must be a whole number"),
         (lambda w: w.__setitem__("problems", "xyz"), "problems must be a list of texts"),
-        (lambda w: w.__setitem__("call_ends_s", ["1"]), "call_ends_s must hold numbers"),
+        (lambda w: w.__setitem__("call_ends_s", ["1"]), r"call_ends_s\[0\] is '1', not a finite number"),
         (lambda w: w["idle"].__setitem__("local", "yes"), "idle.local must be true or false"),
         # an adversarial review's impossible raw values, which had read as the window they altered
         (lambda w: w["idle"].__setitem__("busy_pct", -1), "idle.busy_pct must be"),
         (lambda w: w["start"]["t1_s"].__setitem__(0, 1e308), "counter reads out of time order"),
+        # a second adversarial review (2026-12-06): each was read, or named in Python's words
+        (lambda w: w["start"].__setitem__("t0_s", "x"), r"a counter series with .* \(at window\.start\)"),
+        (lambda w: w["start"].__setitem__("energy_mj", -1), r"a counter series with .* \(at window\.start\)"),
+        (lambda w: w.__setitem__("start", None), r"its start is not a counter series"),
+        (
+            lambda w: w["states"][0].__setitem__("temperature_c", 10000),
+            r"states\[0\]\.temperature_c is 10000, above",
+        ),
+        (
+            lambda w: w["states"][0].__setitem__("sm_clock_mhz", 1e300),
+            r"states\[0\]\.sm_clock_mhz is 1e\+300, above",
+        ),
+        (
+            lambda w: w["states"][0].__setitem__("clock_event_reasons", 2**64),
+            r"clock_event_reasons is .*, not an integer",
+        ),
+        (
+            lambda w: w["states"][0].__setitem__("t_s", -5.0),
+            r"window\.states ran -5-.*not inside the window's reads",
+        ),
+        (lambda w: w.__setitem__("call_ends_s", ends(w)[::-1]), r"window\.call_ends_s are out of time order"),
+        (
+            lambda w: w.__setitem__("call_ends_s", [*ends(w)[:3], 1e308]),
+            r"window\.call_ends_s ran .* not inside the work",
+        ),
+        (lambda w: w.__setitem__("call_ends_s", {}), r"window\.call_ends_s is .*, not a list"),
+        (lambda w: w.__setitem__("inner", {}), r"window\.inner is .*, not a list"),
     ],
 )
 def test_a_window_record_with_a_field_of_the_wrong_kind_is_refused(window, tmp_path, change, says):

@@ -1222,6 +1222,7 @@ def check_dict(d, where: str) -> dict:
     records.board(window["device"], f"{where}.device")
     records.counters(window, where)
     sanity.refuse(window, where)
+    _check_work(window, where)
     _check_states(window, where)
     return window
 
@@ -1230,6 +1231,15 @@ def check_dict(d, where: str) -> dict:
 # committed windows of results/ with states, at most 5.3 ms before the first read and never after the
 # last, always in time order. One second either side is a chosen margin far outside that.
 STATE_MARGIN_S = 1.0
+# No NVML clock reads this high (SM clocks ~2-3 GHz, GDDR memory clocks to ~15 GHz), and boards shut
+# down near 100 °C: past these a state is a unit slip or an edit, not a reading. Chosen margins.
+MAX_CLOCK_MHZ = 100_000.0
+MAX_TEMPERATURE_C = 200.0
+_STATE_FIELDS = (
+    ("sm_clock_mhz", 0.0, MAX_CLOCK_MHZ),
+    ("memory_clock_mhz", 0.0, MAX_CLOCK_MHZ),
+    ("temperature_c", -273.15, MAX_TEMPERATURE_C),
+)
 
 
 def _check_states(window: dict, where: str) -> None:
@@ -1237,18 +1247,41 @@ def _check_states(window: dict, where: str) -> None:
     states = records.items(window.get("states", []), f"{where}.states", records.mapping)
     if not states:
         return
-    first_s, last_s = window["start"]["t0_s"][0], window["end"]["t1_s"][-1]
+    reads = window["start"]["t0_s"] + window["end"]["t1_s"]  # none in a window read from the samples
+    first_s, last_s = (reads[0], reads[-1]) if reads else (window["work_t0_s"], window["work_t1_s"])
     span = (first_s - STATE_MARGIN_S, last_s + STATE_MARGIN_S)
     times = []
     for i, state in enumerate(states):
         at = f"{where}.states[{i}]"
         times.append(records.number(state["t_s"], f"{at}.t_s"))
-        for name, lowest in (("sm_clock_mhz", 0.0), ("memory_clock_mhz", 0.0), ("temperature_c", -273.15)):
-            records.number(state[name], f"{at}.{name}", at_least=lowest, none=True)
-        records.integer(state["clock_event_reasons"], f"{at}.clock_event_reasons", at_least=-1)
+        for name, lowest, highest in _STATE_FIELDS:
+            value = records.number(state[name], f"{at}.{name}", at_least=lowest, none=True)
+            if value is not None and value > highest:
+                raise records.BadField(f"{at}.{name} is {value:g}, above any board's ({highest:g})")
+        # NVML's clock-event reasons are a 64-bit mask; -1 where the board keeps none
+        records.integer(
+            state["clock_event_reasons"], f"{at}.clock_event_reasons", at_least=-1, at_most=2**64 - 1
+        )
     if times != sorted(times):
         raise records.BadField(f"{where}.states are out of time order")
     records.span_inside(f"{where}.states", times[0], times[-1], span, "the window's reads")
+
+
+def _check_work(window: dict, where: str) -> None:
+    """The work's times: its start before its end, each call's end in order inside it (BadField if not).
+
+    In the 2,835 committed windows of results/ with call ends, every one lies so.
+    """
+    t0_s = records.number(window["work_t0_s"], f"{where}.work_t0_s")
+    t1_s = records.number(window["work_t1_s"], f"{where}.work_t1_s")
+    if t1_s < t0_s:
+        raise records.BadField(f"{where}.work_t1_s is {t1_s:.6g} s, before work_t0_s ({t0_s:.6g} s)")
+    ends = records.items(window.get("call_ends_s", []), f"{where}.call_ends_s", records.number)
+    if ends and ends != sorted(ends):
+        raise records.BadField(f"{where}.call_ends_s are out of time order")
+    if ends:
+        records.span_inside(f"{where}.call_ends_s", ends[0], ends[-1], (t0_s, t1_s), "the work")
+    records.items(window.get("inner", []), f"{where}.inner", records.mapping)
 
 
 # The longest wait after the work for its power to come down, s: the H200's falls within ~60 ms

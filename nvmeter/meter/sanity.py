@@ -70,6 +70,9 @@ def _span_fault(d: dict) -> str | None:
     from nvmeter.meter.series import went_back
     from nvmeter.meter.span import AlignedSpan
 
+    for edge in ("start", "end"):
+        if not isinstance(d[edge], dict) or not set(d[edge]) >= _SERIES:
+            return f"its {edge} is not a counter series (t0_s, t1_s, energy_mj)"
     try:
         span = AlignedSpan.from_dict(d)
     except (KeyError, TypeError, ValueError) as exc:
@@ -156,7 +159,8 @@ def faults(raw, where: str = "") -> Iterator[tuple[str, str]]:
     """Every raw series in ``raw`` (a record's JSON form) that cannot be real.
 
     Yields:
-        (where it is, as a dotted path; why it cannot be real), in the record's order.
+        (where it is, as a dotted path; why it cannot be real), in the record's order, the
+        parts of a series before the series they make.
 
     """
     if isinstance(raw, dict):
@@ -164,6 +168,10 @@ def faults(raw, where: str = "") -> Iterator[tuple[str, str]]:
             # a window read from the samples alone has no counter edges: its empty start and end are
             # not a span, nor counter series without reads (such windows could not be read back)
             raw = {k: v for k, v in raw.items() if k not in ("start", "end")}
+        # the parts before the whole: a span of a damaged series is named at the series
+        # (window.start), not as "a malformed span" with Python's words (an adversarial review)
+        for key, value in raw.items():
+            yield from faults(value, f"{where}.{key}" if where else str(key))
         keys = set(raw)
         for shape, check in _CHECKS:
             if shape <= keys:
@@ -173,8 +181,6 @@ def faults(raw, where: str = "") -> Iterator[tuple[str, str]]:
                     why = f"malformed ({type(exc).__name__}: {exc})"
                 if why:
                     yield where or "(top)", why
-        for key, value in raw.items():
-            yield from faults(value, f"{where}.{key}" if where else str(key))
     elif isinstance(raw, list):
         for i, value in enumerate(raw):
             yield from faults(value, f"{where}[{i}]")
