@@ -207,7 +207,19 @@ def test_measure_idle_on_a_busy_board_is_refused_and_the_idle_kept():
     meter = EnergyMonitor(board, sync="none")
     before = meter.idle
     board.set_load(200.0)
-    with pytest.raises(errors.UsageError, match="the GPU ran kernels while the idle was measured"):
+    with pytest.raises(errors.UsageError, match="the GPU ran kernels while the monitor's idle was measured"):
         meter.measure_idle()
     board.set_load(0.0)
     assert meter.idle is before
+
+
+def test_a_monitor_made_on_a_busy_board_is_refused_at_once():
+    # it took 422 W, 100% busy, as its idle, and every window after said NOT RELIABLE (an adversarial
+    # review, 2026-12-06); measure_idle() already refused so
+    board = SimulatedBoard()
+    board.set_context(True)
+    board.set_load(300.0)
+    board.clock.sleep(1.0)
+    with pytest.raises(errors.UsageError, match=r"busy.*make the monitor once the work is synchronised"):
+        EnergyMonitor(board, sync="none")
+    assert EnergyMonitor(board, idle=121.2, sync="none").idle == 121.2  # a given idle is the caller's

@@ -70,7 +70,8 @@ class EnergyMonitor:
 
     Raises:
         UsageError: bad arguments (also from :meth:`begin`, :meth:`end`, :meth:`call`:
-            a name already open, or not open). TelemetryError: NVML failed.
+            a name already open, or not open); the GPU ran kernels while the idle was
+            measured. TelemetryError: NVML failed.
         RecordError: an idle probe file of another board or schema.
     """
 
@@ -89,7 +90,9 @@ class EnergyMonitor:
         # compute contexts on the board when the idle was measured (None: not measured here)
         self._idle_contexts: int | None = None
         if isinstance(idle, str) and idle == "measure":
-            self.idle, self._idle_contexts = self._measured_idle()
+            self.idle, self._idle_contexts = self._quiet_idle(
+                "make the monitor once the work is synchronised"
+            )
         else:
             self.idle = idle
         self._window_kwargs = {"sync": sync, "method": method, "tail_s": tail_s, "profile": profile}
@@ -118,14 +121,24 @@ class EnergyMonitor:
             UsageError: the GPU ran kernels while it was measured (the idle is left as it was).
             TelemetryError: NVML failed, or two idle spans in a row could not be real.
         """
+        self.idle, self._idle_contexts = self._quiet_idle(
+            "synchronise the work first; the monitor keeps its idle"
+        )
+        return self.idle
+
+    def _quiet_idle(self, remedy: str) -> tuple[IdleBaseline, int | None]:
+        """:meth:`_measured_idle`, refused where the GPU was busy.
+
+        Said where the mistake is, not by every window after (a new user's trial; at
+        construction, an adversarial review).
+        """
         idle, contexts = self._measured_idle()
-        if idle.busy:  # said now, where the mistake is, not by every window after (a new user's trial)
+        if idle.busy:
             raise errors.UsageError(
-                f"the GPU ran kernels while the idle was measured ({idle.busy_pct:.0f}% busy, "
-                f"{idle.power_w:.1f} W): synchronise the work first; the monitor keeps its idle"
+                f"the GPU ran kernels while the monitor's idle was measured ({idle.busy_pct:.0f}% busy, "
+                f"{idle.power_w:.1f} W): {remedy}, or give idle= (a probe file or watts)"
             )
-        self.idle, self._idle_contexts = idle, contexts
-        return idle
+        return idle, contexts
 
     def _contexts(self) -> int | None:
         """Processes holding a compute context on the board now (None: NVML cannot say)."""
