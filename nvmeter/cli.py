@@ -186,6 +186,11 @@ def _printable(line: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
+def _note(line: str) -> None:
+    """A line from the library while it works, said as nvmeter's."""
+    _say(f"nvmeter: {line}")
+
+
 def _say(line: str) -> None:
     """One unwrapped line on stderr (rich would wrap it at the terminal width), :func:`_printable`."""
     line = _printable(line)
@@ -737,7 +742,7 @@ def run(
     late = cmd.LateSignals()
     _raise_if_signalled()  # before the command starts: a signal lost in the setup's imports
     try:
-        result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late)
+        result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late, on_note=_note)
         _finish_run(result, claimed)
     except BaseException:
         _unsettled(late)

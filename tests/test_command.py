@@ -774,3 +774,40 @@ def test_two_runs_to_one_json_path_lose_neither_record(tmp_path):
     assert str(kept) in line and "the command's status was 0" in line
     assert json.loads(out.read_text()) == written  # the other run's record, untouched
     assert json.loads(kept.read_text())["command"] != written["command"]
+
+
+def test_a_command_that_stops_itself_is_said_and_resumes(tmp_path):
+    # `kill -STOP $$` held nvmeter run without a word until it was killed (an adversarial review)
+    out = tmp_path / "run.json"
+    proc = subprocess.Popen(
+        [
+            PY,
+            "-m",
+            "nvmeter",
+            "run",
+            "--simulate",
+            "--json",
+            str(out),
+            "--",
+            "sh",
+            "-c",
+            "kill -STOP $$; echo resumed",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        line = proc.stderr.readline()
+        while "is stopped" not in line and line:
+            line = proc.stderr.readline()
+        assert "is stopped (SIGSTOP or a debugger) and still metered: `kill -CONT " in line, line
+        pid = int(line.split("(pid ")[1].split(")")[0])
+        os.kill(pid, signal.SIGCONT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0 and stdout == "resumed\n", stderr
+    assert json.loads(out.read_text())["returncode"] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,6 +29,8 @@ from nvmeter.meter.window import EnergyWindow
 # How often the wait loop looks at the child, s: the window may close up to this much
 # after the child exits (idle time, inside the bound's idle term).
 POLL_S = 0.05
+# A command stopped this long is said once (a Ctrl-Z's stop and nvmeter's own resume of it pass sooner).
+STOPPED_SAY_S = 1.0
 
 
 def _baseline(board: Board, idle, profile: BoardProfile) -> IdleBaseline:
@@ -55,12 +57,17 @@ def _context_pids(board: Board) -> tuple[int, ...] | None:
         return None
 
 
-def _wait(proc: subprocess.Popen, windows: list[EnergyWindow], life: Life) -> errors.TelemetryError | None:
+def _wait(
+    proc: subprocess.Popen, windows: list[EnergyWindow], life: Life, on_note: Callable[[str], None]
+) -> errors.TelemetryError | None:
     """Wait for the child, reading each board's sample buffer as it goes.
 
-    A telemetry failure stops the reading (it is returned), not the wait.
+    A telemetry failure stops the reading (it is returned), not the wait. A child that stays
+    stopped is said once through ``on_note`` (again if it stops again after running).
     """
     failure = None
+    stopped_since: float | None = None
+    said = False
     while True:
         try:
             proc.wait(timeout=POLL_S)
@@ -69,12 +76,34 @@ def _wait(proc: subprocess.Popen, windows: list[EnergyWindow], life: Life) -> er
             pass
         life.tick()
         reap_orphans()  # what the command orphaned and nvmeter adopted, once it has ended
+        if _stopped(proc.pid):
+            stopped_since = stopped_since or time.monotonic()
+            if not said and time.monotonic() - stopped_since >= STOPPED_SAY_S:
+                # a command that stopped itself (kill -STOP $$) held nvmeter without a word
+                # (an adversarial review)
+                on_note(
+                    f"the command (pid {proc.pid}) is stopped (SIGSTOP or a debugger) and still metered: "
+                    f"`kill -CONT {proc.pid}` resumes it; Ctrl-C ends it"
+                )
+                said = True
+        else:
+            stopped_since, said = None, False
         if failure is None:
             try:
                 for w in windows:
                     w.tick()
             except errors.TelemetryError as exc:
                 failure = exc
+
+
+def _stopped(pid: int) -> bool:
+    """True while ``pid`` is stopped by a signal or a tracer (psutil; False once it is gone)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    except psutil.Error:
+        return False
 
 
 def run_command(
@@ -85,6 +114,7 @@ def run_command(
     method: str = "auto",
     life: Life | None = None,
     late: LateSignals | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> CommandRun:
     """Run ``argv`` as a child and meter ``boards`` for its whole life.
 
@@ -97,6 +127,8 @@ def run_command(
         life: Hooks around the child's life (:class:`SimulatedLife` for a simulated board).
         late: Where signals that come once the command and its windows have ended are noted
             instead of acted on, until the caller releases them (the CLI: after the record).
+        on_note: Called with a line to say while the command runs (the CLI prints it): now,
+            that the command has stayed stopped for :data:`STOPPED_SAY_S`.
 
     Returns:
         The :class:`CommandRun`; the command's exit status is ``result.exit_status``.
@@ -129,7 +161,7 @@ def run_command(
         try:
             forwarding.attach(proc)
             life.started(proc.pid)
-            failure = _wait(proc, windows, life)
+            failure = _wait(proc, windows, life, on_note or (lambda _line: None))
             wall_s = time.perf_counter() - t0
             life.ended()
             if failure is not None:
