@@ -127,12 +127,14 @@ def load_report(path: Path, board: BoardIdentity | None = None, parsed: dict | N
         records.text(data["started_utc"], "started_utc")
         records.text(data["finished_utc"], "finished_utc")
         records.counters(data["probes"], "probes")
+        # before the probes are built: a damaged series is named at its field, not by the
+        # builder's Python error (an adversarial review, 2026-12-06)
+        for name, entry in (data["probes"] if isinstance(data["probes"], dict) else {}).items():
+            for where, why in sanity.faults(entry.get("raw") if isinstance(entry, dict) else None, name):
+                raise errors.RecordError(f"{path}: damaged probe record: {why} (at {where})")
         report = ProbeReport.from_dict(data)
         if not report.probes:
             raise errors.RecordError(f"{path} holds no probe results; run nvmeter probe again")
-        for name, entry in data["probes"].items():
-            for where, why in sanity.faults(entry["raw"], name):
-                raise errors.RecordError(f"{path}: damaged probe record: {why} (at {where})")
         report.derived()  # a damaged series fails here, not later in a table
         verify_report(path, data, report)  # inside: its recomputation's numpy warnings are silenced too
     if board is not None and report.board.uuid != board.uuid:

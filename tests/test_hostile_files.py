@@ -414,6 +414,11 @@ def _jump_reference(d: dict) -> None:
         (set_at("board", "uuid", "GPU-5157a7ed"), "board.uuid is 'GPU-5157a7ed', not an NVML UUID"),
         (set_at("started_utc", 5), "started_utc is 5, not a string"),
         (_jump_reference, "the energy counter jumps"),
+        # named at the series, not by the probe's builder in Python's words (a review, 2026-12-06)
+        (
+            lambda d: d["probes"]["idle"]["raw"]["spans"]["no_context"]["start"].__setitem__("t0_s", "x"),
+            r"a counter series with .* \(at idle\.spans\.no_context\.start\)",
+        ),
     ],
 )
 def test_a_damaged_probe_record_is_one_line_and_exit_2(tmp_path, probe_data, change, why):
