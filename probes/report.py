@@ -126,6 +126,8 @@ def load_report(path: Path, board: BoardIdentity | None = None, parsed: dict | N
         records.board(data["board"], "board")
         records.text(data["started_utc"], "started_utc")
         records.text(data["finished_utc"], "finished_utc")
+        if not isinstance(data["quick"], bool):
+            raise records.BadField(f"quick is {data['quick']!r}, not true or false")
         records.counters(data["probes"], "probes")
         # before the probes are built: a damaged series is named at its field, not by the
         # builder's Python error (an adversarial review, 2026-12-06)

@@ -419,6 +419,11 @@ def _jump_reference(d: dict) -> None:
             lambda d: d["probes"]["idle"]["raw"]["spans"]["no_context"]["start"].__setitem__("t0_s", "x"),
             r"a counter series with .* \(at idle\.spans\.no_context\.start\)",
         ),
+        (
+            lambda d: d["probes"]["bursts"]["raw"]["bursts"]["20ms"][0]["pre"].__setitem__(1, 1e308),
+            r"counter reads out of time order \(at bursts\.bursts\.20ms\[0\]\)",
+        ),
+        (set_at("quick", {"no": 1}), r"quick is \{'no': 1\}, not true or false"),
     ],
 )
 def test_a_damaged_probe_record_is_one_line_and_exit_2(tmp_path, probe_data, change, why):

@@ -114,6 +114,8 @@ def _burst_fault(d: dict) -> str | None:
     reads = [d["pre"], d["post"], d["tail"]]
     if not all(isinstance(r, list) and len(r) == 3 and _numbers(r) for r in reads):
         return "a burst with malformed counter reads"
+    if not _rising([t for r in reads for t in r[:2]]):  # one poller: each read ends before the next
+        return "counter reads out of time order"
     if not _rising([r[2] for r in reads]):
         return COUNTER_BACKWARDS
     return None
