@@ -99,12 +99,27 @@ def test_sample_timestamps_land_on_the_monotonic_clock(fake):
     assert len(board.power_samples(since_s=samples[0].t_s)) == 2
 
 
+def test_a_sample_read_twice_maps_to_one_time(fake):
+    # an offset taken afresh at each read gave each re-read sample a new time, 238 ns apart, and the
+    # merge of a window's reads kept it once per read (a code review, 2026-12-06)
+    from nvmeter.meter.series import merge_samples
+
+    fake()
+    board = nvml.NvmlBoard(0)
+    reads = []
+    for _ in range(5):
+        reads.append(board.power_samples())
+        time.sleep(0.002)
+    assert len(merge_samples(*reads)) == 3
+
+
 def test_a_wall_clock_step_moves_the_sample_mapping_with_it(fake, monkeypatch):
     # NVML stamps on the wall clock; a step during a long monitor must not shift
     # every later sample off the monotonic clock by the step.
     module = fake()
     board = nvml.NvmlBoard(0)
     assert board.power_samples()[-1].t_s == pytest.approx(board.clock.now(), abs=0.2)
+    stamped = module.nvmlDeviceGetSamples(0, 0, 0)[1]
     step_s = 1800.0
     real_time = time.time
     monkeypatch.setattr(nvml.time, "time", lambda: real_time() + step_s)
@@ -113,8 +128,11 @@ def test_a_wall_clock_step_moves_the_sample_mapping_with_it(fake, monkeypatch):
         types.SimpleNamespace(timeStamp=now_us - 20_000 * i, sampleValue=types.SimpleNamespace(uiVal=1))
         for i in range(3)
     ]
-    monkeypatch.setattr(module, "nvmlDeviceGetSamples", lambda h, kind, since: (1, stepped))
-    assert board.power_samples()[-1].t_s == pytest.approx(board.clock.now(), abs=0.2)
+    before = board.power_samples()  # stamped before the step: they keep their times
+    monkeypatch.setattr(module, "nvmlDeviceGetSamples", lambda h, kind, since: (1, [*stamped, *stepped]))
+    after = board.power_samples()
+    assert after[-1].t_s == pytest.approx(board.clock.now(), abs=0.2)
+    assert set(before) <= set(after) and len(after) == 6
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ order and ignores that variable (docs/facts.md; NVML API reference).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import os
@@ -260,6 +261,50 @@ def resolve_uuid(device: int | str | None) -> str:
     return hits[0]
 
 
+class _StampMap:
+    """NVML's sample stamps (us) onto a monotonic clock, one time for each stamp however often read.
+
+    NVML stamps samples with the host's wall clock. The wall-minus-monotonic offset is taken at
+    every read; one that moved from the last by more than :data:`RETAKE_S` applies only to stamps
+    later than any seen before. So a sample read twice maps to one time (``merge_samples`` drops
+    repeats by time: an offset taken afresh at each read kept every re-read sample again, 238 ns
+    apart, a code review), and a wall clock stepped during a long monitor (NTP, an admin) moves
+    the samples stamped after the step with it, not every later one by the step.
+    """
+
+    # Above the jitter of two back-to-back clock reads (microseconds), far below a sample spacing
+    # (~20 ms on the H100 and H200: results/probe-h200.json). A choice.
+    RETAKE_S = 0.001
+    # Offsets kept: the buffer holds ~2 s of samples, far fewer retakes than this.
+    KEPT = 256
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._on_wall: bool | None = None
+        self._from_us: list[int] = []  # the first stamp each offset applies to, rising
+        self._offsets_s: list[float] = []
+        self._latest_us = -1
+
+    def mapper(self, latest_us: int | None) -> Callable[[int], float]:
+        """The map for one read whose newest stamp is ``latest_us`` (None: an empty buffer)."""
+        if self._on_wall is None and latest_us is not None:
+            # which clock the stamps are on, decided once: the wall's, or already a monotonic one
+            self._on_wall = abs(latest_us * 1e-6 - time.time()) < 3600
+        if not self._on_wall or latest_us is None:
+            return self._t_s
+        offset_s = time.time() - self.clock.now()
+        if not self._offsets_s or abs(offset_s - self._offsets_s[-1]) > self.RETAKE_S:
+            self._from_us.append(self._latest_us + 1)
+            self._offsets_s.append(offset_s)
+            del self._from_us[: -self.KEPT], self._offsets_s[: -self.KEPT]
+        self._latest_us = max(self._latest_us, latest_us)
+        return self._t_s
+
+    def _t_s(self, stamp_us: int) -> float:
+        i = bisect.bisect_right(self._from_us, stamp_us) - 1
+        return stamp_us * 1e-6 - (self._offsets_s[max(i, 0)] if self._offsets_s else 0.0)
+
+
 class NvmlBoard:
     """A real GPU through NVML. Implements :class:`nvmeter.boards.protocol.Board`.
 
@@ -282,7 +327,7 @@ class NvmlBoard:
         self._pid = -1
         self._handle_ = None
         self._identity: BoardIdentity | None = None
-        self._stamps_on_wall: bool | None = None
+        self._stamps = _StampMap(self.clock)
         self._open()  # a UUID NVML cannot open fails here, not at the first read
 
     def __repr__(self) -> str:
@@ -359,9 +404,9 @@ class NvmlBoard:
         mapped onto ``self.clock``. An empty buffer gives an empty tuple.
         """
         raw = self._buffer(_pynvml().NVML_TOTAL_POWER_SAMPLES, "the power-sample buffer")
-        offset = self._offset_s(raw[-1].timeStamp if raw else None)
+        t_s = self._stamps.mapper(max((s.timeStamp for s in raw), default=None))
         samples = sorted(
-            (PowerSample(s.timeStamp * 1e-6 - offset, s.sampleValue.uiVal / 1e3) for s in raw),
+            (PowerSample(t_s(s.timeStamp), s.sampleValue.uiVal / 1e3) for s in raw),
             key=lambda s: s.t_s,
         )
         return tuple(s for s in samples if since_s is None or s.t_s > since_s)
@@ -373,9 +418,9 @@ class NvmlBoard:
         the board keeps no such buffer.
         """
         raw = self._buffer(_pynvml().NVML_PROCESSOR_CLK_SAMPLES, "the SM-clock sample buffer")
-        offset = self._offset_s(raw[-1].timeStamp if raw else None)
+        t_s = self._stamps.mapper(max((s.timeStamp for s in raw), default=None))
         samples = sorted(
-            (ClockSample(s.timeStamp * 1e-6 - offset, float(s.sampleValue.uiVal)) for s in raw),
+            (ClockSample(t_s(s.timeStamp), float(s.sampleValue.uiVal)) for s in raw),
             key=lambda s: s.t_s,
         )
         return tuple(s for s in samples if since_s is None or s.t_s > since_s)
@@ -393,15 +438,6 @@ class NvmlBoard:
                 raise
 
         return self._q(what, read)
-
-    def _offset_s(self, latest_us: int | None) -> float:
-        # NVML stamps samples with the host's wall clock (us); map them onto our
-        # monotonic clock. Which clock the stamps are on is decided once, from the
-        # first stamp; the wall-minus-monotonic offset is taken at every read, so a
-        # wall clock stepped (NTP, an admin) during a long monitor moves with it.
-        if self._stamps_on_wall is None and latest_us is not None:
-            self._stamps_on_wall = abs(latest_us * 1e-6 - time.time()) < 3600
-        return time.time() - self.clock.now() if self._stamps_on_wall else 0.0
 
     def utilization(self) -> Utilization:
         """GPU and memory utilisation, percent."""
