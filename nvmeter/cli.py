@@ -505,7 +505,8 @@ def probe(
     only = names or None
     selection(quick, tuple(only or ()))  # bad names fail before a board is opened
     if device is None or device.strip() != "all":
-        _probe_one(_open_rig(device, simulate), records.claim(out_path), quick, only, cache)
+        claimed = records.claim(out_path)  # before the board: a path that cannot be written is bad input
+        _probe_one(_open_rig(device, simulate), claimed, quick, only, cache)
         return
     from nvmeter.boards.factory import open_boards
     from nvmeter.worker.rig import Rig
@@ -518,7 +519,8 @@ def probe(
     for board, claimed in zip(boards, claims, strict=True):
         try:
             _probe_one(Rig.around(board), claimed, quick, only, cache)
-        except (errors.TelemetryError, errors.WorkerError) as exc:  # the other boards still get probed
+        # the other boards still get probed; a record kept beside another's (UsageError) too
+        except (errors.TelemetryError, errors.WorkerError, errors.UsageError) as exc:
             _say(f"nvmeter: {board.identity().uuid}: {exc}")
             failed.append(exc)
     if failed:
@@ -560,14 +562,15 @@ def _probe_one(rig, claimed, quick: bool, only: list[str] | None, cache: bool) -
     with _ProbeProgress(expected_s, sum(s.NAME in steps for s in schedule.STEPS)) as progress:
         rig.on_phase = progress.on_phase
         report = run_probes(rig, quick=quick, only=tuple(only or ()), on_probe=progress.on_probe)
-    records.write_json(claimed, report.to_dict())
+    # the figures first: a record kept beside another's (written there meanwhile) loses none of them
     out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
-    out.print(f"wrote {claimed.path}")
     if cache and not board.simulated:
         from nvmeter.boards.profile import store_probe
 
         path = store_probe(_cache_report(report).to_dict(), board)
         out.print(f"windows on this board now use its profile: {path}")
+    records.write_claimed(claimed, report.to_dict())
+    out.print(f"wrote {claimed.given}")
 
 
 @app.command(cls=_Command)
@@ -783,12 +786,11 @@ def _finish_run(result, claimed) -> None:
         _say(f"nvmeter: {line}")
     if claimed is not None:
         try:
-            records.write_json(claimed, result.to_dict())
+            records.write_claimed(claimed, result.to_dict())
         except errors.NvmeterError as exc:  # nvmeter's own failure keeps its code; say the command's
-            raise type(exc)(
-                f"{exc} (the command's status was {result.exit_status}; its figures are above)"
-            ) from exc
-        _say(f"nvmeter: wrote {claimed.path}")
+            exc.args = (f"{exc} (the command's status was {result.exit_status}; its figures are above)",)
+            raise
+        _say(f"nvmeter: wrote {claimed.given}")
 
 
 def _devices(spec: str | None) -> list[int | str | None]:

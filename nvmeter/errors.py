@@ -28,6 +28,18 @@ class RecordError(UsageError):
     """A JSON record is unreadable, of an unknown schema, or of another board."""
 
 
+class RecordKept(UsageError):
+    """A record was not written at its path, which another process wrote at meanwhile; it is kept beside.
+
+    Attributes:
+        kept: Where the record is (``PATH.PID.conflict``).
+    """
+
+    def __init__(self, message: str, kept) -> None:
+        super().__init__(message)
+        self.kept = kept
+
+
 class MissingPackage(NvmeterError):
     """An optional package this feature needs is not installed; the line names the pip command.
 

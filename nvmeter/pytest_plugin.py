@@ -91,6 +91,7 @@ class _State:
                 raise pytest.UsageError(f"--energy-json: {exc}") from None
         self.json_written: Path | None = None  # where --energy-json went, once written
         self.json_failed: str | None = None  # why it could not be written, at the session's end
+        self.json_kept = False  # written beside another's, which another process put at the path
         self._boards: dict = {}
         self._idles: dict = {}  # (board UUID, idle level): the probe file's IdleBaseline
         self.entries: list[Entry] = []
@@ -193,10 +194,11 @@ class _State:
 
         record = BudgetRecord(tuple(self.entries), int(session_status), collect())
         try:
-            records.write_json(self.json_claim or Path(self.json_path), record.to_dict())
+            records.write_claimed(self.json_claim, record.to_dict())
         except (errors.UsageError, OSError) as exc:
             # a full disk or a folder removed by a test: 64-68 lines of traceback lost the verdicts
             self.json_failed = str(exc)
+            self.json_kept = isinstance(exc, errors.RecordKept)
             return
         self.json_written = Path(self.json_path)
 
@@ -361,7 +363,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         where = state.json_written
         terminalreporter.write_line(f"nvmeter: wrote {where} (`nvmeter show {where}` reads it)")
     if state.json_failed is not None:
-        terminalreporter.write_line(f"nvmeter: --energy-json not written: {state.json_failed}", red=True)
+        said = "--energy-json kept beside another's" if state.json_kept else "--energy-json not written"
+        terminalreporter.write_line(f"nvmeter: {said}: {state.json_failed}", red=True)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:

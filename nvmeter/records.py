@@ -14,6 +14,7 @@ import errno
 import functools
 import gzip
 import importlib
+import itertools
 import json
 import math
 import os
@@ -128,23 +129,34 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True) -> Path:
 class Claim:
     """An output path checked before a measurement, and what lay there then.
 
-    :func:`write_json` given a claim replaces only the file that was there at the check:
-    a record another process wrote to the same path meanwhile is kept, not lost.
+    :func:`write_claimed` replaces only the file that was there at the check: whatever another
+    process put at the path meanwhile is kept, and the record goes beside it.
+
+    Attributes:
+        given: The path as the caller named it (for messages).
+        path: The file written: ``given``, or the file a link there names.
+        before: (inode, size, mtime_ns) of the file at ``path`` at the check; None where the name was free.
     """
 
+    given: Path
     path: Path
-    before: tuple[int, int, int] | None  # (inode, size, mtime_ns) at the check; None: the name was free
+    before: tuple[int, int, int] | None
 
 
 def claim(path: Path, inputs: tuple = (), record: bool = True) -> Claim:
-    """:func:`check_writable`, remembering the file found there (see :class:`Claim`)."""
-    path = check_writable(path, inputs, record)
-    return Claim(path, _stamp(path))
+    """Check ``path`` as :func:`check_writable` does and remember what lies there (:class:`Claim`).
+
+    Raises:
+        UsageError: as :func:`check_writable`.
+    """
+    real = check_writable(path, inputs, record)
+    return Claim(Path(path), real, _stamp(real))
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What identifies the file at ``path`` (inode, size, mtime_ns), itself if a link; None: no file."""
     try:
-        st = os.lstat(path)  # a claim's path is the file itself (check_writable follows links)
+        st = os.lstat(path)
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -169,15 +181,14 @@ def written() -> tuple[Path, ...]:
     return tuple(_WRITTEN)
 
 
-def write_json(path: Path | Claim, record: dict, *, replace: bool = True, own: bool = False) -> None:
+def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = False) -> None:
     """Write ``record`` to ``path`` atomically (temp file in the same folder + rename).
 
     The file gets the mode a plain ``open()`` would give it (:func:`nvmeter.files.output_mode`).
+    A path checked before a measurement is written with :func:`write_claimed` instead.
 
     Args:
-        path: Where to write, or a :class:`Claim` taken before the measurement: then
-            only the file found at the claim is replaced, and one written there since
-            (two ``nvmeter run --json`` to one path) is kept.
+        path: Where to write.
         record: The JSON-able record (nan and inf become null).
         replace: Whether an existing file at ``path`` may be replaced. With False the
             record takes the name only if it is free (a hard link, atomic), so a record
@@ -187,14 +198,37 @@ def write_json(path: Path | Claim, record: dict, *, replace: bool = True, own: b
     Raises:
         UsageError: the path is not writable (nothing is left behind), an existing file
             there is not a JSON record (unless ``own``), or, with ``replace=False``, it
-            exists, or, with a claim, another process wrote it since (the record is then
-            kept under a name beside it, which the message gives).
+            exists (the record is then kept under a name beside it, which the message gives).
 
     """
-    claimed = path if isinstance(path, Claim) else None
-    # with a claim, whatever appeared at the path since (a file, a link, a folder) is another's:
-    # kept, and this record beside it, not refused after the measurement (an adversarial review)
-    path = claimed.path if claimed else check_writable(path, record=not own)
+    path = check_writable(path, record=not own)
+    if replace:
+        _write(path, record, lambda tmp: os.replace(tmp, path))
+    else:
+        _write(path, record, lambda tmp: _link_if_free(tmp, path, _APPEARED))
+
+
+_APPEARED = "appeared while this record was written (another writer in the folder)"
+
+
+def write_claimed(claimed: Claim, record: dict) -> None:
+    """Write ``record`` atomically to a path claimed before the measurement (:func:`claim`).
+
+    Only the file found at the claim is replaced. Whatever another process put at the path since
+    (a record, any file, a link, a folder: two ``nvmeter run --json`` to one path) stays, and this
+    record is kept beside it. Not checked again as :func:`write_json` checks a path: a refusal
+    after the measurement would lose the record.
+
+    Raises:
+        UsageError: the folder takes no file now (nothing is left behind).
+        RecordKept: another process wrote at the path since; this record is kept beside it, under
+            a name the message and ``kept`` give.
+    """
+    _write(claimed.path, record, lambda tmp: _replace_claimed(tmp, claimed))
+
+
+def _write(path: Path, record: dict, place) -> None:
+    """The record in a temp file beside ``path``, given its name by ``place(tmp)``; no temp file left."""
     text = json.dumps(_clean(record), indent=1, allow_nan=False) + "\n"
     data = text.encode()
     if path.name.endswith(".gz"):  # read back through gzip (parse_json): written so, one stream
@@ -206,12 +240,7 @@ def write_json(path: Path | Claim, record: dict, *, replace: bool = True, own: b
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        if claimed is not None:
-            _replace_claimed(Path(tmp), path, claimed.before)
-        elif replace:
-            os.replace(tmp, path)
-        else:
-            _link_if_free(Path(tmp), path)
+        place(Path(tmp))
         _WRITTEN.append(path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -221,38 +250,53 @@ def write_json(path: Path | Claim, record: dict, *, replace: bool = True, own: b
         raise
 
 
-def _replace_claimed(tmp: Path, path: Path, before: tuple[int, int, int] | None) -> None:
-    """Give ``tmp`` the name ``path`` if the file there is still the one claimed; else keep it beside."""
-    if before is None:
-        _link_if_free(tmp, path)
-    elif _stamp(path) in (before, None):
-        os.replace(tmp, path)  # the window to a writer between the look and the rename is microseconds
+def _replace_claimed(tmp: Path, claimed: Claim) -> None:
+    """Give ``tmp`` the claimed name if the file there is still the one claimed; else keep it beside."""
+    why = "was written by another process while this command ran"
+    if claimed.before is None or _stamp(claimed.path) is None:  # free then, or since: take it only if free
+        _link_if_free(tmp, claimed.path, why)
+    elif _stamp(claimed.path) == claimed.before:
+        os.replace(
+            tmp, claimed.path
+        )  # the window to a writer between the look and the rename is microseconds
     else:
-        _keep_beside(tmp, path, "changed while this command ran (another process wrote there)")
+        _keep_beside(tmp, claimed.path, why)
 
 
-def _link_if_free(tmp: Path, path: Path) -> None:
-    """Give ``tmp`` the name ``path`` only if no file has it; else keep it beside and raise."""
+def _link_if_free(tmp: Path, path: Path, why: str) -> None:
+    """Give ``tmp`` the name ``path`` only if no file has it; else keep it beside and raise (``why``)."""
+    if not _took(tmp, path):
+        _keep_beside(tmp, path, why)
+
+
+def _took(tmp: Path, path: Path) -> bool:
+    """True once ``tmp`` has the name ``path``, which it takes only if free; False if taken."""
     try:
         os.link(tmp, path)  # atomic, and fails if the name is taken: never replaces a record
-        tmp.unlink()
-        return
     except FileExistsError:
-        pass
+        return False
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
             raise
         # a file system without hard links: the folder's lock (nvmeter score) keeps other nvmeters out
-        if not path.exists():
-            os.replace(tmp, path)
-            return
-    _keep_beside(tmp, path, "appeared while this record was written (another writer in the folder)")
+        if path.exists() or path.is_symlink():
+            return False
+        os.replace(tmp, path)
+        return True
+    tmp.unlink()
+    return True
 
 
 def _keep_beside(tmp: Path, path: Path, why: str) -> None:
-    kept = path.with_name(f"{path.name}.{os.getpid()}.conflict")
-    os.replace(tmp, kept)
-    raise errors.UsageError(f"{path} {why}; this record is kept as {kept}")
+    """Keep ``tmp`` as ``PATH.PID.conflict`` (or ``PATH.PID-N.conflict``: never over another) and raise.
+
+    Raises:
+        RecordKept: always, naming the kept file and ``why`` (another process wrote at ``path``).
+    """
+    for n in itertools.count():  # a second conflict of one pid had replaced the first (a code review)
+        kept = path.with_name(f"{path.name}.{os.getpid()}{f'-{n}' if n else ''}.conflict")
+        if _took(tmp, kept):
+            raise errors.RecordKept(f"{path} {why}; this record is kept as {kept}", kept)
 
 
 def _not_json(constant: str):

@@ -131,9 +131,8 @@ def load_report(path: Path, board: BoardIdentity | None = None, parsed: dict | N
         records.counters(data["probes"], "probes")
         # before the probes are built: a damaged series is named at its field, not by the
         # builder's Python error (an adversarial review, 2026-12-06)
-        for name, entry in (data["probes"] if isinstance(data["probes"], dict) else {}).items():
-            for where, why in sanity.faults(entry.get("raw") if isinstance(entry, dict) else None, name):
-                raise errors.RecordError(f"{path}: damaged probe record: {why} (at {where})")
+        for name, entry in records.mapping(data["probes"], "probes").items():
+            sanity.refuse(records.mapping(entry, f"probes.{name}")["raw"], name)
         report = ProbeReport.from_dict(data)
         if not report.probes:
             raise errors.RecordError(f"{path} holds no probe results; run nvmeter probe again")

@@ -414,6 +414,13 @@ def test_a_path_that_starts_as_an_option_is_refused_and_nothing_written(tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+def test_probe_checks_its_output_before_it_looks_for_a_board():
+    # with the output claimed after the board was opened, a machine without a GPU said "no NVIDIA
+    # driver" (exit 3) for a path that could never be written (a code review, 2026-12-06)
+    line = one_line_error(nvmeter("probe", "--quick", "--out", "/nonexistent-folder/x.json"), 2)
+    assert "folder /nonexistent-folder does not exist" in line
+
+
 def test_an_output_in_a_folder_that_takes_no_files_says_so():
     line = one_line_error(nvmeter("probe", "--simulate", "--quick", "--out", "/proc/version"), 2)
     assert "cannot write /proc/version: folder /proc" in line  # not "No such file"

@@ -747,7 +747,7 @@ def test_a_packed_record_is_replaced_by_the_next_and_a_damaged_cache_file_too(tm
 def test_a_claimed_path_replaces_only_the_file_found_at_the_claim(tmp_path):
     path = tmp_path / "r.json"
     records.write_json(path, {"kind": "x", "n": 0})
-    records.write_json(records.claim(path), {"kind": "x", "n": 1})  # the user's own earlier record
+    records.write_claimed(records.claim(path), {"kind": "x", "n": 1})  # the user's own earlier record
     assert json.loads(path.read_text())["n"] == 1
     for before in ("there", "free"):
         if before == "free":
@@ -755,9 +755,9 @@ def test_a_claimed_path_replaces_only_the_file_found_at_the_claim(tmp_path):
         claimed = records.claim(path)
         records.write_json(path, {"kind": "x", "n": 2})  # another process, meanwhile
         with pytest.raises(
-            errors.UsageError, match=r"changed while this command ran|appeared while"
+            errors.UsageError, match=r"was written by another process while this command ran"
         ) as caught:
-            records.write_json(claimed, {"kind": "x", "n": 3})
+            records.write_claimed(claimed, {"kind": "x", "n": 3})
         assert json.loads(path.read_text())["n"] == 2
         kept = Path(str(caught.value).rpartition("kept as ")[2])
         assert json.loads(kept.read_text())["n"] == 3
@@ -780,7 +780,23 @@ def test_whatever_appears_at_a_claimed_path_keeps_the_record_beside_it(tmp_path,
         path.symlink_to("/dev/null")
     else:
         path.mkdir()
-    with pytest.raises(errors.UsageError, match=r"(changed|appeared) while .* kept as ") as caught:
-        records.write_json(claimed, {"kind": "x", "n": 1})
+    with pytest.raises(
+        errors.UsageError, match=r"written by another process while this command ran; this record is kept as "
+    ) as caught:
+        records.write_claimed(claimed, {"kind": "x", "n": 1})
     kept = Path(str(caught.value).rpartition("kept as ")[2])
     assert records.parse_json(kept, "a record") == {"kind": "x", "n": 1}  # gzip read by its content
+
+
+def test_two_conflicts_of_one_process_keep_both_records(tmp_path):
+    # the second took PATH.PID.conflict over the first (a code review, 2026-12-06)
+    path = tmp_path / "r.json"
+    kept = []
+    for n in (1, 2):
+        claimed = records.claim(path)
+        records.write_json(path, {"kind": "x", "other": n})
+        with pytest.raises(errors.RecordKept) as caught:
+            records.write_claimed(claimed, {"kind": "x", "mine": n})
+        kept.append(caught.value.kept)
+    assert kept[0] != kept[1]
+    assert [json.loads(Path(k).read_text())["mine"] for k in kept] == [1, 2]

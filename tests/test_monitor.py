@@ -207,8 +207,11 @@ def test_measure_idle_on_a_busy_board_is_refused_and_the_idle_kept():
     meter = EnergyMonitor(board, sync="none")
     before = meter.idle
     board.set_load(200.0)
-    with pytest.raises(errors.UsageError, match="the GPU ran kernels while the monitor's idle was measured"):
+    with pytest.raises(
+        errors.UsageError, match="the GPU ran kernels while the monitor's idle was measured"
+    ) as e:
         meter.measure_idle()
+    assert "idle=" not in str(e.value)  # measure_idle() takes none
     board.set_load(0.0)
     assert meter.idle is before
 
@@ -220,6 +223,8 @@ def test_a_monitor_made_on_a_busy_board_is_refused_at_once():
     board.set_context(True)
     board.set_load(300.0)
     board.clock.sleep(1.0)
-    with pytest.raises(errors.UsageError, match=r"busy.*make the monitor once the work is synchronised"):
+    with pytest.raises(
+        errors.UsageError, match=r"busy.*make the monitor once the work is synchronised, or give idle="
+    ):
         EnergyMonitor(board, sync="none")
     assert EnergyMonitor(board, idle=121.2, sync="none").idle == 121.2  # a given idle is the caller's

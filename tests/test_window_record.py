@@ -140,3 +140,24 @@ def test_a_window_record_without_its_provenance_is_damaged(window, tmp_path):
 def test_an_empty_path_is_no_place_to_save(window):
     with pytest.raises(errors.UsageError, match="empty"):
         window.save("")
+
+
+@pytest.mark.parametrize(
+    ("edge", "value", "says"), [("start", None, "not a mapping"), ("end", "x", "not a mapping")]
+)
+def test_a_samples_window_s_damaged_edge_is_named(sim_board, tmp_path, edge, value, says):
+    # sanity leaves a samples window's edges unchecked; the states' check read them in Python's words
+    # (`'NoneType' object is not subscriptable`, a code review, 2026-12-06)
+    sim_board.set_context(True)
+    sim_board.clock.sleep(3.0)
+    with EnergyWindow(sim_board, sync="none", calls=4, method="samples") as w:
+        sim_board.set_load(200.0)
+        sim_board.clock.sleep(2.0)
+        sim_board.set_load(0.0)
+    path = tmp_path / "w.json"
+    w.result.save(path)
+    data = json.loads(path.read_text())
+    data["window"][edge] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match=rf"window\.{edge} is .*, {says}"):
+        Measurement.load(path)

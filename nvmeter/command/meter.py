@@ -77,13 +77,14 @@ def _wait(
         life.tick()
         reap_orphans()  # what the command orphaned and nvmeter adopted, once it has ended
         if _stopped(proc.pid):
-            stopped_since = stopped_since or time.monotonic()
+            if stopped_since is None:
+                stopped_since = time.monotonic()
             if not said and time.monotonic() - stopped_since >= STOPPED_SAY_S:
                 # a command that stopped itself (kill -STOP $$) held nvmeter without a word
                 # (an adversarial review)
                 on_note(
-                    f"the command (pid {proc.pid}) is stopped (SIGSTOP or a debugger) and still metered: "
-                    f"`kill -CONT {proc.pid}` resumes it; Ctrl-C ends it"
+                    f"the command (pid {proc.pid}) is stopped (SIGSTOP, or a debugger holds it) and still "
+                    f"metered: `kill -CONT {proc.pid}` resumes a SIGSTOP; Ctrl-C ends it"
                 )
                 said = True
         else:

@@ -1222,9 +1222,27 @@ def check_dict(d, where: str) -> dict:
     records.board(window["device"], f"{where}.device")
     records.counters(window, where)
     sanity.refuse(window, where)
+    reads_s = _edge_reads(window, where)
     _check_work(window, where)
-    _check_states(window, where)
+    _check_states(window, where, reads_s)
+    records.items(window.get("inner", []), f"{where}.inner", records.mapping)
     return window
+
+
+def _edge_reads(window: dict, where: str) -> list[float]:
+    """The times of the start edge's first read and the end edge's last, s.
+
+    None in a window read from the samples alone, whose edges ``sanity`` leaves unchecked.
+
+    Raises:
+        BadField: an edge that is not a counter series' mapping, or times that are not numbers.
+    """
+    reads_s = []
+    for edge, name in (("start", "t0_s"), ("end", "t1_s")):
+        series = records.mapping(window[edge], f"{where}.{edge}")
+        times = records.items(series[name], f"{where}.{edge}.{name}", records.number)
+        reads_s += times[:1] if edge == "start" else times[-1:]
+    return reads_s
 
 
 # A state is read by its edge's poller just before or after the edge's counter reads: in the 4,810
@@ -1242,13 +1260,15 @@ _STATE_FIELDS = (
 )
 
 
-def _check_states(window: dict, where: str) -> None:
-    """The window's board states are readings taken while it ran, in time order (BadField if not)."""
+def _check_states(window: dict, where: str, reads_s: list[float]) -> None:
+    """The window's board states are readings taken while it ran, in time order (BadField if not).
+
+    ``reads_s``: the window's first and last counter reads (:func:`_edge_reads`).
+    """
     states = records.items(window.get("states", []), f"{where}.states", records.mapping)
     if not states:
         return
-    reads = window["start"]["t0_s"] + window["end"]["t1_s"]  # none in a window read from the samples
-    first_s, last_s = (reads[0], reads[-1]) if reads else (window["work_t0_s"], window["work_t1_s"])
+    first_s, last_s = (reads_s[0], reads_s[-1]) if reads_s else (window["work_t0_s"], window["work_t1_s"])
     span = (first_s - STATE_MARGIN_S, last_s + STATE_MARGIN_S)
     times = []
     for i, state in enumerate(states):
@@ -1281,7 +1301,6 @@ def _check_work(window: dict, where: str) -> None:
         raise records.BadField(f"{where}.call_ends_s are out of time order")
     if ends:
         records.span_inside(f"{where}.call_ends_s", ends[0], ends[-1], (t0_s, t1_s), "the work")
-    records.items(window.get("inner", []), f"{where}.inner", records.mapping)
 
 
 # The longest wait after the work for its power to come down, s: the H200's falls within ~60 ms

@@ -91,7 +91,7 @@ class EnergyMonitor:
         self._idle_contexts: int | None = None
         if isinstance(idle, str) and idle == "measure":
             self.idle, self._idle_contexts = self._quiet_idle(
-                "make the monitor once the work is synchronised"
+                "make the monitor once the work is synchronised, or give idle= (a probe file or watts)"
             )
         else:
             self.idle = idle
@@ -136,7 +136,7 @@ class EnergyMonitor:
         if idle.busy:
             raise errors.UsageError(
                 f"the GPU ran kernels while the monitor's idle was measured ({idle.busy_pct:.0f}% busy, "
-                f"{idle.power_w:.1f} W): {remedy}, or give idle= (a probe file or watts)"
+                f"{idle.power_w:.1f} W): {remedy}"
             )
         return idle, contexts
 
