@@ -142,7 +142,12 @@ def judge(m, budget: Budget | None) -> Verdict:
         return Verdict("pass", f"energy {figure} is within {limit}")
     if low > budget.max_mj_per_call:
         return Verdict("fail", f"energy {figure} exceeds {limit}")
-    return Verdict("undecided", f"energy {figure}: its bound straddles {limit}")
+    # what narrows it, not only how to silence it (a new user's trial, 2026-12-06)
+    return Verdict(
+        "undecided",
+        f"energy {figure}: its bound straddles {limit} (more calls in the window, or a warm start "
+        "rather than a cold or transient one, narrow the bound)",
+    )
 
 
 @dataclass(frozen=True)

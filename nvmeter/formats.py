@@ -129,7 +129,9 @@ def found_kind(data) -> str:
         return f"a JSON {type(data).__name__}, not an object"
     if "kind" not in data:
         return "it has no `kind` field"
-    return f"kind {data['kind']!r}"
+    # where it is another kind nvmeter writes: the one command that reads every kind (a new user's trial)
+    shown = isinstance(data["kind"], str) and data["kind"] in SHOWN_KINDS
+    return f"kind {data['kind']!r}" + ("; `nvmeter show` reads it" if shown else "")
 
 
 # -- shared pieces ---------------------------------------------------------------------------

@@ -338,3 +338,13 @@ def test_workloads_v2_names_each_methods_board_from_the_record():
     assert {r["board_uuid"] for r in data["methods"].values()} == {None}  # a CPU dry run: no board
     up = formats.upgrade(json.loads(COMMITTED[("workloads", 1)].read_text()), "workloads")
     assert {r["board_uuid"] for r in up["methods"].values()} == {up["board"]["uuid"]}
+
+
+def test_a_record_of_another_kind_show_reads_says_so(tmp_path):
+    # Measurement.load of a run record said only "kind 'run'" (a new user's trial, 2026-12-06)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"kind": "run", "schema_version": 1}))
+    with pytest.raises(
+        errors.RecordError, match=r"not an nvmeter window record \(kind 'run'; `nvmeter show` reads it\)"
+    ):
+        records.read_json(path, "window")

@@ -144,7 +144,9 @@ class IdleBaseline:
             ) from exc
         if uuid != board.identity().uuid:
             hint = (
-                f": a simulated board takes its UUID with SimConfig(uuid={uuid!r})"
+                # the CLI's way first: SimConfig is Python's only (a new user's trial, 2026-12-06)
+                ": make one on the simulated board (`nvmeter probe --simulate --out probe.json`), or in "
+                f"Python give the board that UUID with SimConfig(uuid={uuid!r})"
                 if board.identity().simulated
                 else ": give the idle probe of this board, or 'measure'"
             )

@@ -1407,7 +1407,12 @@ def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str
         return f"{value:,.1f} mJ {unit} is below minus its bound: a control subtracted is more than it costs"
     rel = abs(err / value) if value else math.inf
     if max_rel_err is not None and rel > max_rel_err:
-        return f"bound {rel:.1%} exceeds the accepted {max_rel_err:.1%}"
+        # which setting accepted it, and the bound in mJ: ±1.3 mJ on calls that draw ~0 read as a
+        # failure without either (a new user's trial, 2026-12-06)
+        return (
+            f"bound {rel:.1%} exceeds the accepted {max_rel_err:.1%} (max_rel_err=; measure()'s "
+            f"target_rel_err=): ±{err:,.1f} mJ {unit}"
+        )
     return None
 
 
