@@ -13,6 +13,7 @@ def test_nested_windows_agree_on_the_gpu():
     torch = pytest.importorskip("torch")
     a = torch.randn(4096, 4096, device="cuda")
     b = torch.randn(4096, 4096, device="cuda")
+    torch.cuda.synchronize()  # the monitor refuses an idle measured with kernels running
     meter = EnergyMonitor(0)  # idle measured now, with this process's context open
 
     def products(seconds):
