@@ -90,8 +90,7 @@ class _State:
             except errors.UsageError as exc:
                 raise pytest.UsageError(f"--energy-json: {exc}") from None
         self.json_written: Path | None = None  # where --energy-json went, once written
-        self.json_failed: str | None = None  # why it could not be written, at the session's end
-        self.json_kept = False  # written beside another's, which another process put at the path
+        self.json_failure: Exception | None = None  # why it could not be written, at the session's end
         self._boards: dict = {}
         self._idles: dict = {}  # (board UUID, idle level): the probe file's IdleBaseline
         self.entries: list[Entry] = []
@@ -197,8 +196,7 @@ class _State:
             records.write_claimed(self.json_claim, record.to_dict())
         except (errors.UsageError, OSError) as exc:
             # a full disk or a folder removed by a test: 64-68 lines of traceback lost the verdicts
-            self.json_failed = str(exc)
-            self.json_kept = isinstance(exc, errors.RecordKept)
+            self.json_failure = exc
             return
         self.json_written = Path(self.json_path)
 
@@ -362,9 +360,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if state.json_written is not None:
         where = state.json_written
         terminalreporter.write_line(f"nvmeter: wrote {where} (`nvmeter show {where}` reads it)")
-    if state.json_failed is not None:
-        said = "--energy-json kept beside another's" if state.json_kept else "--energy-json not written"
-        terminalreporter.write_line(f"nvmeter: {said}: {state.json_failed}", red=True)
+    failure = state.json_failure
+    if failure is not None:
+        kept = isinstance(failure, errors.RecordKept)  # another process wrote at the path meanwhile
+        said = "--energy-json kept beside another's" if kept else "--energy-json not written"
+        terminalreporter.write_line(f"nvmeter: {said}: {failure}", red=True)
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
@@ -375,7 +375,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     """
     state = _state(session.config)
     state.write_json(exitstatus)
-    if state.json_failed is not None and exitstatus == pytest.ExitCode.OK:
+    if state.json_failure is not None and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 

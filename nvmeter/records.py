@@ -181,6 +181,10 @@ def written() -> tuple[Path, ...]:
     return tuple(_WRITTEN)
 
 
+# why a record that took a name only if free is kept beside it (``write_json(replace=False)``)
+_APPEARED = "appeared while this record was written (another writer in the folder)"
+
+
 def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = False) -> None:
     """Write ``record`` to ``path`` atomically (temp file in the same folder + rename).
 
@@ -206,9 +210,6 @@ def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = Fa
         _write(path, record, lambda tmp: os.replace(tmp, path))
     else:
         _write(path, record, lambda tmp: _link_if_free(tmp, path, _APPEARED))
-
-
-_APPEARED = "appeared while this record was written (another writer in the folder)"
 
 
 def write_claimed(claimed: Claim, record: dict) -> None:
@@ -253,12 +254,12 @@ def _write(path: Path, record: dict, place) -> None:
 def _replace_claimed(tmp: Path, claimed: Claim) -> None:
     """Give ``tmp`` the claimed name if the file there is still the one claimed; else keep it beside."""
     why = "was written by another process while this command ran"
-    if claimed.before is None or _stamp(claimed.path) is None:  # free then, or since: take it only if free
+    now = _stamp(claimed.path)
+    if claimed.before is None or now is None:  # free then, or since: taken only if still free
         _link_if_free(tmp, claimed.path, why)
-    elif _stamp(claimed.path) == claimed.before:
-        os.replace(
-            tmp, claimed.path
-        )  # the window to a writer between the look and the rename is microseconds
+    elif now == claimed.before:
+        # the window to a writer between the look and the rename is microseconds
+        os.replace(tmp, claimed.path)
     else:
         _keep_beside(tmp, claimed.path, why)
 

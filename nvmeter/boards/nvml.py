@@ -272,8 +272,9 @@ class _StampMap:
     the samples stamped after the step with it, not every later one by the step.
     """
 
-    # Above the jitter of two back-to-back clock reads (microseconds), far below a sample spacing
-    # (~20 ms on the H100 and H200: results/probe-h200.json). A choice.
+    # Above the jitter of the offset itself (38 us at most over 100,000 back-to-back reads on the
+    # development machine, 2026-12-06), far below a sample spacing (~20 ms on the H100 and H200:
+    # results/probe-h200.json). A choice.
     RETAKE_S = 0.001
     # Offsets kept: the buffer holds ~2 s of samples, far fewer retakes than this.
     KEPT = 256

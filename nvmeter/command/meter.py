@@ -68,6 +68,7 @@ def _wait(
     failure = None
     stopped_since: float | None = None
     said = False
+    child = _process(proc.pid)
     while True:
         try:
             proc.wait(timeout=POLL_S)
@@ -76,7 +77,7 @@ def _wait(
             pass
         life.tick()
         reap_orphans()  # what the command orphaned and nvmeter adopted, once it has ended
-        if _stopped(proc.pid):
+        if _stopped(child):
             if stopped_since is None:
                 stopped_since = time.monotonic()
             if not said and time.monotonic() - stopped_since >= STOPPED_SAY_S:
@@ -97,12 +98,22 @@ def _wait(
                 failure = exc
 
 
-def _stopped(pid: int) -> bool:
-    """True while ``pid`` is stopped by a signal or a tracer (psutil; False once it is gone)."""
+def _process(pid: int):
+    """The child as psutil sees it, made once for the wait's looks (None: already gone)."""
     import psutil
 
     try:
-        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
+def _stopped(child) -> bool:
+    """True while ``child`` (:func:`_process`) is stopped by a signal or a tracer; False once it is gone."""
+    import psutil
+
+    try:
+        return child is not None and child.status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
     except psutil.Error:
         return False
 

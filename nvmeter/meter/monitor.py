@@ -101,11 +101,6 @@ class EnergyMonitor:
         self._declared: set[str] = set()  # open windows begun with calls=
         self._problems: dict[str, str | None] = {}  # an open window's idle problem, found at begin
 
-    def _measured_idle(self) -> tuple[IdleBaseline, int | None]:
-        """A quiescent idle measured now, and the compute contexts on the board as it was."""
-        contexts = self._contexts()
-        return quiet_idle(self.board, self._profile), contexts
-
     def measure_idle(self) -> IdleBaseline:
         """Measure the idle again now, for the windows begun after (the caller must be quiescent).
 
@@ -127,12 +122,13 @@ class EnergyMonitor:
         return self.idle
 
     def _quiet_idle(self, remedy: str) -> tuple[IdleBaseline, int | None]:
-        """:meth:`_measured_idle`, refused where the GPU was busy.
+        """A quiescent idle measured now and the compute contexts on the board as it was; refused busy.
 
-        Said where the mistake is, not by every window after (a new user's trial; at
-        construction, an adversarial review).
+        A busy idle is said where the mistake is, not by every window after (a new user's trial;
+        at construction, an adversarial review).
         """
-        idle, contexts = self._measured_idle()
+        contexts = self._contexts()
+        idle = quiet_idle(self.board, self._profile)
         if idle.busy:
             raise errors.UsageError(
                 f"the GPU ran kernels while the monitor's idle was measured ({idle.busy_pct:.0f}% busy, "
