@@ -219,12 +219,15 @@ def test_measure_takes_its_state_term_from_its_own_sub_windows():
 
 def test_measure_reports_drift_and_widens_its_bound_on_drifting_work():
     board = make_board(drift_rel_per_s=0.004, drift_max_rel=0.5)
-    m = measure(call_on(board), device=board, sync="none", target_rel_err=0.002, max_window_s=8.0)
+    # a target under the model's floor ends the run at its fewest sub-windows: 16 hold it for 8 s
+    run = {"sync": "none", "target_rel_err": 0.002, "max_window_s": 8.0, "min_windows": 16}
+    m = measure(call_on(board), device=board, **run)
+    assert "under the error model's floor of 0.7%" in m.reason
     drift = m.drift
     assert drift is not None and drift.significant and drift.rel_per_s > 0
     assert "drift" in repr(m)
     other = make_board()
-    steady = measure(call_on(other), device=other, sync="none", target_rel_err=0.002, max_window_s=8.0)
+    steady = measure(call_on(other), device=other, **run)
     assert m.state_err_j / m.above_idle_j > steady.state_err_j / steady.above_idle_j
 
 
@@ -257,8 +260,8 @@ def test_model_9s_state_part_is_never_narrower_and_wider_where_sub_windows_are_a
     # correlated), which only the 2 s batches' spread shows
     board = make_board()
     run = measure(
-        swinging_call_on(board, period_s), device=board, sync="none", target_rel_err=1e-4, max_window_s=12.0
-    )
+        swinging_call_on(board, period_s), device=board, sync="none", max_window_s=12.0, min_windows=24
+    )  # 24 sub-windows: the whole 12 s
     own = spread.state_halfwidth_mj(replace(run, model_version=8))
     batched = spread.state_halfwidth_mj(replace(run, model_version=9))
     assert own is not None and batched is not None
@@ -667,6 +670,7 @@ def test_once_the_looks_end_the_estimate_alone_stops_the_run(monkeypatch):
         marked_calls(w, call_on(board), 100, 12)
         board.clock.sleep(0.3)
         assert adaptive._spread_within(w, _stop(0.5), looks, 0.03)  # a loose target the estimate meets
+        monkeypatch.setattr(adaptive, "_unreachable", lambda *a: False)  # a target a longer run may meet
         assert not adaptive._spread_within(w, _stop(1e-6), looks, 0.03)
 
 
@@ -938,3 +942,16 @@ def test_a_counter_of_full_coverage_keeps_its_bound_and_passes_the_check():
     m = w.result
     assert m.profile.counter_coverage == 1.0 and m.counter_samples_share is not None
     assert abs(m.counter_samples_share) < 0.02 and m.reliable
+
+
+def test_measure_s_rule_stops_where_no_run_length_meets_the_target(monkeypatch):
+    from nvmeter.meter import adaptive
+
+    board = make_board()
+    looks = adaptive._Looks(board)
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        marked_calls(w, call_on(board), 100, 12)
+        board.clock.sleep(0.3)
+        assert adaptive._spread_within(w, _stop(0.005), looks, 0.03)  # under the model's 0.7% floor
+        monkeypatch.setattr(adaptive, "_bound_within", lambda w, t: False)
+        assert not adaptive._spread_within(w, _stop(0.05), looks, 0.03)  # reachable: the look decides

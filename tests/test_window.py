@@ -573,3 +573,14 @@ def test_a_window_of_every_method_reads_back_from_its_record(board, method):
     assert list(sanity.faults(stored)) == []
     again = Measurement.from_dict(stored)
     assert again.derived() == w.result.derived()
+
+
+def test_measure_stops_early_on_calls_that_draw_nothing_above_idle_and_says_why():
+    board = SimulatedBoard()
+    board.set_context(True)
+    m = measure(lambda: board.clock.sleep(0.02), device=board, sync="none", max_window_s=30)
+    assert not m.reliable and "the idle's own bound" in m.reason and "at any run length" in m.reason
+    # the idle's bound alone exceeds 2% of any figure the run could read: it stopped at its
+    # fewest sub-windows (without the rule it ran all 30 s to the same verdict)
+    assert m.work_s < 5
+    assert abs(m.per_call_mj) <= m.per_call_mj_err  # ~0, within its bound

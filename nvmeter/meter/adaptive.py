@@ -125,7 +125,11 @@ def measure(
     calls marked every ``min_window_s`` into sub-windows whose edges a poller finds inside
     the work (nothing idles the board). The window ends once it holds ``min_windows``
     sub-windows and an estimate of the bound, with the sub-windows' Student-t spread as its
-    state part, is within ``target_rel_err`` of the per-call energy, or at ``max_window_s``.
+    state part, is within ``target_rel_err`` of the per-call energy, or at ``max_window_s``, or
+    as soon as the parts of the bound that no run length narrows (the model's floor, 0.7% under
+    model 2 onwards; the idle's bound; the control's) exceed the target at the top of the
+    net power's interval: the figure is then not reliable and its reason names the part.
+    ``min_windows`` sets the shortest run.
     Once the estimate fits, the window's own bound as if it ended at the latest sub-window
     (:meth:`EnergyWindow.provisional`) must fit too: the estimate alone leaves out the
     reading part's cuts, power lag and fold shift (2 of 3 duty-cycled H200 runs at 2% stopped
@@ -360,8 +364,8 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     A look at the finished polls only; the Measurement's own bound decides reliability. The
     estimate must fit ``ESTIMATE_SHARE`` of the target where it decides alone (the looks have
     ended), all of it where a provisional look then checks. ``call_s`` is the mean call so
-    far, s: the control's per-call cost and bound are over it in W. True also when the
-    control's bound alone exceeds the target: no longer run can meet it.
+    far, s: the control's per-call cost and bound are over it in W. True also when the parts
+    of the bound that no run length narrows exceed the target (:func:`_unreachable`).
     """
     steps = w.inner_steps()
     if len(steps) < stop.min_windows + 1:
@@ -372,10 +376,12 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     halfwidth = spread.state_halfwidth_w(steps, idle_w, model)
     control_w, control_err_w = (mj / 1e3 / call_s for mj in stop.control_mj)
     net = mean - control_w
-    if not net > 0 or halfwidth is None:
+    if halfwidth is None:
         return False
-    if control_err_w > stop.target * net:
+    if _unreachable(model.state_floor_rel * mean + idle_err_w + control_err_w, net + halfwidth, stop.target):
         return True
+    if not net > 0:
+        return False
     # the start edge: its bracket at the work's power; the end edge at idle (~5 ms each:
     # an H200 counter read takes ~3 ms, results/probe-h200.json)
     span_s = steps[-1][0] - steps[0][0]
@@ -393,6 +399,17 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
         return _bound_within(w, stop.target)
     finally:
         looks.took(time.perf_counter() - began)
+
+
+def _unreachable(fixed_w: float, net_top_w: float, target: float) -> bool:
+    """True when the bound's fixed parts, W, exceed ``target`` even of the net power's interval top, W.
+
+    The fixed parts are those no longer run narrows: the model's floor, the idle's bound (the
+    span after the work only widens it: :meth:`IdleBaseline.from_spans`) and the control's. Calls
+    that draw ~0 above idle otherwise ran to ``max_window_s`` (30 s) to end not reliable just the
+    same (a review, 2026-12-06); the figure's reason then names the part that decided.
+    """
+    return fixed_w > target * max(net_top_w, 0.0)
 
 
 def _bound_within(w: EnergyWindow, target: float) -> bool:

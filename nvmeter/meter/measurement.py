@@ -855,7 +855,7 @@ class Measurement:
             if (why := check()) is not None:
                 return why
         reason = figure_reason(self.per_call_mj, self.per_call_mj_err, self.max_rel_err, "a call")
-        return reason and reason + self._control_note()
+        return reason and reason + self._fixed_note() + self._control_note()
 
     def _reading_reason(self) -> str | None:
         """The window's own readings: problems met, no calls, no time, no energy."""
@@ -938,6 +938,26 @@ class Measurement:
                 "default idle) or give the right one"
             )
         return None
+
+    def _fixed_note(self) -> str:
+        """Where a part of the bound that no run length narrows takes most of an accepted bound, a note.
+
+        The error model's floor for a run of sub-windows, or the idle's bound: calls that draw
+        ~0 above idle read "bound 2271%" with no word of why, or of what would not help (a
+        review, 2026-12-06). The control's has its own note.
+        """
+        figure, floor = abs(self.per_call_mj), self.model.state_floor_rel
+        if self.max_rel_err is None or not figure > 0:
+            return ""
+        if self._subwindows_halfwidth_mj is not None and self.max_rel_err < floor:
+            return f" (under the error model's floor of {floor:.1%} for a run of sub-windows, at any length)"
+        idle_mj = self.idle.err_w * self.window_s * 1e3 / self.calls if self.calls else 0.0
+        if idle_mj <= self.max_rel_err * figure / 2:
+            return ""
+        return (
+            f" (the idle's own bound, ±{self.idle.err_w:.2f} W, is {idle_mj / figure:.1%} of the figure at "
+            "any run length: the calls draw too little above idle for that target)"
+        )
 
     def _control_note(self) -> str:
         """Where the control's bound alone takes most of an accepted bound, a note that says so."""
