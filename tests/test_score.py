@@ -11,6 +11,7 @@ import json
 import os
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -20,6 +21,7 @@ from score_helpers import FAST, FAST_CLI, METHODS, cli
 
 from nvmeter import errors, records
 from nvmeter.meter import errormodel
+from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.score import procedure as scoring
 from nvmeter.score.config import ScoreConfig
 from nvmeter.score.method_client import SIM_METHOD_W, SIM_NULL_W
@@ -600,3 +602,18 @@ def test_a_run_into_a_folder_with_earlier_runs_says_the_table_is_its_own(scored,
     assert code == 0, stderr
     assert (out / "run-002.json").exists() and "1/1 pass" in stdout
     assert f"1 earlier run in {out} not in this table: `nvmeter summarize {out}` tables them all" in stderr
+
+
+def test_the_frozen_idles_are_bounded_at_the_board_s_polling_artefact(scored):
+    out, *_ = scored
+    e = RunRecord.from_dict(json.loads((out / "run-001.json").read_text())).energy
+    artefact_w = e.method_window.profile.polling_artefact_w
+    assert artefact_w > 0 and e.method_window.model.idle_polls_profiled
+    spans = [e.idle[1].span, e.idle[2].span]
+    rebuilt = IdleBaseline.from_spans(spans, "frozen", polling_artefact_w=artefact_w)
+    assert e.method.idle.err_w == pytest.approx(rebuilt.err_w)
+    assert e.method_window.idle.err_w == pytest.approx(rebuilt.err_w)  # the record keeps the same
+    # a record of an earlier model keeps the bound it was read with: the H200's 2.8 W at the end edge
+    old = replace(e, method_window=replace(e.method_window, model_version=10))
+    assert old.method.idle.err_w == pytest.approx(IdleBaseline.from_spans(spans, "frozen").err_w)
+    assert old.method.idle.err_w != pytest.approx(rebuilt.err_w)

@@ -186,6 +186,10 @@ History:
        counter is not held to it, since short bursts' samples misread by more than the counter
        (results/enclose/call40-*-unpolled-*). Work locked to a partial counter's period read +96%,
        reliable, on the simulated board (an adversarial review).
+       And idle spans rebuilt from a record (``nvmeter score``'s frozen idles) bound their polling
+       at the profile's artefact over every read inside them, as live spans had been since the
+       profile (``idle_polls_profiled``); the score had kept the H200's 2.8 W over the end edge's
+       reads on every board, ~13 times under the Ampere defaults' 35 W.
        Current since 2026-12-06: never narrower than model 10.
 """
 
@@ -241,6 +245,9 @@ class ErrorModel:
             window (models 1-10: the edges' alone).
         counter_checked: The counter is checked against the power samples over the window's span,
             and on a board of partial coverage their disagreement joins the bound (models 1-10: not).
+        idle_polls_profiled: Idle spans rebuilt from a record (a score's frozen idles) bound their
+            polling at the profile's artefact over every read inside them, as live spans are
+            (models 1-10: the H200's 2.8 W over the end edge's reads).
 
     """
 
@@ -269,6 +276,7 @@ class ErrorModel:
     cap_spread_k: float = 0.0
     inner_polls_bounded: bool = False
     counter_checked: bool = False
+    idle_polls_profiled: bool = False
 
 
 MODELS: dict[int, ErrorModel] = {
@@ -312,7 +320,9 @@ MODELS[8] = replace(
 MODELS[9] = replace(MODELS[8], version=9, batch_s=2.0)
 # 2: a chosen multiple of the board's own measured spread (history 10); not fitted
 MODELS[10] = replace(MODELS[8], version=10, cap_spread_k=2.0)
-MODELS[11] = replace(MODELS[10], version=11, inner_polls_bounded=True, counter_checked=True)
+MODELS[11] = replace(
+    MODELS[10], version=11, inner_polls_bounded=True, counter_checked=True, idle_polls_profiled=True
+)
 # The model new Measurements are made with. Model 8 became current once read on a board and a
 # kind of work it was not drawn from (an H100, FP32 4096² products; history 8); a model that
 # changes it goes on trial the same way (read with ``--model N``: ``bench/window_accuracy.py

@@ -116,6 +116,15 @@ class Measurement:
         """The error model this Measurement's bound is derived with."""
         return errormodel.model(self.model_version)
 
+    @property
+    def idle_artefact_w(self) -> float | None:
+        """The polling artefact an idle rebuilt for this record bounds its spans at, W.
+
+        The profile's under error models with ``idle_polls_profiled``; None before (the H200's
+        over the end edge's reads: :meth:`~nvmeter.meter.span.AlignedSpan.polling_bias_w`).
+        """
+        return self.profile.polling_artefact_w if self.model.idle_polls_profiled else None
+
     # -- edges -------------------------------------------------------------
     @functools.cached_property
     def _edges(self) -> tuple[float, float, float, float, float, float]:

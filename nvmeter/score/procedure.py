@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from nvmeter import errors, provenance, records
+from nvmeter.boards.profile import resolve_profile
 from nvmeter.boards.protocol import Board
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.measurement import Measurement
@@ -334,15 +335,20 @@ def measure_energy(board: Board, worker, record: RunRecord, tmp: Path, root, on_
     truth = {d: task.draw(d[0], d[1], split_seed=plan.seed, root=root) for d in plan.window_draws}
     prepared.result()
     ctx = {"config": config, "plan": plan, "root": root, "out": None}
+    profile = resolve_profile(None, board.identity())
+
+    def frozen(*spans) -> IdleBaseline:  # bounded at this board's polling artefact (error model 11)
+        return IdleBaseline.from_spans(list(spans), "frozen", polling_artefact_w=profile.polling_artefact_w)
+
     on_phase("idle, worker frozen (1/3)")
     idle_a = _frozen_idle(board, worker, config)
     on_phase("control window: null calls")
     control_window, control_block = _window(
-        board, worker, "null", config.control_s, ctx, idle=IdleBaseline.from_spans([idle_a.span], "frozen")
+        board, worker, "null", config.control_s, ctx, idle=frozen(idle_a.span), profile=profile
     )
     on_phase("idle, worker frozen (2/3)")
     idle_b = _frozen_idle(board, worker, config)
-    control = replace(control_window, idle=IdleBaseline.from_spans([idle_a.span, idle_b.span], "frozen"))
+    control = replace(control_window, idle=frozen(idle_a.span, idle_b.span))
     warmup = None
     if config.window_warmup_s > 0:  # so the window does not start cold (its bound would widen)
         on_phase("warm-up calls before the method window")
@@ -354,7 +360,8 @@ def measure_energy(board: Board, worker, record: RunRecord, tmp: Path, root, on_
         "method",
         config.window_s,
         {**ctx, "out": tmp / "window.npy"},
-        idle=IdleBaseline.from_spans([idle_b.span], "frozen"),
+        idle=frozen(idle_b.span),
+        profile=profile,
         control_mj=control.per_call_mj,
         control_err_mj=control.per_call_mj_err,
     )

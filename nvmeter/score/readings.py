@@ -189,20 +189,25 @@ class Energy:
     @property
     def control(self) -> Measurement:
         """The control window, above the frozen idle either side of it."""
-        baseline = IdleBaseline.from_spans([self.idle[0].span, self.idle[1].span], "frozen")
+        baseline = self._frozen(self.control_window, 0, 1)
         return replace(self.control_window, idle=baseline, control_mj=0.0, control_err_mj=0.0)
 
     @property
     def method(self) -> Measurement:
         """The method window above the frozen idle either side, less the control per call."""
         control = self.control
-        baseline = IdleBaseline.from_spans([self.idle[1].span, self.idle[2].span], "frozen")
+        baseline = self._frozen(self.method_window, 1, 2)
         return replace(
             self.method_window,
             idle=baseline,
             control_mj=control.per_call_mj,
             control_err_mj=control.per_call_mj_err,
         )
+
+    def _frozen(self, window: Measurement, *which: int) -> IdleBaseline:
+        """The frozen idle of spans ``which``, bounded as ``window``'s error model bounds rebuilt idles."""
+        spans = [self.idle[i].span for i in which]
+        return IdleBaseline.from_spans(spans, "frozen", polling_artefact_w=window.idle_artefact_w)
 
     @property
     def check_result(self) -> CheckResult:
