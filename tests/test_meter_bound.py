@@ -219,8 +219,8 @@ def test_measure_takes_its_state_term_from_its_own_sub_windows():
 
 def test_measure_reports_drift_and_widens_its_bound_on_drifting_work():
     board = make_board(drift_rel_per_s=0.004, drift_max_rel=0.5)
-    # a target under the model's floor ends the run at its fewest sub-windows: 16 hold it for 8 s
-    run = {"sync": "none", "target_rel_err": 0.002, "max_window_s": 8.0, "min_windows": 16}
+    # a target under the model's floor ends the run at its fewest sub-windows: 14 hold it for ~8 s
+    run = {"sync": "none", "target_rel_err": 0.002, "max_window_s": 8.0, "min_windows": 14}
     m = measure(call_on(board), device=board, **run)
     assert "under the error model's floor of 0.7%" in m.reason
     drift = m.drift
@@ -260,8 +260,8 @@ def test_model_9s_state_part_is_never_narrower_and_wider_where_sub_windows_are_a
     # correlated), which only the 2 s batches' spread shows
     board = make_board()
     run = measure(
-        swinging_call_on(board, period_s), device=board, sync="none", max_window_s=12.0, min_windows=24
-    )  # 24 sub-windows: the whole 12 s
+        swinging_call_on(board, period_s), device=board, sync="none", max_window_s=12.0, min_windows=23
+    )  # 23 sub-windows: the whole 12 s
     own = spread.state_halfwidth_mj(replace(run, model_version=8))
     batched = spread.state_halfwidth_mj(replace(run, model_version=9))
     assert own is not None and batched is not None

@@ -584,3 +584,25 @@ def test_measure_stops_early_on_calls_that_draw_nothing_above_idle_and_says_why(
     # fewest sub-windows (without the rule it ran all 30 s to the same verdict)
     assert m.work_s < 5
     assert abs(m.per_call_mj) <= m.per_call_mj_err  # ~0, within its bound
+
+
+def test_measure_marks_a_run_of_calls_longer_than_its_sub_windows_not_reliable():
+    board = SimulatedBoard()
+    board.set_context(True)
+
+    def call():  # 20 s a call: two of them pass the 30 s limit with one sub-window
+        board.set_load(550.0)
+        board.clock.sleep(20.0)
+        board.set_load(0.0)
+
+    m = measure(call, device=board, sync="none")
+    assert len(m.subwindow_mj) < 3
+    assert not m.reliable and "of the 3 its spread needs" in m.reason
+    advised_s = float(m.reason.split("max_window_s of at least ")[1].split()[0])
+    longer = measure(call, device=board, sync="none", max_window_s=advised_s)
+    assert len(longer.subwindow_mj) >= 3 and longer.reliable, longer.reason  # the advice given is enough
+
+
+def test_measure_refuses_more_sub_windows_than_its_longest_run_holds(board):
+    with pytest.raises(errors.UsageError, match=r"of 0\.5 s need a max_window_s of at least 30\.5"):
+        measure(lambda: board.clock.sleep(0.01), device=board, sync="none", min_windows=60)

@@ -170,11 +170,12 @@ def measure(
 
     Returns:
         The :class:`Measurement` of the run (marked not reliable if the target was not
-        reached by ``max_window_s``); its ``subwindow_mj`` and ``drift`` describe the spread.
+        reached by ``max_window_s``, or where calls longer than a sub-window left fewer than
+        ``min_windows`` of them); its ``subwindow_mj`` and ``drift`` describe the spread.
 
     Raises:
-        UsageError: ``fn`` not callable, non-positive durations, a bad target, ``min_windows`` < 3,
-            a bad ``settle``.
+        UsageError: ``fn`` not callable, non-positive durations, a bad target, ``min_windows`` < 3
+            or more than fit in ``max_window_s`` (``(min_windows + 1) * min_window_s``), a bad ``settle``.
     """
     _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_windows, settle)
     if not callable(fn):
@@ -207,6 +208,7 @@ def measure(
     control_mj = (null.per_call_mj, null.per_call_mj_err) if null else (0.0, 0.0)
     stop = _Stop(min_window_s, min_windows, target_rel_err, max_window_s, control_mj)
     result = _run(fn, board, window_idle, sync, prof, stop, said)
+    result = replace(result, problems=result.problems + _too_few(result, min_windows, min_window_s))
     if before is not None:
         said("idle")
         window_idle, problems = idle_after(board, before, prof, "work")
@@ -238,6 +240,11 @@ def _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_w
     ):
         raise errors.UsageError(
             f"min_windows must be a whole number from 3 to {MAX_WINDOWS}, not {min_windows!r}"
+        )
+    if (min_windows + 1) * min_window_s > max_window_s:  # the first mark's step opens the first sub-window
+        raise errors.UsageError(
+            f"{min_windows} sub-windows of {min_window_s:g} s need a max_window_s of at least "
+            f"{(min_windows + 1) * min_window_s:g} s, not {max_window_s:g}"
         )
     cool_down = _is_number(settle) and 0 <= settle <= SETTLE_MAX_S
     if settle is not None and settle != "temperature" and not cool_down:
@@ -399,6 +406,25 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
         return _bound_within(w, stop.target)
     finally:
         looks.took(time.perf_counter() - began)
+
+
+def _too_few(m: Measurement, min_windows: int, window_s: float) -> tuple[str, ...]:
+    """A problem where the run ended with fewer sub-windows than its spread needs, else none.
+
+    Calls longer than a sub-window hold marks back to the next call's end: two 20 s calls ran
+    past a 30 s limit with one sub-window, and the figure read reliable at the model's prior
+    state part, no spread behind it (a new user's trial, 2026-12-06).
+    """
+    found = len(m.subwindow_mj)
+    if found >= min_windows:
+        return ()
+    call_s = m.work_s / m.calls if m.calls else math.nan
+    return (
+        f"{found} sub-window{'' if found == 1 else 's'} of the {min_windows} its spread needs "
+        f"(calls of {call_s:.2f} s in {m.work_s:.1f} s): a max_window_s of at least "
+        f"{(min_windows + 1) * max(call_s, window_s) + 1:.0f} s, or EnergyWindow for a figure "
+        "without the spread",
+    )
 
 
 def _unreachable(fixed_w: float, net_top_w: float, target: float) -> bool:

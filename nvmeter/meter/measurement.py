@@ -1439,8 +1439,8 @@ def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str
         # which setting accepted it, and the bound in mJ: ±1.3 mJ on calls that draw ~0 read as a
         # failure without either (a new user's trial, 2026-12-06)
         return (
-            f"bound {rel:.1%} exceeds the accepted {max_rel_err:.1%} (max_rel_err=; measure()'s "
-            f"target_rel_err=): ±{err:,.1f} mJ {unit}"
+            f"bound {rel:.1%} exceeds the accepted {max_rel_err:.1%} (EnergyWindow's max_rel_err, "
+            f"measure()'s target_rel_err): ±{err:,.1f} mJ {unit}"
         )
     return None
 
