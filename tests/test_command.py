@@ -64,6 +64,16 @@ def test_the_window_holds_the_imposed_load_within_its_bound():
     assert result.idle == {"kind": "before", "path": None}
 
 
+def test_the_load_lasts_the_command_s_whole_life_even_a_short_one():
+    """A new user's trial: ``sh -c 'exit 3'`` lived 10 ms and the board held the load for 0.15 ms."""
+    board = SimulatedBoard(SimConfig(seed=3))
+    life = SimulatedLife(board)
+    result = run_command(["sh", "-c", "exit 3"], [board], life=life)
+    assert result.returncode == 3
+    # from before the process was made to its reaping, as wall_s (the fork and exec alone take ms)
+    assert life.t1_s - life.t0_s == pytest.approx(result.wall_s, rel=0.05, abs=2e-4)
+
+
 def test_a_board_lost_mid_run_lets_the_command_finish_then_says_nothing_was_measured(tmp_path):
     board = SimulatedBoard(SimConfig(seed=6))
     board.inject(Fault.GPU_LOST, at_s=board.clock.now() + 2.2)  # after the idle span and the edge

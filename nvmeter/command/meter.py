@@ -172,7 +172,7 @@ def run_command(
         proc = spawn(argv, env)
         try:
             forwarding.attach(proc)
-            life.started(proc.pid)
+            life.started(proc.pid, t0)
             failure = _wait(proc, windows, life, on_note or (lambda _line: None))
             wall_s = time.perf_counter() - t0
             life.ended()
