@@ -31,10 +31,12 @@ from nvmeter.clock import Clock, RealClock
 
 T = TypeVar("T")
 
-_NO_DRIVER_HINT = (
-    "no NVIDIA driver or GPU found on this machine; try --simulate to run on the simulated board "
-    "(in Python: pass an nvmeter.SimulatedBoard as the device)"
+# in Python, --simulate is a board given as the device, or Rig.open's simulate=True (a new user's trial)
+_SIMULATE_HINT = (
+    "try --simulate to run on the simulated board (in Python: an nvmeter.SimulatedBoard as the device, "
+    "nvmeter.simulated_host(n) for several, Rig.open(simulate=True))"
 )
+_NO_DRIVER_HINT = f"no NVIDIA driver or GPU found on this machine; {_SIMULATE_HINT}"
 
 
 @functools.cache
@@ -191,7 +193,7 @@ def visible_uuids() -> list[str]:
     nv = _pynvml()
     count = _call("the device count", nv.nvmlDeviceGetCount)
     if count == 0:
-        raise errors.NoGpu("NVML sees no GPU on this machine; try --simulate")
+        raise errors.NoGpu(f"NVML sees no GPU on this machine; {_SIMULATE_HINT}")
     all_uuids = [
         _text(_call("a UUID", nv.nvmlDeviceGetUUID, _call("a handle", nv.nvmlDeviceGetHandleByIndex, i)))
         for i in range(count)

@@ -53,7 +53,7 @@ class JobWindow:
         max_rel_err: Accepted relative bound on the job's per-step figure.
         host: The host name the boards are recorded under (default: this host's).
         available: Resolve indices, UUIDs and ``"all"`` among these boards instead of
-            NVML's (a simulated host: :func:`nvmeter.boards.factory.simulated_host`).
+            NVML's (a simulated host: :func:`nvmeter.simulated_host`).
 
     After the block, ``w.result`` is a :class:`JobMeasurement` (None if the block raised).
     A board whose telemetry fails at an edge (no energy counter, GPU lost) is named in
@@ -205,7 +205,7 @@ def shared_clock(boards: list[Board]) -> Clock:
     if virtual and len(clocks) > 1:
         raise errors.UsageError(
             "the simulated boards of one window must share one VirtualClock "
-            "(SimulatedBoard(config, clock) or nvmeter.boards.factory.simulated_host)"
+            "(SimulatedBoard(config, clock), or nvmeter.simulated_host(n) for n boards on one)"
         )
     return boards[0].clock
 
