@@ -96,7 +96,8 @@ class MeasureProgress:
             return head
         bound = "no estimate yet" if self.rel_err is None else f"bound ~{self.rel_err:.2%}"
         return (
-            f"{head}: {self.run_s:.1f} s of at most {self.max_window_s:g}, {self.calls:,} calls, "
+            f"{head}: {self.run_s:.1f} s of at most {self.max_window_s:g}, {self.calls:,} "
+            f"call{'' if self.calls == 1 else 's'}, "
             f"{self.subwindows} sub-window{'' if self.subwindows == 1 else 's'}, {bound} "
             f"(target {self.target_rel_err:.2%})"
         )

@@ -1007,9 +1007,8 @@ class Measurement:
             if self.calls
             else f"{self.above_idle_j:,.1f} ± {self.err_j:,.1f} J above idle in all, no calls declared "
         )
-        text = figure + (
-            f"({self.calls} call{'' if self.calls == 1 else 's'}, {self.window_s:.2f} s, {self.device.short}"
-        )
+        calls = f"{self.calls:,} call{'' if self.calls == 1 else 's'}"
+        text = figure + f"({calls}, {self.window_s:.2f} s, {self.device.short}"
         if self.method != "aligned":
             text += f", {self.method}"
         if self.transient:
