@@ -280,3 +280,11 @@ def test_a_record_that_show_reads_is_pointed_there(tmp_path):
     code, stdout, err = summarize(path)
     assert code == 2 and not stdout
     assert f"{path} is a window record, not a score record: read it with `nvmeter show {path}`" in err
+
+
+def test_the_plot_takes_log_axes_only_over_orders_of_magnitude():
+    from nvmeter.score.summarize import _spans_decade
+
+    assert not _spans_decade([73_651.0, 75_532.0, 77_413.0])  # one method's runs: a few percent
+    assert _spans_decade([0.05, 0.9, 12.0])  # the MNIST methods: ms per call over decades
+    assert not _spans_decade([float("nan"), -1.0])

@@ -411,6 +411,18 @@ def disagreement_lines(summaries: Sequence[MethodSummary]) -> list[str]:
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
+def _runs(s: MethodSummary) -> list[tuple[float, float]]:
+    """Each metered run's (ms, mJ) a call, where both are positive numbers."""
+    runs = [(r.ms_per_call, r.energy.method.per_call_mj) for r in s.metered]
+    return [(x, y) for x, y in runs if math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0]
+
+
+def _spans_decade(values: list[float]) -> bool:
+    """True when the positive ``values`` span at least a factor of 10 (an axis worth a log scale)."""
+    found = [v for v in values if math.isfinite(v) and v > 0]
+    return bool(found) and max(found) >= 10 * min(found)
+
+
 def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
     """Energy per call against time per call, one point per method, bars for the bounds, each run hollow.
 
@@ -445,15 +457,20 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
             s.ms_per_call, s.mj_per_call, yerr=s.mj_per_call_err, fmt=markers[i % len(markers)],
             capsize=3, label=f"{s.name} (d{s.difficulty})",
         )  # fmt: skip
-        runs = [(r.ms_per_call, r.energy.method.per_call_mj) for r in s.metered]
-        runs = [(x, y) for x, y in runs if math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0]
+        runs = _runs(s)
         if len(runs) > 1:  # each run, hollow: the bar is the median's bound, not the runs' spread
             ax.scatter(
                 *zip(*runs, strict=True),
                 s=12, facecolors="none", edgecolors=line[0].get_color(), linewidths=0.8, alpha=0.7,
             )  # fmt: skip
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    # log axes where the methods span orders of magnitude; over a few percent they printed ticks of
+    # 7.35x10^4 ... 7.75x10^4 (a new user's trial)
+    xs = [s.ms_per_call for s in points] + [x for s in points for x, _ in _runs(s)]
+    ys = [s.mj_per_call for s in points] + [y for s in points for _, y in _runs(s)]
+    ax.set_xscale("log" if _spans_decade(xs) else "linear")
+    ax.set_yscale("log" if _spans_decade(ys) else "linear")
+    if any(len(_runs(s)) > 1 for s in points):
+        ax.scatter([], [], s=12, facecolors="none", edgecolors="grey", label="each run")
     ax.set_xlabel("time per call, ms (median of runs)")
     ax.set_ylabel("energy per call above idle, mJ")
     boards = sorted({b for s in points for b in s.boards})
