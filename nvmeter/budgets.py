@@ -142,12 +142,22 @@ def judge(m, budget: Budget | None) -> Verdict:
         return Verdict("pass", f"energy {figure} is within {limit}")
     if low > budget.max_mj_per_call:
         return Verdict("fail", f"energy {figure} exceeds {limit}")
-    # what narrows it, not only how to silence it (a new user's trial, 2026-12-06)
-    return Verdict(
-        "undecided",
-        f"energy {figure}: its bound straddles {limit} (more calls in the window, or a warm start "
-        "rather than a cold or transient one, narrow the bound)",
-    )
+    return Verdict("undecided", f"energy {figure}: its bound straddles {limit} {_narrows(m)}")
+
+
+def _narrows(m) -> str:
+    """What narrows an undecided figure's bound, not only how to silence it (new users' trials, 2026-12-06).
+
+    The idle's part of the bound is the idle's error over each call's own time: more calls do
+    not narrow it (calls that drew ~0 above idle were told they would).
+    """
+    idle_mj = m.idle.err_w * m.window_s * 1e3 / m.calls
+    if idle_mj >= m.per_call_mj_err / 2:
+        return (
+            f"(±{idle_mj:,.1f} mJ of the bound is the idle's, ±{m.idle.err_w:.2f} W over each call's time: "
+            "more calls do not narrow that part; the budget is too close to the figure to decide)"
+        )
+    return "(more calls in the window, or a warm start rather than a cold or transient one, narrow the bound)"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -328,9 +329,17 @@ def test_the_json_path_is_checked_before_the_run(pytester, tmp_path):
 
 
 class FakeMeasurement:
-    def __init__(self, per_call_mj, err_mj, reason=None):
+    def __init__(self, per_call_mj, err_mj, reason=None, idle_err_w=0.0):
         self.per_call_mj, self.per_call_mj_err, self.reason = per_call_mj, err_mj, reason
         self.reliable = reason is None
+        self.idle, self.window_s, self.calls = SimpleNamespace(err_w=idle_err_w), 1.0, 100
+
+
+@pytest.mark.parametrize(("idle_err_w", "words"), [(0.0, "more calls in the window"), (1.0, "do not narrow")])
+def test_an_undecided_verdict_says_what_would_narrow_it(idle_err_w, words):
+    """Calls that draw ~0 above idle were told more calls narrow a bound that is the idle's (a new user)."""
+    verdict = judge(FakeMeasurement(95.0, 10.0, idle_err_w=idle_err_w), Budget(100.0))
+    assert verdict.outcome == "undecided" and words in verdict.text
 
 
 @pytest.mark.parametrize(
@@ -512,8 +521,6 @@ def test_an_energy_json_over_a_test_file_is_refused_before_the_tests(pytester):
 
 
 def test_energy_json_under_xdist_is_refused():
-    from types import SimpleNamespace
-
     from nvmeter.pytest_plugin import _xdist
 
     assert _xdist(SimpleNamespace(option=SimpleNamespace(numprocesses=2)))
