@@ -249,6 +249,14 @@ def test_idle_from_a_probe_file(tmp_path):
     assert f"no CUDA context, from {probe}" in result.stderr
 
 
+def test_an_idle_typed_ten_times_too_low_is_refused_before_the_command_runs(tmp_path):
+    """An adversarial review: --idle 7.87 for 78.7 W read 422 J for 343 J, marked reliable."""
+    out, ran = tmp_path / "run.json", tmp_path / "ran"
+    result = nvmeter("run", "--simulate", "--idle", "7.87", "--json", str(out), "--", "touch", str(ran))
+    assert "draws at rest without a CUDA context (78.7 W" in one_line(result, 2)
+    assert not out.exists() and not ran.exists()
+
+
 def start_metered(tmp_path, argv, **popen):
     """nvmeter run in a session of its own (no terminal), once its command said 'ready'."""
     out = tmp_path / "run.json"

@@ -228,6 +228,48 @@ def test_a_given_idle_above_the_boards_power_limit_is_refused_before_the_work(bo
     assert not w.result.reliable
 
 
+@pytest.mark.parametrize("idle_w", [50.0, 7.87])
+def test_a_given_idle_below_the_board_s_rest_is_refused_before_the_work(board, idle_w):
+    """An adversarial review: 7.87 W typed for 78.7 W, or 50 W for 121 W, read too high, marked reliable."""
+    below = pytest.raises(
+        errors.UsageError, match=r"below what .* draws at rest without a CUDA context \(78.7 W"
+    )
+    with below, EnergyWindow(board, sync="none", idle=idle_w):
+        pytest.fail("the window opened")
+
+
+@pytest.mark.parametrize("idle_w", [0.0, 75.0])
+def test_a_whole_energy_idle_and_one_near_the_rest_are_taken(board, idle_w):
+    with EnergyWindow(board, sync="none", idle=idle_w) as w:
+        board.set_load(300.0)
+        board.clock.sleep(0.5)
+        board.set_load(0.0)
+        w.call()
+    assert w.result.idle_w == idle_w
+
+
+def test_a_real_board_s_rest_comes_from_its_cached_probe(monkeypatch):
+    from types import SimpleNamespace
+
+    from nvmeter.boards import profile
+    from nvmeter.meter.baseline import drawable, rest_floor_w
+
+    ident = SimpleNamespace(
+        power_limit_w=700.0, name="NVIDIA H200", uuid="GPU-1", simulated=False, short="H200"
+    )
+    board = SimpleNamespace(identity=lambda: ident)
+    assert rest_floor_w(board) is None or rest_floor_w(board)[0] > 0  # none kept here: no floor
+    report = SimpleNamespace(
+        started_utc="2026-12-01T00:00:00+00:00", derived=lambda: {"idle": {"no_context": {"power_w": 78.7}}}
+    )
+    monkeypatch.setattr(profile, "cached_report", lambda _ident: report)
+    assert rest_floor_w(board) == (78.7, "its probe of 2026-12-01 in the user cache")
+    with pytest.raises(errors.UsageError, match="its probe of 2026-12-01"):
+        drawable(IdleBaseline.given(50.0), board)
+    monkeypatch.setattr(profile, "cached_report", lambda _ident: None)
+    assert drawable(IdleBaseline.given(50.0), board).power_w == 50.0  # no probe kept: nothing to judge by
+
+
 @pytest.mark.parametrize("limit_w", [math.nan, 0.0, None, 1e9])
 def test_a_board_without_a_real_power_limit_refuses_no_idle(limit_w):
     """A review: a 0 W limit refused every idle, and None raised a TypeError."""
@@ -235,7 +277,9 @@ def test_a_board_without_a_real_power_limit_refuses_no_idle(limit_w):
 
     from nvmeter.meter.baseline import drawable
 
-    ident = SimpleNamespace(power_limit_w=limit_w, name="NVIDIA T4", uuid="GPU-00000000-0000")
+    ident = SimpleNamespace(
+        power_limit_w=limit_w, name="NVIDIA T4", uuid="GPU-00000000-0000", simulated=False
+    )
     idle = IdleBaseline.given(80.0)
     assert drawable(idle, SimpleNamespace(identity=lambda: ident)) is idle
 

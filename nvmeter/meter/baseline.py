@@ -319,14 +319,19 @@ LEVEL_WORDS = {
 
 
 def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
-    """``idle`` if the board can draw it: a given idle above its power limit is refused.
+    """``idle`` if the board can draw it: a given idle above its power limit, or below its rest, is refused.
 
-    Such an idle is a typo or another board's figure; subtracted, it leaves a figure below zero
-    that no window could call reliable, so it is refused before any work runs.
+    Such an idle is a typo or another board's figure. Above the limit, it leaves a figure below
+    zero that no window could call reliable; below the board's idle without a CUDA context
+    (:func:`rest_floor_w`), a figure too high that nothing else in the window can tell: 7.87 W
+    given for 78.7 W read 422 J for 343 J, and 50 W for a 121 W idle 25,701 mJ a call for 22,000,
+    both marked reliable (an adversarial review, 2026-12-06). Both are refused before any work
+    runs. 0 W stays allowed: the board's whole energy, as asked.
 
     Raises:
         UsageError: ``idle`` lies above the board's enforced power limit, by more than its bound
-            (where NVML gives a limit that can be real: :func:`nvmeter.meter.sanity.known_limit_w`).
+            (where NVML gives a limit that can be real: :func:`nvmeter.meter.sanity.known_limit_w`),
+            or is above 0 and, with its bound, under :data:`REST_FLOOR_SHARE` of the rest floor.
     """
     ident = board.identity()
     limit_w = sanity.known_limit_w(ident)
@@ -335,7 +340,41 @@ def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
             f"idle {idle.power_w:,.1f} W is above {ident.short}'s power limit "
             f"({limit_w:,.0f} W): give the idle of this board, in watts"
         )
+    floor = rest_floor_w(board) if idle.power_w > 0 else None
+    if floor is not None and idle.power_w + idle.err_w < REST_FLOOR_SHARE * floor[0]:
+        raise errors.UsageError(
+            f"idle {idle.power_w:,.1f} W is below what {ident.short} draws at rest without a CUDA context "
+            f"({floor[0]:,.1f} W, {floor[1]}): give the idle of this board, in watts (0 for its whole energy)"
+        )
     return idle
+
+
+# A given idle under this share of the board's rest without a context is refused (drawable). The H200's
+# no-context idle read 78.7 and 77.6 W in two probes (results/probe-h200.json, probe-h200-quick-*.json),
+# the H100's 74.9 W: 1.4% apart on one board; 0.9 is a chosen margin for warmer or cooler boards, not fitted.
+REST_FLOOR_SHARE = 0.9
+
+
+def rest_floor_w(board: Board) -> tuple[float, str] | None:
+    """What ``board`` draws at rest without a CUDA context, W, and where that figure comes from; or None.
+
+    A simulated board's model; a real board's idle probe in the probe record ``nvmeter probe``
+    keeps for it (None where none is kept, or it cannot be read: no floor is then known).
+    """
+    ident = board.identity()
+    if ident.simulated:
+        config = getattr(board, "config", None)
+        return None if config is None else (config.idle_no_context_w, "the simulated board's model")
+    from nvmeter.boards.profile import cached_report
+
+    try:
+        report = cached_report(ident)
+        level = report.derived()["idle"]["no_context"] if report is not None else None
+    except (errors.RecordError, KeyError, TypeError):
+        return None
+    if not isinstance(level, dict) or not math.isfinite(level.get("power_w", math.nan)):
+        return None
+    return level["power_w"], f"its probe of {report.started_utc[:10]} in the user cache"
 
 
 def watts_in(text: str) -> float | None:
