@@ -202,9 +202,15 @@ class _State:
 
 
 def _xdist(config) -> bool:
-    """True when pytest-xdist spreads the tests over workers (or this is one of them)."""
-    workers = getattr(config.option, "numprocesses", None)
-    return hasattr(config, "workerinput") or (bool(workers) and workers != "0")
+    """True when pytest-xdist spreads the tests over workers (or this is one of them).
+
+    By ``-n N``, or by ``--tx`` gateways with a ``--dist`` mode (``-d --tx popen``): the workers
+    each refused the option at start-up, and xdist replaced them for ever (an adversarial review).
+    """
+    option = config.option
+    workers = getattr(option, "numprocesses", None)
+    gateways = bool(getattr(option, "tx", None)) and getattr(option, "dist", "no") not in ("no", None)
+    return hasattr(config, "workerinput") or (bool(workers) and workers != "0") or gateways
 
 
 def _said(entries: list[Entry], outcomes: tuple[str, ...]) -> str:

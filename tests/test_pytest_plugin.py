@@ -524,6 +524,9 @@ def test_energy_json_under_xdist_is_refused():
     from nvmeter.pytest_plugin import _xdist
 
     assert _xdist(SimpleNamespace(option=SimpleNamespace(numprocesses=2)))
+    # -d --tx popen, or --tx 2*popen --dist load: workers without -n (an adversarial review's endless respawn)
+    assert _xdist(SimpleNamespace(option=SimpleNamespace(numprocesses=None, tx=["popen"], dist="load")))
+    assert not _xdist(SimpleNamespace(option=SimpleNamespace(numprocesses=0, tx=[], dist="no")))
     assert _xdist(SimpleNamespace(option=SimpleNamespace(), workerinput={}))
     assert not _xdist(SimpleNamespace(option=SimpleNamespace(numprocesses=0)))
     assert not _xdist(SimpleNamespace(option=SimpleNamespace()))
