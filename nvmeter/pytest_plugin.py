@@ -79,7 +79,7 @@ class _State:
             # (an adversarial review, 2026-12-06)
             raise pytest.UsageError(
                 "--energy-json: pytest-xdist's workers keep their own windows and this record would "
-                "hold none: run without -n (or with -n 0) to write it"
+                "hold none: run without -n or --tx (or with -n 0) to write it"
             )
         self.json_claim: records.Claim | None = None
         if self.json_path is not None:
