@@ -115,6 +115,13 @@ def test_a_kind_no_record_has_is_named_with_those_that_exist(tmp_path):
         ),
         (lambda w: w.__setitem__("call_ends_s", {}), r"window\.call_ends_s is .*, not a list"),
         (lambda w: w.__setitem__("inner", {}), r"window\.inner is .*, not a list"),
+        # a third adversarial review (2026-12-06): a work ending 31 years on narrowed the bound 4.7 times,
+        # and 10**20 calls turned a budget's FAIL into a PASS
+        (
+            lambda w: (w.__setitem__("work_t1_s", 1e9), w.__setitem__("call_ends_s", [])),
+            r"window\.work_t0_s\.\.work_t1_s ran .* not inside the window's reads",
+        ),
+        (lambda w: w.__setitem__("calls", 10**20), r"calls 100000000000000000000"),
     ],
 )
 def test_a_window_record_with_a_field_of_the_wrong_kind_is_refused(window, tmp_path, change, says):

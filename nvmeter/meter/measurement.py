@@ -1160,7 +1160,7 @@ class Measurement:
         if (
             m.method not in ("aligned", "samples", "plain")
             or isinstance(m.calls, bool)
-            or not (isinstance(m.calls, int) and m.calls >= 0)
+            or not (isinstance(m.calls, int) and 0 <= m.calls <= sanity.MAX_CALLS)
         ):
             raise errors.RecordError(f"a malformed Measurement (method {m.method!r}, calls {m.calls!r})")
         _check_figures(m)
@@ -1268,7 +1268,7 @@ def check_dict(d, where: str) -> dict:
     records.counters(window, where)
     sanity.refuse(window, where)
     reads_s = _edge_reads(window, where)
-    _check_work(window, where)
+    _check_work(window, where, reads_s)
     _check_states(window, where, reads_s)
     records.items(window.get("inner", []), f"{where}.inner", records.mapping)
     return window
@@ -1332,15 +1332,22 @@ def _check_states(window: dict, where: str, reads_s: list[float]) -> None:
     records.span_inside(f"{where}.states", times[0], times[-1], span, "the window's reads")
 
 
-def _check_work(window: dict, where: str) -> None:
-    """The work's times: its start before its end, each call's end in order inside it (BadField if not).
+def _check_work(window: dict, where: str, reads_s: list[float]) -> None:
+    """The work's times in order, within the window's reads, each call's end inside (BadField if not).
 
-    In the 2,835 committed windows of results/ with call ends, every one lies so.
+    In the 2,835 committed windows of results/ with call ends, every one lies so. Of the 5,034
+    committed windows, the work starts at most 0.25 s after the start edge's first read or 1.2 ms
+    before it, and ends at least 6 ms before the end edge's last read; ``STATE_MARGIN_S`` either
+    side is a chosen margin far outside that. A work end edited 31 years past the end edge
+    narrowed a window's bound 4.7 times (an adversarial review, 2026-12-06).
     """
     t0_s = records.number(window["work_t0_s"], f"{where}.work_t0_s")
     t1_s = records.number(window["work_t1_s"], f"{where}.work_t1_s")
     if t1_s < t0_s:
         raise records.BadField(f"{where}.work_t1_s is {t1_s:.6g} s, before work_t0_s ({t0_s:.6g} s)")
+    if len(reads_s) == 2:
+        around = (reads_s[0] - STATE_MARGIN_S, reads_s[1] + STATE_MARGIN_S)
+        records.span_inside(f"{where}.work_t0_s..work_t1_s", t0_s, t1_s, around, "the window's reads")
     ends = records.items(window.get("call_ends_s", []), f"{where}.call_ends_s", records.number)
     if ends:
         if ends != sorted(ends):
