@@ -126,10 +126,18 @@ class _State:
         read here rather than by the window so that a probe of another board ends the session
         in one line (exit 4), as a bad option would have, not each test in a traceback.
         """
+        from nvmeter.boards.profile import resolve_profile
+        from nvmeter.meter.baseline import IdleBaseline, context_level, drawable
+
+        if isinstance(self.idle, float):  # watts: judged once a board, here, for the same reason
+            if board.identity().uuid not in self._idles:
+                try:
+                    self._idles[board.identity().uuid] = drawable(IdleBaseline.given(self.idle), board)
+                except errors.UsageError as exc:  # over its limit, under its rest: a traceback a test, before
+                    pytest.exit(f"--energy-idle: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+            return self.idle
         if not isinstance(self.idle, Path):
             return self.idle
-        from nvmeter.boards.profile import resolve_profile
-        from nvmeter.meter.baseline import IdleBaseline, context_level
 
         key = (board.identity().uuid, context_level(board))
         if key not in self._idles:  # the file is read and verified once a board and level, not a window

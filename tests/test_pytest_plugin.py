@@ -443,6 +443,22 @@ def test_step(energy_board):
     assert "Traceback" not in result.stdout.str()
 
 
+@pytest.mark.parametrize(
+    ("idle", "says"), [("701", "above * power limit"), ("7.87", "below what * draws at rest")]
+)
+def test_an_idle_in_watts_the_board_cannot_draw_ends_the_session_in_one_line(pytester, idle, says):
+    """An adversarial review: --energy-idle=701 on a 700 W board failed every test with a traceback."""
+    body = f"""
+@pytest.mark.energy(max_mj_per_call={PER_CALL_MJ * 1.2}, calls=CALLS)
+def test_step(energy_board):
+    work(energy_board)
+"""
+    result = run(pytester, body, f"--energy-idle={idle}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([f"*--energy-idle: idle * W is {says}*"])
+    assert "Traceback" not in result.stdout.str()
+
+
 SIM_UUID = "GPU-5157a7ed-0000-4000-8000-000000000000"  # the simulated board's
 
 
