@@ -505,16 +505,19 @@ def probe(
     only = names or None
     selection(quick, tuple(only or ()))  # bad names fail before a board is opened
     if device is None or device.strip() != "all":
-        claimed = records.claim(out_path)  # before the board: a path that cannot be written is bad input
+        # before the board: a path that cannot be written is bad input
+        claimed = records.claim(out_path, kind="probe")
         _probe_one(_open_rig(device, simulate), claimed, quick, only, cache)
         return
     from nvmeter.boards.factory import open_boards
     from nvmeter.worker.rig import Rig
 
-    records.check_writable(out_path)  # each board's file is named from OUT's: a folder has no name to extend
+    # each board's file is named from OUT's: a folder has no name to extend
+    records.check_writable(out_path, kind="probe")
     boards = open_boards("all", simulate=simulate, sim_boards=sim_boards)
     paths = [out_path.with_name(f"{out_path.stem}-{b.identity().uuid}{out_path.suffix}") for b in boards]
-    claims = [records.claim(path) for path in paths]  # every file checked before the first board is touched
+    # every file checked before the first board is touched
+    claims = [records.claim(path, kind="probe") for path in paths]
     failed: list[errors.NvmeterError] = []
     for board, claimed in zip(boards, claims, strict=True):
         try:
@@ -738,7 +741,7 @@ def run(
     claimed = None
     if json_path is not None:
         claimed = records.claim(
-            json_path, inputs=(("--idle", idle_given if isinstance(idle_given, Path) else None),)
+            json_path, inputs=(("--idle", idle_given if isinstance(idle_given, Path) else None),), kind="run"
         )
     boards = [open_board(d, simulate=simulate) for d in _devices(device)]
     life = cmd.SimulatedLife(boards[0]) if simulate else None

@@ -75,7 +75,7 @@ def _output_path(path: Path) -> Path:
     return real
 
 
-def check_writable(path: Path, inputs: tuple = (), record: bool = True) -> Path:
+def check_writable(path: Path, inputs: tuple = (), record: bool = True, kind: str | None = None) -> Path:
     """Fail early, before any measurement, if ``path`` cannot be written; the path written to.
 
     That is ``path``, or the file it links to (:func:`_output_path`).
@@ -86,10 +86,11 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True) -> Path:
             destroy it.
         record: ``path`` takes a JSON record, so a file already there must be a JSON object (or empty);
             False for a plot or a table.
+        kind: The record's kind, where known: a record of another kind there is not replaced.
 
     Raises:
         UsageError: the folder is missing or not writable, the path is a folder, an input, or
-            (``record``) an existing file that is not a JSON record.
+            (``record``) an existing file that is not a JSON record, or one of another ``kind``.
 
     """
     if isinstance(path, str) and path == "":  # Path("") would be the current folder: a name was meant
@@ -112,6 +113,12 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True) -> Path:
         # `nvmeter run --json train.py -- python3 train.py` the command's script (an adversarial review)
         raise errors.UsageError(
             f"{path} exists and is not a JSON record: give a new path (or remove the file first)"
+        )
+    if record and kind is not None and path.is_file() and (other := _other_kind(path, kind)):
+        # `nvmeter run --json probe.json` replaced the probe record, without a word (an adversarial review)
+        raise errors.UsageError(
+            f"{path} holds an nvmeter {other} record, and this would replace it with a {kind} record: "
+            "give a new path (or remove the file first)"
         )
     if not os.access(folder, os.W_OK):
         raise errors.UsageError(f"cannot write {path}: folder {folder} is not writable")
@@ -143,13 +150,13 @@ class Claim:
     before: tuple[int, int, int] | None
 
 
-def claim(path: Path, inputs: tuple = (), record: bool = True) -> Claim:
+def claim(path: Path, inputs: tuple = (), record: bool = True, kind: str | None = None) -> Claim:
     """Check ``path`` as :func:`check_writable` does and remember what lies there (:class:`Claim`).
 
     Raises:
         UsageError: as :func:`check_writable`.
     """
-    real = check_writable(path, inputs, record)
+    real = check_writable(path, inputs, record, kind)
     return Claim(Path(path), real, _stamp(real))
 
 
@@ -160,6 +167,16 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _other_kind(path: Path, kind: str) -> str | None:
+    """The kind of the nvmeter record at ``path`` where it is not ``kind`` (None: the same, or none said)."""
+    try:
+        found = parse_json(path, "a record") if path.stat().st_size else None
+    except errors.RecordError:
+        return None
+    other = found.get("kind") if isinstance(found, dict) else None
+    return other if isinstance(other, str) and other in CURRENT and other != kind else None
 
 
 def _replaceable(path: Path) -> bool:
@@ -205,7 +222,7 @@ def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = Fa
             exists (the record is then kept under a name beside it, which the message gives).
 
     """
-    path = check_writable(path, record=not own)
+    path = check_writable(path, record=not own, kind=record.get("kind") if isinstance(record, dict) else None)
     if replace:
         _write(path, record, lambda tmp: os.replace(tmp, path))
     else:

@@ -800,3 +800,18 @@ def test_two_conflicts_of_one_process_keep_both_records(tmp_path):
         kept.append(caught.value.kept)
     assert kept[0] != kept[1]
     assert [json.loads(Path(k).read_text())["mine"] for k in kept] == [1, 2]
+
+
+def test_a_record_of_another_kind_is_not_replaced(tmp_path):
+    """An adversarial review: run --json probe.json, probe --out run.json silently replaced the other."""
+    probe, run = tmp_path / "probe.json", tmp_path / "run.json"
+    assert nvmeter("probe", "--simulate", "--quick", "--only", "idle", "--out", probe).returncode == 0
+    assert nvmeter("run", "--simulate", "--json", run, "--", "true").returncode == 0
+    kept = probe.read_bytes(), run.read_bytes()
+    line = one_line_error(nvmeter("run", "--simulate", "--json", probe, "--", "true"), 2)
+    assert "holds an nvmeter probe record, and this would replace it with a run record" in line
+    line = one_line_error(nvmeter("probe", "--simulate", "--quick", "--only", "idle", "--out", run), 2)
+    assert "holds an nvmeter run record" in line
+    assert (probe.read_bytes(), run.read_bytes()) == kept
+    assert nvmeter("run", "--simulate", "--json", run, "--", "true").returncode == 0  # a run over a run
+    assert run.read_bytes() != kept[1]

@@ -328,6 +328,17 @@ def test_the_json_path_is_checked_before_the_run(pytester, tmp_path):
     result.stderr.fnmatch_lines(["*--energy-json: cannot write*does not exist*"])
 
 
+def test_the_json_path_keeps_a_record_of_another_kind(pytester, tmp_path):
+    """An adversarial review: --energy-json=probe.json replaced a probe record."""
+    probe = tmp_path / "probe.json"
+    probe.write_text(json.dumps({"kind": "probe", "schema_version": 1}))
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest(f"--energy-json={probe}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--energy-json: *holds an nvmeter probe record*pytest-energy record*"])
+    assert json.loads(probe.read_text())["kind"] == "probe"
+
+
 class FakeMeasurement:
     def __init__(self, per_call_mj, err_mj, reason=None, idle_err_w=0.0):
         self.per_call_mj, self.per_call_mj_err, self.reason = per_call_mj, err_mj, reason
