@@ -54,6 +54,8 @@ def window_kwargs(scenario: str, rank: int) -> dict:
         kwargs.update(host=f"host{rank // 2}", result_on=0)
     if scenario == "result_on":  # the ranks disagree on who holds the result
         kwargs["result_on"] = "all" if rank == 0 else 0
+    if scenario == "max_rel_err":  # ... or on the bound they accept
+        kwargs["max_rel_err"] = 0.001 if rank == 0 else None
     return kwargs
 
 

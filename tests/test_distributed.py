@@ -19,7 +19,7 @@ from nvmeter.meter.jobmeasurement import JobMeasurement
 
 RANK = Path(__file__).with_name("dist_rank.py")
 FOUR = ["plain", "shared", "missing", "unsupported", "calls", "mixed", "two_each", "hosts", "hang"]
-TWO = ["plain", "shared", "result_on"]
+TWO = ["plain", "shared", "result_on", "max_rel_err"]
 KILL_AFTER_S = 150
 
 
@@ -133,6 +133,13 @@ def test_ranks_given_different_result_on_are_refused_at_entry_not_at_the_time_ou
         assert r["error"] == "UsageError: the ranks gave different result_on (rank 0: 'all', rank 1: 0): " + (
             "give every rank the same"
         )
+
+
+def test_ranks_given_different_max_rel_err_are_refused_at_entry(worlds):
+    """An adversarial review: one job's figure read NOT RELIABLE on rank 0 and reliable on rank 1."""
+    for r in scenario(worlds, 2, "max_rel_err"):
+        said = "the ranks gave different max_rel_err (rank 0: 0.001, rank 1: None)"
+        assert r["error"] == f"UsageError: {said}: give every rank the same"
 
 
 def test_a_board_missing_on_one_host_stops_every_rank_naming_it(worlds):

@@ -182,10 +182,11 @@ class DistributedWindow:
                 "boards": mine,
                 "error": error,
                 "result_on": self.result_on,
+                "max_rel_err": self._kw.get("max_rel_err"),
             }
         )
         self._refuse_failures(statuses)
-        self._refuse_mixed_result_on(statuses)
+        self._refuse_mixed(statuses)
         for status in statuses:
             for key in status["boards"]:
                 self._ranks_on.setdefault(tuple(key), ())
@@ -285,17 +286,19 @@ class DistributedWindow:
         raise errors.DistributedError(text) from self._open_error
 
     @staticmethod
-    def _refuse_mixed_result_on(statuses: list[dict]) -> None:
-        """Refuse ranks that would gather the result differently, on every rank at once.
+    def _refuse_mixed(statuses: list[dict]) -> None:
+        """Refuse ranks that would gather or judge the job's result differently, on every rank at once.
 
         Ranks given different ``result_on`` waited for the process group's time-out at the end
-        (30 min by default) and then named no rank (an adversarial review, 2026-12-06). Every rank
-        sees the same statuses, so all refuse here.
+        (30 min by default) and then named no rank; given different ``max_rel_err``, one job's
+        figure read NOT RELIABLE on one rank and reliable on another (adversarial reviews,
+        2026-12-06). Every rank sees the same statuses, so all refuse here.
         """
-        given = {s["rank"]: s["result_on"] for s in statuses}
-        if len(set(map(repr, given.values()))) > 1:
-            said = ", ".join(f"rank {rank}: {value!r}" for rank, value in sorted(given.items()))
-            raise errors.UsageError(f"the ranks gave different result_on ({said}): give every rank the same")
+        for name in ("result_on", "max_rel_err"):
+            given = {s["rank"]: s[name] for s in statuses}
+            if len(set(map(repr, given.values()))) > 1:
+                said = ", ".join(f"rank {rank}: {value!r}" for rank, value in sorted(given.items()))
+                raise errors.UsageError(f"the ranks gave different {name} ({said}): give every rank the same")
 
     @staticmethod
     def _timed(fn) -> float:
