@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -589,6 +590,26 @@ def test_a_measure_only_run_records_measure_trials_alone(tmp_path):
     types = _types(part)
     assert part["done"] and types["measure"] == 5 and set(types) == {"measure", "ref"}
     assert part["plan"]["counts"]["measure"] == 5
+
+
+def test_measure_trials_take_the_warm_up_and_fewest_sub_windows_asked_for(tmp_path, monkeypatch):
+    import nvmeter.meter.adaptive
+
+    seen = []
+    real = nvmeter.meter.adaptive.measure
+
+    @functools.wraps(real)  # the bench passes what measure()'s signature takes
+    def spy(fn, **kw):
+        seen.append(kw)
+        return real(fn, **kw)
+
+    monkeypatch.setattr(nvmeter.meter.adaptive, "measure", spy)
+    config = runner.Config(
+        kinds=("copy",), budget_s=90.0, verbose=False, only=("measure",), measure_runs=2,
+        measure_warmup_s=1.0, measure_min_windows=5, measure_max_window_s=4.0,
+    )  # fmt: skip
+    runner.run(tmp_path / "m.json", config, board=_board(1000.0))
+    assert seen and all(kw["warmup_s"] == 1.0 and kw["min_windows"] == 5 for kw in seen)
 
 
 def test_the_cli_refuses_an_unknown_trial_type(capsys):

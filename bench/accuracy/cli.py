@@ -191,6 +191,18 @@ def _parser() -> argparse.ArgumentParser:
             help=f"measure()'s max_window_s, s (default {Config.measure_max_window_s:g}, "
             f"at least {MEASURE_SUBWINDOW_S:g})",
         )
+        r.add_argument(
+            "--measure-warmup-s",
+            type=_seconds(zero_ok=True),
+            default=None,
+            help="measure()'s warmup_s, s (default its own)",
+        )
+        r.add_argument(
+            "--measure-min-windows",
+            type=_positive_int,
+            default=None,
+            help="measure()'s min_windows (default its own, 3): more hold each run for longer",
+        )
         r.add_argument("--single-runs", type=_positive_int, default=None, help="single-call trials a kind")
         r.add_argument(
             "--single-delays-ms",
@@ -334,6 +346,8 @@ def _config(args):
         measure_runs=args.measure_runs,
         target_rel_err=args.measure_target,
         measure_max_window_s=args.measure_max_s,
+        measure_warmup_s=getattr(args, "measure_warmup_s", None),
+        measure_min_windows=getattr(args, "measure_min_windows", None),
         warm_s=args.warm_s,
         exit=getattr(args, "exit", "wait"),
         enclose=getattr(args, "enclose", False),
@@ -355,7 +369,7 @@ def _plan(args) -> None:
             idle_s=args.idle_s,
             meter_s=args.meter_ms / 1e3,
             lead_s=args.lead_s,
-            measure_s=measure_s_guess(args.measure_max_s),
+            measure_s=measure_s_guess(args.measure_max_s, getattr(args, "measure_warmup_s", None)),
         )
         budget = args.budget_s / len(args.kinds)
         full, floor, _ = plan.limits(args.only, args.measure_runs, args.warm_s, args.single_runs)

@@ -11,7 +11,9 @@
 #   lead10:  bf16 at the cap, warm 0.5 s windows inside references led by 10 s of calls (LEAD10_S
 #            of budget, default 120): does the +-1% target hold once the limiter has settled?
 #   fp32measure: FP32 4096^2 measure() runs against enclosing references (FP32M_S of budget, default
-#            150; MEASURE_RUNS of them): the H100s' one measure() cell under 95% (10 of 11).
+#            150; MEASURE_RUNS of them): the H100s' one measure() cell under 95% (10 of 11), and
+#            GPU-0e2e6fe6's 2 of 8 (call 67). FP32M_MAX_S (default 8), FP32M_WARMUP_S and
+#            FP32M_MIN_WINDOWS set measure()'s max_window_s, warmup_s and min_windows.
 # Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [MEASURE_RUNS=4] [LEAD10_S=120]
 #   [STEPS="probe enclose gpu rest"] bash bench/device/cap_spread.sh
 #   (short of device time: STEPS="probe gpu enclose" runs the tests before the bench)
@@ -58,7 +60,8 @@ step_fp32measure() {
     header 0
     timeout $((${FP32M_S:-150} + 45)) python3 bench/window_accuracy.py run --kinds fp32 --only measure \
       --enclose --no-zeus --quiet --budget-s "${FP32M_S:-150}" --measure-runs "${MEASURE_RUNS:-8}" \
-      --measure-target 0.02 --measure-max-s 8 --out "$W/fp32measure.json"
+      --measure-target 0.02 --measure-max-s "${FP32M_MAX_S:-8}" ${FP32M_WARMUP_S:+--measure-warmup-s "$FP32M_WARMUP_S"} \
+      ${FP32M_MIN_WINDOWS:+--measure-min-windows "$FP32M_MIN_WINDOWS"} --out "$W/fp32measure.json"
     echo "run rc=$?"
   } > "$W/fp32measure.log" 2>&1
   tail -2 "$W/fp32measure.log"
