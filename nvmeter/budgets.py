@@ -151,7 +151,7 @@ def _narrows(m) -> str:
     The idle's part of the bound is the idle's error over each call's own time: more calls do
     not narrow it (calls that drew ~0 above idle were told they would).
     """
-    idle_mj = m.idle.err_w * m.window_s * 1e3 / m.calls
+    idle_mj = m.idle_part_mj
     if idle_mj >= m.per_call_mj_err / 2:
         return (
             f"(±{idle_mj:,.1f} mJ of the bound is the idle's, ±{m.idle.err_w:.2f} W over each call's time: "

@@ -93,7 +93,8 @@ class _State:
         self.json_written: Path | None = None  # where --energy-json went, once written
         self.json_failure: Exception | None = None  # why it could not be written, at the session's end
         self._boards: dict = {}
-        self._idles: dict = {}  # (board UUID, idle level): the probe file's IdleBaseline
+        # (board UUID, idle level): the probe file's IdleBaseline; board UUID: watts judged for it
+        self._idles: dict = {}
         self.entries: list[Entry] = []
 
     def board(self, device):

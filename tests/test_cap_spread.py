@@ -74,12 +74,11 @@ def test_a_profile_keeps_its_spread_through_json_and_one_from_before_it_reads_as
 
 
 def test_every_family_has_a_spread_and_the_unmeasured_ones_are_wider():
-    assert profiles.default_profile("NVIDIA GH200 480GB") is profiles.HOPPER  # not the H200's
-    assert profiles.default_profile("NVIDIA H200") is profiles.HOPPER_H200
+    assert profiles.default_profile("NVIDIA GH200 480GB") is profiles.HOPPER
+    assert profiles.default_profile("NVIDIA H200") is profiles.HOPPER  # a fifth H200 passed its own
     assert profiles.default_profile("NVIDIA H100 80GB HBM3") is profiles.HOPPER
     for length in (0.25, 0.5, 1.0, 2.0):
         hopper = profiles.HOPPER.cap_spread_rel(length)
-        assert hopper > profiles.HOPPER_H200.cap_spread_rel(length)
         assert profiles.AMPERE.cap_spread_rel(length) > hopper
         assert profiles.GENERIC.cap_spread_rel(length) > hopper
 
@@ -207,11 +206,7 @@ def test_marks_no_worker_writes_are_one_line(tmp_path, damage):
 
 def test_a_board_that_the_load_does_not_hold_at_its_cap_keeps_the_family_s_spread():
     p = probed(3, power_limit_w=2000.0)
-    assert (
-        p.cap_spread
-        == profiles.default_profile("Simulated H200").cap_spread
-        == profiles.HOPPER_H200.cap_spread
-    )
+    assert p.cap_spread == profiles.default_profile("Simulated H200").cap_spread == profiles.HOPPER.cap_spread
 
 
 def test_the_cap_spread_probe_is_opt_in(tmp_path):
@@ -232,7 +227,7 @@ def test_the_cap_spread_probe_is_opt_in(tmp_path):
         report.probes["cap_spread"].runs[0], MarkedRun
     )
     assert report.profile().cap_spread == capspread.profile_spread(report.probes["cap_spread"].derived())
-    assert report.profile().cap_spread != profiles.HOPPER_H200.cap_spread
+    assert report.profile().cap_spread != profiles.HOPPER.cap_spread
 
 
 # -- the worker --------------------------------------------------------------------------------------
@@ -296,9 +291,7 @@ def test_model_10_leaves_windows_the_board_did_not_limit_as_model_8_read_them():
 def test_model_10_takes_the_family_s_spread_where_the_profile_has_none():
     windows, _ = warm_windows(make_board(**SWING), profiles.HOPPER.with_(cap_spread=()), n=1)
     m = replace(windows[0], model_version=10)
-    assert m.state_rel == pytest.approx(
-        2 * profiles.HOPPER_H200.cap_spread_rel(m.work_s)
-    )  # a (simulated) H200
+    assert m.state_rel == pytest.approx(2 * profiles.HOPPER.cap_spread_rel(m.work_s))  # a (simulated) H200
     assert m.to_dict()["derived"]["state_rel"] == m.state_rel
 
 
@@ -351,7 +344,7 @@ def test_a_limited_window_says_whose_spread_set_its_bound():
 def test_a_limited_window_with_too_few_sub_windows_for_their_interval_says_whose_spread_set_its_bound():
     board = make_board(**SWING)
     calls(board, 2.5, CAP_LOAD_W)
-    with EnergyWindow(board, idle=idle_of(board), sync="none", profile=profiles.HOPPER_H200) as w:
+    with EnergyWindow(board, idle=idle_of(board), sync="none", profile=profiles.HOPPER) as w:
         calls(board, 0.6, CAP_LOAD_W, window=w)
         w.mark()  # one sub-window edge: two sub-windows, under the three their interval needs
         calls(board, 0.6, CAP_LOAD_W, window=w)

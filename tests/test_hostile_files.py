@@ -813,5 +813,9 @@ def test_a_record_of_another_kind_is_not_replaced(tmp_path):
     line = one_line_error(nvmeter("probe", "--simulate", "--quick", "--only", "idle", "--out", run), 2)
     assert "holds an nvmeter run record" in line
     assert (probe.read_bytes(), run.read_bytes()) == kept
+    # --device all writes run-GPU-….json beside it, never run.json itself (a review)
+    every = nvmeter("probe", "--simulate", "--device", "all", "--quick", "--only", "idle", "--out", run)
+    assert every.returncode == 0, every.stderr
+    assert run.read_bytes() == kept[1] and list(tmp_path.glob("run-GPU-*.json"))
     assert nvmeter("run", "--simulate", "--json", run, "--", "true").returncode == 0  # a run over a run
     assert run.read_bytes() != kept[1]

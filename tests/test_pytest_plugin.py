@@ -343,7 +343,8 @@ class FakeMeasurement:
     def __init__(self, per_call_mj, err_mj, reason=None, idle_err_w=0.0):
         self.per_call_mj, self.per_call_mj_err, self.reason = per_call_mj, err_mj, reason
         self.reliable = reason is None
-        self.idle, self.window_s, self.calls = SimpleNamespace(err_w=idle_err_w), 1.0, 100
+        self.idle = SimpleNamespace(err_w=idle_err_w)
+        self.idle_part_mj = idle_err_w * 1e3 / 100  # over 1 s, 100 calls
 
 
 @pytest.mark.parametrize(("idle_err_w", "words"), [(0.0, "more calls in the window"), (1.0, "do not narrow")])

@@ -242,7 +242,8 @@ def _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_w
         raise errors.UsageError(
             f"min_windows must be a whole number from 3 to {MAX_WINDOWS}, not {min_windows!r}"
         )
-    if (min_windows + 1) * min_window_s > max_window_s:  # the first mark's step opens the first sub-window
+    # the first mark's step opens the first sub-window; 1e-9 for round-off (7 x 0.1 s is over 0.7 s)
+    if (min_windows + 1) * min_window_s > max_window_s * (1 + 1e-9):
         raise errors.UsageError(
             f"{min_windows} sub-windows of {min_window_s:g} s need a max_window_s of at least "
             f"{(min_windows + 1) * min_window_s:g} s, not {max_window_s:g}"

