@@ -189,7 +189,9 @@ History:
        And idle spans rebuilt from a record (``nvmeter score``'s frozen idles) bound their polling
        at the profile's artefact over every read inside them, as live spans had been since the
        profile (``idle_polls_profiled``); the score had kept the H200's 2.8 W over the end edge's
-       reads on every board, ~13 times under the Ampere defaults' 35 W.
+       reads on every board, ~13 times under the Ampere defaults' 35 W. (This joined model 11 hours
+       after it became current, before any score record of model 11 was committed; one written in
+       those hours may read as disagreeing with its stored figures: score it again.)
        Current since 2026-12-06: never narrower than model 10.
 """
 
