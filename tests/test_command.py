@@ -86,9 +86,9 @@ def test_a_board_lost_mid_run_lets_the_command_finish_then_says_nothing_was_meas
 
 def test_given_idle_is_named_and_used():
     board = SimulatedBoard(SimConfig(seed=4))
-    result = run_command(["true"], [board], idle=70.0, life=SimulatedLife(board))
-    assert result.boards[0].window.idle_w == 70.0
-    assert "idle 70.0 W, given" in result.lines()[-1]
+    result = run_command(["true"], [board], idle=75.0, life=SimulatedLife(board))
+    assert result.boards[0].window.idle_w == 75.0
+    assert "idle 75.0 W, given" in result.lines()[-1]
 
 
 def test_the_record_round_trips_and_verifies(tmp_path):
