@@ -10,6 +10,7 @@ plugin stays light, and a record reads where pytest is not installed (it is no d
 from __future__ import annotations
 
 import json
+import numbers
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -75,7 +76,7 @@ class Budget:
                 "@pytest.mark.energy(max_mj_per_call=1500)"
             )
         try:
-            return cls._checked({**_MARK_DEFAULTS, **kwargs}, "energy marker: ")
+            return cls._checked({**_MARK_DEFAULTS, **_plain_numbers(kwargs)}, "energy marker: ")
         except records.BadField as exc:  # the marker's mistake, not a record's
             raise errors.UsageError(str(exc)) from exc
 
@@ -108,6 +109,21 @@ class Budget:
                 f"{prefix}device is {verify.short(device)}, not a CUDA index, a GPU-… UUID or null"
             )
         return cls(float(budget), calls, device)
+
+
+def _plain_numbers(kwargs: dict) -> dict:
+    """A marker's NumPy numbers as Python's: np.float64 was taken and np.int64 refused (a review).
+
+    Whole numbers stay whole (calls); nothing else changes (a bool, text, None are judged as given).
+    """
+    plain = {}
+    for key, value in kwargs.items():
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            value = int(value)
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            value = float(value)
+        plain[key] = value
+    return plain
 
 
 @dataclass(frozen=True)

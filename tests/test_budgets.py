@@ -125,6 +125,17 @@ def test_the_plugin_loads_without_numpy():
     assert out.strip() == "[]"
 
 
+def test_a_marker_takes_numpy_numbers_as_python_s():
+    """A review: np.float64(40000) was taken as a budget and np.int64(40000) refused."""
+    import numpy as np
+
+    for budget in (np.int64(40_000), np.float64(40_000.0), 40_000):
+        made = Budget.from_mark(SimpleNamespace(args=(budget,), kwargs={"calls": np.int32(10)}))
+        assert made == Budget(40_000.0, 10) and type(made.calls) is int
+    with pytest.raises(errors.UsageError, match="calls"):
+        Budget.from_mark(SimpleNamespace(args=(40_000,), kwargs={"calls": np.float64(2.5)}))
+
+
 def test_a_marker_without_a_budget_says_it_is_required():
     """A bare @pytest.mark.energy() said 'max_mj_per_call is None, not a finite number' (a user's trial)."""
     with pytest.raises(errors.UsageError, match=r"the budget is required.*energy\(max_mj_per_call=1500\)"):
