@@ -108,16 +108,17 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True, kind: st
         raise errors.UsageError(f"cannot write {path}: folder {folder} does not exist")
     if path.exists() and not path.is_file():
         raise errors.UsageError(f"{path} exists and is not a regular file; give a file name")
-    if record and path.is_file() and not _replaceable(path):
+    found = _found_record(path) if record and path.is_file() else True
+    if found is None:
         # `pytest --energy-json test_model.py` (the FILE forgotten) replaced the test file, and
         # `nvmeter run --json train.py -- python3 train.py` the command's script (an adversarial review)
         raise errors.UsageError(
             f"{path} exists and is not a JSON record: give a new path (or remove the file first)"
         )
-    if record and kind is not None and path.is_file() and (other := _other_kind(path, kind)):
+    if kind is not None and isinstance(found, str) and found != kind:
         # `nvmeter run --json probe.json` replaced the probe record, without a word (an adversarial review)
         raise errors.UsageError(
-            f"{path} holds an nvmeter {other} record, and this would replace it with a {kind} record: "
+            f"{path} holds an nvmeter {found} record, and this would replace it with a {kind} record: "
             "give a new path (or remove the file first)"
         )
     if not os.access(folder, os.W_OK):
@@ -169,24 +170,22 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _other_kind(path: Path, kind: str) -> str | None:
-    """The kind of the nvmeter record at ``path`` where it is not ``kind`` (None: the same, or none said)."""
-    try:
-        found = parse_json(path, "a record") if path.stat().st_size else None
-    except errors.RecordError:
-        return None
-    other = found.get("kind") if isinstance(found, dict) else None
-    return other if isinstance(other, str) and other in CURRENT and other != kind else None
+def _found_record(path: Path) -> str | bool | None:
+    """What lies at ``path``, read once: the nvmeter kind it names, True, or None.
 
-
-def _replaceable(path: Path) -> bool:
-    """True for an empty file or a JSON object: a record (nvmeter's, a bench's) a new one may replace."""
+    True: another record a new one may replace (an empty file, a JSON object of no nvmeter kind, a
+    bench's); None: a file that is no record.
+    """
     if path.stat().st_size == 0:
         return True
     try:  # the records' own reader: size-limited, and through gzip where the name says so
-        return isinstance(parse_json(path, "a record"), dict)
+        found = parse_json(path, "a record")
     except errors.RecordError:
-        return False
+        return None
+    if not isinstance(found, dict):
+        return None
+    kind = found.get("kind")
+    return kind if isinstance(kind, str) and kind in CURRENT else True
 
 
 # Records this process has written, so that a command ended by a signal after writing says so.
@@ -222,7 +221,7 @@ def write_json(path: Path, record: dict, *, replace: bool = True, own: bool = Fa
             exists (the record is then kept under a name beside it, which the message gives).
 
     """
-    path = check_writable(path, record=not own, kind=record.get("kind") if isinstance(record, dict) else None)
+    path = check_writable(path, record=not own, kind=record.get("kind"))
     if replace:
         _write(path, record, lambda tmp: os.replace(tmp, path))
     else:

@@ -258,10 +258,8 @@ def test_a_real_board_s_rest_comes_from_its_cached_probe(monkeypatch):
         power_limit_w=700.0, name="NVIDIA H200", uuid="GPU-1", simulated=False, short="H200"
     )
     board = SimpleNamespace(identity=lambda: ident)
-    assert rest_floor_w(board) is None or rest_floor_w(board)[0] > 0  # none kept here: no floor
-    report = SimpleNamespace(
-        started_utc="2026-12-01T00:00:00+00:00", derived=lambda: {"idle": {"no_context": {"power_w": 78.7}}}
-    )
+    idle = SimpleNamespace(derived=lambda: {"no_context": {"power_w": 78.7}})
+    report = SimpleNamespace(started_utc="2026-12-01T00:00:00+00:00", probes={"idle": idle})
     monkeypatch.setattr(profile, "cached_report", lambda _ident: report)
     assert rest_floor_w(board) == (78.7, "its probe of 2026-12-01 in the user cache")
     with pytest.raises(errors.UsageError, match="its probe of 2026-12-01"):
@@ -345,6 +343,17 @@ def test_measure_reaches_its_target_and_subtracts_the_control(board):
     assert result.reliable, result.reason
     assert result.per_call_mj == pytest.approx(LOAD_W * 0.04 * 1e3, rel=0.02)
     assert result.control_mj != 0.0
+
+
+def _pulse(board, load_w: float, busy_s: float):
+    """A call that holds ``load_w`` above idle on ``board`` for ``busy_s`` of its clock."""
+
+    def call():
+        board.set_load(load_w)
+        board.clock.sleep(busy_s)
+        board.set_load(0.0)
+
+    return call
 
 
 def _loaded(board, busy_s: float):
@@ -635,11 +644,7 @@ def test_measure_marks_a_run_of_calls_longer_than_its_sub_windows_not_reliable()
     board = SimulatedBoard()
     board.set_context(True)
 
-    def call():  # 20 s a call: two of them pass the 30 s limit with one sub-window
-        board.set_load(550.0)
-        board.clock.sleep(20.0)
-        board.set_load(0.0)
-
+    call = _pulse(board, 550.0, 20.0)  # 20 s a call: two of them pass the 30 s limit with one sub-window
     m = measure(call, device=board, sync="none")
     assert len(m.subwindow_mj) < 3
     assert not m.reliable and "of the 3 its spread needs" in m.reason
@@ -659,11 +664,7 @@ def test_a_wrong_idle_is_found_in_the_pause_between_windows_back_to_back(idle_w)
     board = SimulatedBoard()
     board.set_context(True)
 
-    def step():
-        board.set_load(550.0)
-        board.clock.sleep(0.04)
-        board.set_load(0.0)
-
+    step = _pulse(board, 550.0, 0.04)
     for _ in range(100):  # warm: no idle in the first window's lead-in
         step()
     results = []
@@ -686,12 +687,10 @@ def test_an_early_stop_names_the_parts_no_run_length_narrows():
     board = SimulatedBoard()
     board.set_context(True)
 
-    def call():
-        board.set_load(60.0)
-        board.clock.sleep(0.04)
-        board.set_load(0.0)
-
-    m = measure(call, device=board, sync="none", idle=IdleBaseline.given(121.2, 0.31), target_rel_err=0.012)
+    m = measure(
+        _pulse(board, 60.0, 0.04), device=board, sync="none", idle=IdleBaseline.given(121.2, 0.31),
+        target_rel_err=0.012,
+    )  # fmt: skip
     assert m.work_s < 5 and not m.reliable
     assert "and the error model's floor, 0.7%, exceed the target at any run length" in m.reason
     assert "draw too little" not in m.reason  # the idle's part alone is under the target

@@ -891,8 +891,7 @@ class KindRun:
             "min_windows": self.config.measure_min_windows,
         }
         accepted = inspect.signature(measure).parameters  # an older nvmeter: what it takes
-        wanted = {k: v for k, v in wanted.items() if v is not None}
-        kwargs = {k: v for k, v in wanted.items() if k in accepted}
+        kwargs = {k: v for k, v in wanted.items() if k in accepted and v is not None}
         state_before = read_state(self.board)
         calls_ms: list[float] = []
         self.stream.collect = calls_ms

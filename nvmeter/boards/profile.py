@@ -234,8 +234,8 @@ HOPPER = BoardProfile(
 # an H100's on four boards: 1.02%, 0.46%, 0.44% at 0.5, 1, 2 s, raised by a fifth or more), until a
 # fifth H200's cap-spread probe passed them by 61% at 0.3 s and 48% at 1.5 s (2.30% against 1.43%,
 # 0.85% against 0.57%; results/enclose/call64-38a4472-h200k-cap-probe.json): as the H100s' had, a
-# few boards' envelope did not hold the next board. Hopper's, from nine H100 probes, hold it at
-# every length (at most 43%, at 0.3 s).
+# few boards' envelope did not hold the next board. Hopper's (set from seven H100 probes, and holding
+# every H100 probed since) hold it at every length (at most 43%, at 0.3 s).
 # no board of these families was measured at the cap: Hopper's spread, half as wide again
 _WIDER_SPREAD = tuple((w, 1.5 * r) for w, r in HOPPER.cap_spread)
 # SC24 (Yang, Adamek, Armour; docs/facts.md): an A100's power sensor samples ~25 ms of each ~100 ms;

@@ -242,11 +242,11 @@ def _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_w
         raise errors.UsageError(
             f"min_windows must be a whole number from 3 to {MAX_WINDOWS}, not {min_windows!r}"
         )
-    # the first mark's step opens the first sub-window; 1e-9 for round-off (7 x 0.1 s is over 0.7 s)
-    if (min_windows + 1) * min_window_s > max_window_s * (1 + 1e-9):
+    # 1e-9 for round-off (7 x 0.1 s is over 0.7 s)
+    if _run_s_for(min_windows, min_window_s) > max_window_s * (1 + 1e-9):
         raise errors.UsageError(
             f"{min_windows} sub-windows of {min_window_s:g} s need a max_window_s of at least "
-            f"{(min_windows + 1) * min_window_s:g} s, not {max_window_s:g}"
+            f"{_run_s_for(min_windows, min_window_s):g} s, not {max_window_s:g}"
         )
     cool_down = _is_number(settle) and 0 <= settle <= SETTLE_MAX_S
     if settle is not None and settle != "temperature" and not cool_down:
@@ -410,6 +410,11 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
         looks.took(time.perf_counter() - began)
 
 
+def _run_s_for(windows: int, window_s: float) -> float:
+    """The run that holds ``windows`` sub-windows of ``window_s``, s: the first mark opens the first."""
+    return (windows + 1) * window_s
+
+
 def _too_few(m: Measurement, min_windows: int, window_s: float) -> tuple[str, ...]:
     """A problem where the run ended with fewer sub-windows than its spread needs, else none.
 
@@ -424,7 +429,7 @@ def _too_few(m: Measurement, min_windows: int, window_s: float) -> tuple[str, ..
     return (
         f"{found} sub-window{'' if found == 1 else 's'} of the {min_windows} its spread needs "
         f"(calls of {call_s:.2f} s in {m.work_s:.1f} s): a max_window_s of at least "
-        f"{(min_windows + 1) * max(call_s, window_s) + 1:.0f} s, or EnergyWindow for a figure "
+        f"{_run_s_for(min_windows, max(call_s, window_s)) + 1:.0f} s, or EnergyWindow for a figure "
         "without the spread",
     )
 
@@ -453,7 +458,7 @@ def _bound_within(w: EnergyWindow, target: float) -> bool:
     if m is None:  # no mark with a call before it has its step: nothing to judge yet
         return False
     figure_mj = abs(m.per_call_mj)  # less the control, whose bound per_call_mj_err holds
-    bound_mj = m.per_call_mj_err + m.idle.err_w * m.window_s * 1e3 / m.calls
+    bound_mj = m.per_call_mj_err + m.idle_part_mj
     return figure_mj > 0 and bound_mj <= PROVISIONAL_SHARE * target * figure_mj
 
 

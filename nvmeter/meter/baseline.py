@@ -351,7 +351,7 @@ def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
 
 # A given idle under this share of the board's rest without a context is refused (drawable). The H200's
 # no-context idle read 78.7 and 77.6 W in two probes (results/probe-h200.json, probe-h200-quick-*.json),
-# the H100's 74.9 W: 1.4% apart on one board; 0.9 is a chosen margin for warmer or cooler boards, not fitted.
+# the H100's 74.9 W: 1.3% apart on one board; 0.9 is a chosen margin for warmer or cooler boards, not fitted.
 REST_FLOOR_SHARE = 0.9
 
 
@@ -369,7 +369,8 @@ def rest_floor_w(board: Board) -> tuple[float, str] | None:
 
     try:
         report = cached_report(ident)
-        level = report.derived()["idle"]["no_context"] if report is not None else None
+        idle = report.probes.get("idle") if report is not None else None
+        level = idle.derived()["no_context"] if idle is not None else None  # this probe's figures alone
     except (errors.RecordError, KeyError, TypeError, OSError):  # OSError: the file went since it was found
         return None
     if not isinstance(level, dict) or not math.isfinite(level.get("power_w", math.nan)):

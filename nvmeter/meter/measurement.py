@@ -529,7 +529,10 @@ class Measurement:
         # from the stretch that reaches the first read on: earlier lead-in samples may predate a
         # context opened since (a board at 78.7 W without one, then metered at its context idle)
         lead = sum(1 for x in self.samples if x.t_s <= self.first_read_s)
-        quiet = lambda x: x.power_w < below_w  # noqa: E731
+
+        def quiet(sample) -> bool:
+            return sample.power_w < below_w
+
         reaching = sum(1 for _ in itertools.takewhile(quiet, reversed(self.samples[:lead])))
         stretches = [
             list(run)
@@ -1285,9 +1288,9 @@ def check_dict(d, where: str) -> dict:
 
 
 def _edge_reads(window: dict, where: str) -> list[float]:
-    """The times of the start edge's first read and the end edge's last, s.
+    """The times of the start edge's first read and the end edge's last, s (fewer where an edge has none).
 
-    None in a window read from the samples alone, whose edges ``sanity`` leaves unchecked.
+    An edge without reads is a window read from the samples alone, whose edges ``sanity`` leaves unchecked.
 
     Raises:
         BadField: an edge that is not a counter series' mapping, or times that are not numbers.
@@ -1323,7 +1326,7 @@ def _check_states(window: dict, where: str, reads_s: list[float]) -> None:
     states = records.items(window.get("states", []), f"{where}.states", records.mapping)
     if not states:
         return
-    first_s, last_s = (reads_s[0], reads_s[-1]) if reads_s else (window["work_t0_s"], window["work_t1_s"])
+    first_s, last_s = reads_s if len(reads_s) == 2 else (window["work_t0_s"], window["work_t1_s"])
     span = (first_s - STATE_MARGIN_S, last_s + STATE_MARGIN_S)
     times = []
     for i, state in enumerate(states):
@@ -1431,12 +1434,12 @@ CUT_MAX_GAP_SPACINGS = 3.0
 # samples' calibration against the counter (0.959-1.045 over 1,799 windows, results/enclose/
 # samples-counter-ratio.txt), for an idle given in the counter's terms. The board does dip under its idle
 # right after heavy work (to 96.6-116 W against 121.6 W, 60-120 ms after bf16 at an H100's cap ended,
-# results/enclose/call49-1983add-h100l-enclose.json.gz), but in the 4,968 windows of results/ no run of
-# samples under this margin spans more than 61 ms, anywhere in their samples; 0.3 s is five times that.
+# results/enclose/call49-1983add-h100l-enclose.json.gz), but in the 5,034 windows of results/ no run of
+# samples under this margin spans more than 61 ms, anywhere in their samples (call48-1983add-h100l's);
+# 0.3 s is five times that.
 # None of them has even two such samples at the end of its lead-in. A simulated board without a CUDA
 # context (78.7 W) metered with its context idle (121.3 W) read 25,306 mJ a call for 30,000, marked
-# reliable, before this check. The longest such stretch anywhere in the 5,034 committed windows' samples:
-# 61 ms (an H100's, results/enclose/call48-1983add-h100l-enclose.json.gz).
+# reliable, before this check.
 QUIET_BELOW_MARGIN_W = 5.0
 QUIET_BELOW_MARGIN_REL = 0.05
 QUIET_BELOW_MIN_S = 0.3

@@ -452,12 +452,13 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
     records.check_writable(path, record=False)
     fig, ax = plt.subplots(figsize=(8.0, 4.4))
     markers = "osD^v<>ph*"
-    for i, s in enumerate(points):  # names in a legend: labels beside close points overlap
+    runs_of = [_runs(s) for s in points]  # each rebuilds its runs' figures: once a method
+    # names in a legend: labels beside close points overlap
+    for i, (s, runs) in enumerate(zip(points, runs_of, strict=True)):
         line = ax.errorbar(
             s.ms_per_call, s.mj_per_call, yerr=s.mj_per_call_err, fmt=markers[i % len(markers)],
             capsize=3, label=f"{s.name} (d{s.difficulty})",
         )  # fmt: skip
-        runs = _runs(s)
         if len(runs) > 1:  # each run, hollow: the bar is the median's bound, not the runs' spread
             ax.scatter(
                 *zip(*runs, strict=True),
@@ -465,11 +466,11 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
             )  # fmt: skip
     # log axes where the methods span orders of magnitude; over a few percent they printed ticks of
     # 7.35x10^4 ... 7.75x10^4 (a new user's trial)
-    xs = [s.ms_per_call for s in points] + [x for s in points for x, _ in _runs(s)]
-    ys = [s.mj_per_call for s in points] + [y for s in points for _, y in _runs(s)]
+    xs = [s.ms_per_call for s in points] + [x for runs in runs_of for x, _ in runs]
+    ys = [s.mj_per_call for s in points] + [y for runs in runs_of for _, y in runs]
     ax.set_xscale("log" if _spans_decade(xs) else "linear")
     ax.set_yscale("log" if _spans_decade(ys) else "linear")
-    if any(len(_runs(s)) > 1 for s in points):
+    if any(len(runs) > 1 for runs in runs_of):
         ax.scatter([], [], s=12, facecolors="none", edgecolors="grey", label="each run")
     ax.set_xlabel("time per call, ms (median of runs)")
     ax.set_ylabel("energy per call above idle, mJ")
