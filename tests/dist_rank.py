@@ -2,7 +2,7 @@
 
 Run by tests/test_distributed.py as ``python tests/dist_rank.py RANK WORLD STORE OUT SCENARIO...``;
 it runs the scenarios in turn on one process group and writes OUT (JSON): for each scenario,
-what the window gave this rank, or the one-line error it raised. ``hang`` must come last.
+what the window gave this rank, or the one-line error it raised.
 """
 
 import contextlib
@@ -14,6 +14,7 @@ import traceback
 import warnings
 from datetime import timedelta
 
+import torch
 import torch.distributed as dist
 
 from nvmeter import errors
@@ -47,7 +48,8 @@ def host_of(scenario: str, rank: int, world: int):
 
 
 def window_kwargs(scenario: str, rank: int) -> dict:
-    kwargs = {"sync": "none", "timeout_s": HANG_TIMEOUT_S if scenario == "hang" else TIMEOUT_S}
+    short = scenario in ("hang", "caught", "reopen", "again2")  # again2: as short as the window it follows
+    kwargs = {"sync": "none", "timeout_s": HANG_TIMEOUT_S if short else TIMEOUT_S}
     if scenario == "mixed":
         kwargs["profile"] = {H100["name"]: H200_V1.with_(source="test:H100", counter_period_s=0.05)}
     if scenario == "hosts":
@@ -81,18 +83,24 @@ def run(scenario: str, rank: int, world: int) -> dict:
                 b.set_load(0.0)
             if scenario == "hang" and rank == world - 1:
                 time.sleep(HANG_TIMEOUT_S + 1)  # reaches the exit only after the others gave up
+            if scenario in ("caught", "reopen") and rank == world - 1:
+                raise ValueError("the rank's own failure")  # caught below: the job goes on
         t1 = t0 + WORK_S + 0.3
         record["truth_j"] = [b.true_energy_j(t0, t1) - b.config.idle_context_w * (t1 - t0) for b in boards]
         record["timing_s"] = w.timing_s
         if w.result is not None:
             record["result"] = w.result.to_dict()
             record["repr"] = repr(w.result)
-    except errors.NvmeterError as exc:
+    except (errors.NvmeterError, ValueError) as exc:
         record["error"] = f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # a test failure, reported rather than lost
         record["error"] = repr(exc)
         record["crash"] = traceback.format_exc()
     record["left_s"] = time.monotonic()
+    if scenario in ("hang", "caught"):  # the job's own group still works after the meter's timed out
+        total = torch.ones(1)
+        dist.all_reduce(total)
+        record["all_reduce"] = total.item()
     return record
 
 

@@ -18,8 +18,8 @@ import pytest
 from nvmeter.meter.jobmeasurement import JobMeasurement
 
 RANK = Path(__file__).with_name("dist_rank.py")
-FOUR = ["plain", "shared", "missing", "unsupported", "calls", "mixed", "two_each", "hosts", "hang"]
-TWO = ["plain", "shared", "result_on", "max_rel_err"]
+FOUR = ["plain", "shared", "missing", "unsupported", "calls", "mixed", "two_each", "hosts", "hang", "again"]
+TWO = ["plain", "shared", "result_on", "max_rel_err", "caught", "again", "reopen", "again2"]
 KILL_AFTER_S = 150
 
 
@@ -194,6 +194,32 @@ def test_a_rank_that_never_reaches_the_exit_is_an_error_on_the_others_not_a_hang
         )
     # they gave up after the timeout, before the late rank arrived
     assert max(r["left_s"] for r in records[:3]) < records[3]["left_s"]
+
+
+@pytest.mark.parametrize(("world", "failure"), [(4, "hang"), (2, "caught")])
+def test_after_a_time_out_the_job_s_group_and_the_next_window_still_work(worlds, world, failure):
+    """A time-out closes gloo's connections for good: the meter's own group is lost, not the job's.
+
+    Before, the meter talked over the job's gloo group, and after a rank caught its exception
+    inside the block the job's next ``all_reduce`` failed on every rank (an adversarial review).
+    """
+    failed = scenario(worlds, world, failure)
+    if failure == "caught":
+        assert failed[-1]["error"] == "ValueError: the rank's own failure"
+        assert all("DistributedError" in r["error"] for r in failed[:-1])
+    assert [r["all_reduce"] for r in failed] == [float(world)] * world
+    for r in scenario(worlds, world, "again"):
+        assert "error" not in r, r["error"]
+        assert result(r).reliable
+
+
+def test_a_rank_that_caught_its_exception_can_open_the_next_window_at_once(worlds):
+    """Its next window meets the others' after they timed out, not their old exit barrier."""
+    failed = scenario(worlds, 2, "reopen")
+    assert failed[0]["error"].startswith("DistributedError: ")
+    for r in scenario(worlds, 2, "again2"):
+        assert "error" not in r, r["error"]
+        assert result(r).reliable
 
 
 def test_the_gather_is_timed(worlds):

@@ -2,8 +2,9 @@
 
 Every rank opens the window around the same steps. The ranks talk through
 torch.distributed only (imported when a window is made), over a gloo process group:
-the caller's, when it is gloo, else a gloo side group of the same ranks made once per
-process. Why gloo for the meter's few messages even in an NCCL job:
+a side group of the caller's ranks made for the meter (its own even in a gloo job, so
+a time-out breaks the meter's group, not the job's). Why gloo for the meter's few
+messages even in an NCCL job:
 
 * ``monitored_barrier`` exists only on gloo, and it is what turns a rank that never
   arrives into an error naming that rank (on rank 0) after ``timeout_s``, on every rank,
@@ -73,19 +74,22 @@ def _dist():
 
 
 def control_group(group=None, timeout_s: float = TIMEOUT_S):
-    """The gloo group the meter talks over: ``group`` itself when it is gloo, else a gloo twin.
+    """The meter's own gloo group over ``group``'s ranks, made once per process and reused.
 
-    The twin is made once per process (a collective call: every rank of ``group`` makes
-    its window at the same point, as it must anyway). Its timeout, the first window's,
-    bounds the object gathers; the barriers take each window's own.
+    Made with a collective call: every rank of ``group`` makes its window at the same point,
+    as it must anyway. Its own even when ``group`` is gloo: a time-out closes gloo's
+    connections for good, and it is then the meter's group that is lost, not the job's
+    (an adversarial review, 2026-12-06: the job's next ``all_reduce`` failed on both ranks).
+    A window that loses it forgets it (:func:`_forget`), so the next window makes a new one.
+    Its timeout bounds its making and the object gathers (the barriers take each window's
+    own): twice the window's that made it, because a rank that left a window early makes
+    the next window's group while the others still wait out the old window's timeout.
     """
     dist = _dist()
+    ranks = _ranks(dist, group)
     world = group is None or group is dist.group.WORLD
-    if str(dist.get_backend(None if world else group)) == "gloo":
-        return None if world else group
-    ranks = tuple(range(dist.get_world_size())) if world else tuple(dist.get_process_group_ranks(group))
     if ranks not in _CONTROL:
-        timeout = timedelta(seconds=timeout_s)
+        timeout = timedelta(seconds=2 * timeout_s)
         if world:
             _CONTROL[ranks] = dist.new_group(backend="gloo", timeout=timeout)
         else:  # only the members call: the others never make a window on this group
@@ -93,6 +97,23 @@ def control_group(group=None, timeout_s: float = TIMEOUT_S):
                 list(ranks), backend="gloo", timeout=timeout, use_local_synchronization=True
             )
     return _CONTROL[ranks]
+
+
+def _ranks(dist, group) -> tuple[int, ...]:
+    if group is None or group is dist.group.WORLD:
+        return tuple(range(dist.get_world_size()))
+    return tuple(dist.get_process_group_ranks(group))
+
+
+def _forget(dist, group, ctrl) -> None:
+    """Forget the meter's group ``ctrl`` over ``group``'s ranks: a time-out or a rank's exit broke it.
+
+    Every rank forgets it on the same windows (those that raised an exception inside the block
+    or met a failed exchange), so every rank makes its next window's group at the same point.
+    """
+    ranks = _ranks(dist, group)
+    if _CONTROL.get(ranks) is ctrl:
+        del _CONTROL[ranks]
 
 
 class DistributedWindow:
@@ -108,7 +129,8 @@ class DistributedWindow:
             initialised CUDA, else ``LOCAL_RANK``), ``"all"``, or a list of CUDA indices,
             ``GPU-…`` UUIDs or :class:`Board` objects.
         group: The process group whose ranks share the window (None: the default one).
-            An NCCL group gets a gloo twin (module docstring: why).
+            The meter talks over a gloo group of its own over these ranks (module
+            docstring: why).
         timeout_s: Longest wait for the other ranks at any edge, s: past it every
             waiting rank raises :class:`~nvmeter.errors.DistributedError`, rank 0 naming
             the ranks that did not arrive.
@@ -205,8 +227,9 @@ class DistributedWindow:
         self._job.call(n)
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            return  # this rank leaves; the others' exit barrier names it after timeout_s
+        if exc_type is not None:  # this rank leaves; the others' exit barrier names it after timeout_s
+            _forget(self._dist, self.group, self._ctrl)
+            return
         self._sync()
         self.timing_s["exit_barrier_s"] = self._timed(lambda: self._barrier("exit"))
         self._job.exit_boards()
@@ -234,7 +257,11 @@ class DistributedWindow:
                 group=self._ctrl, timeout=timedelta(seconds=self.timeout_s), wait_all_ranks=True
             )
         except RuntimeError as exc:  # gloo: a timeout, or a peer's connection closed
-            raise errors.DistributedError(self._explain(edge, exc)) from exc
+            raise self._lost(edge, exc) from exc
+
+    def _lost(self, edge: str, exc: Exception) -> errors.DistributedError:
+        _forget(self._dist, self.group, self._ctrl)
+        return errors.DistributedError(self._explain(edge, exc))
 
     def _explain(self, edge: str, exc: Exception) -> str:
         text = str(exc)
@@ -261,20 +288,20 @@ class DistributedWindow:
             with _gc_paused():
                 self._dist.all_gather_object(out, obj, group=self._ctrl)
         except RuntimeError as exc:
-            raise errors.DistributedError(self._explain("gather", exc)) from exc
+            raise self._lost("gather", exc) from exc
         return out
 
     def _gather(self, obj) -> list | None:
         if self.result_on == "all":
             return self._all_gather(obj)
         dist = self._dist
-        dst = self.result_on if self._ctrl is None else dist.get_global_rank(self._ctrl, self.result_on)
+        dst = dist.get_global_rank(self._ctrl, self.result_on)
         out = [None] * self.world_size if self.rank == self.result_on else None
         try:
             with _gc_paused():
                 dist.gather_object(obj, out, dst=dst, group=self._ctrl)
         except RuntimeError as exc:
-            raise errors.DistributedError(self._explain("gather", exc)) from exc
+            raise self._lost("gather", exc) from exc
         return out
 
     def _refuse_failures(self, statuses: list[dict]) -> None:
