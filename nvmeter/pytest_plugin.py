@@ -98,15 +98,31 @@ class _State:
         self.entries: list[Entry] = []
 
     def board(self, device):
-        """The board for ``device``, opened once; skips the test when there is no GPU."""
-        __tracebackhide__ = True  # a skip is reported at the test's line
+        """The board for ``device``, opened once; skips the test when there is no GPU.
+
+        A device this machine lacks while NVML answers (an index past its boards, a UUID
+        of none) fails the test at setup instead: skipping it as "no GPU" hid a typo in the
+        marker on a machine with GPUs (an adversarial review, 2026-12-06).
+        """
+        __tracebackhide__ = True  # a skip or a failure is reported at the test's line
+        found = self._open(device)
+        if isinstance(found, errors.DeviceNotFound):
+            pytest.fail(f"the energy window's device {device!r}: {found}", pytrace=False)
         why = self.unavailable(device)
         if why is not None:
             pytest.skip(why)
-        return self._boards[device if device is not None else 0]
+        return found
 
     def unavailable(self, device) -> str | None:
-        """Why ``device`` cannot be metered (no GPU, NVML failed), or None once it is open."""
+        """Why the tests metering ``device`` are skipped (no driver, no GPU, NVML failed), or None."""
+        found = self._open(device)
+        if not isinstance(found, Exception) or isinstance(found, errors.DeviceNotFound):
+            return None
+        # the board's own message names nvmeter's --simulate; pytest's option is another
+        return "no GPU to meter: " + str(found).replace("--simulate", "--energy-simulate")
+
+    def _open(self, device):
+        """The board for ``device``, or the telemetry error opening it raised; opened once."""
         from nvmeter.boards.factory import open_board
 
         key = device if device is not None else 0
@@ -115,11 +131,7 @@ class _State:
                 self._boards[key] = open_board(device, simulate=self.simulate, config=self._sim_config())
             except errors.TelemetryError as exc:
                 self._boards[key] = exc
-        found = self._boards[key]
-        if not isinstance(found, Exception):
-            return None
-        # the board's own message names nvmeter's --simulate; pytest's option is another
-        return "no GPU to meter: " + str(found).replace("--simulate", "--energy-simulate")
+        return self._boards[key]
 
     def idle_for(self, board):
         """The idle a window on ``board`` subtracts: ``--energy-idle``'s, a probe file read for this board.

@@ -321,6 +321,29 @@ def test_fixture(energy):
     assert "pytest_plugin.py" not in result.stdout.str()
 
 
+def test_a_device_the_machine_lacks_is_an_error_not_a_skip(pytester):
+    """A marker's typo on a machine with boards had been skipped as "no GPU to meter"."""
+    pytester.makepyfile(
+        """
+import pytest
+
+@pytest.mark.energy(max_mj_per_call=1.0, device=1)
+def test_marked():
+    raise AssertionError("must not run")
+
+def test_fixture(energy):
+    with energy(device=1):
+        raise AssertionError("must not run")
+"""
+    )
+    result = pytester.runpytest("--energy-simulate")
+    result.assert_outcomes(errors=1, failed=1)
+    words = "*the energy window's device 1: the simulated board is CUDA index 0 *no device 1*"
+    result.stdout.fnmatch_lines([words])
+    assert "no GPU to meter" not in result.stdout.str()
+    assert "pytest_plugin.py" not in result.stdout.str()
+
+
 def test_the_json_path_is_checked_before_the_run(pytester, tmp_path):
     pytester.makepyfile("def test_x():\n    pass\n")
     result = pytester.runpytest(f"--energy-json={tmp_path / 'no' / 'e.json'}")
