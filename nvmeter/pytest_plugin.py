@@ -203,7 +203,10 @@ class _State:
             # pointing at the test, not at this line (pytest's warnings summary says where)
             lineno = item.location[1]
             where = (str(item.path), 0 if lineno is None else lineno + 1)
-            warnings.warn_explicit(EnergyBudgetWarning(open_), EnergyBudgetWarning, *where)
+            try:
+                warnings.warn_explicit(EnergyBudgetWarning(open_), EnergyBudgetWarning, *where)
+            except EnergyBudgetWarning:  # -W error made it one: a failure, said in one line
+                pytest.fail(f"EnergyBudgetWarning: {open_} (raised as an error by -W error)", pytrace=False)
         else:
             pytest.fail(open_ + " (--energy-undecided=warn makes this a warning)", pytrace=False)
 
@@ -426,6 +429,7 @@ class EnergyMeter:
         # the board is opened here, called from the test's own line, and this frame is hidden:
         # pytest then reports a skip at the test's line, not at the plugin's
         __tracebackhide__ = True
+        _check_keywords(window_kwargs)
         return self._window(self.board(device), window_kwargs)
 
     @contextlib.contextmanager
@@ -463,6 +467,29 @@ class EnergyMeter:
     def results(self) -> list:
         """This test's finished windows' Measurements, in order."""
         return [e.measurement for e in self._state.entries if e.nodeid == self._item.nodeid]
+
+
+def _check_keywords(window_kwargs: dict) -> None:
+    """Fail the test in one line on a keyword EnergyWindow does not take.
+
+    It had been a TypeError deep in the plugin; a budget given here, ``energy(max_mj_per_call=40)``,
+    is the likely slip.
+    """
+    __tracebackhide__ = True
+    import inspect
+
+    from nvmeter.meter.window import EnergyWindow
+
+    taken = set(inspect.signature(EnergyWindow.__init__).parameters) - {"self", "device", "devices"}
+    unknown = sorted(set(window_kwargs) - taken)
+    if unknown:
+        marked = "max_mj_per_call" in unknown
+        hint = " (a budget goes on the marker: @pytest.mark.energy(max_mj_per_call=...))" if marked else ""
+        pytest.fail(
+            f"energy(): unknown keyword(s) {', '.join(unknown)}{hint}; it takes device and "
+            f"EnergyWindow's {', '.join(sorted(taken))}",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

@@ -88,6 +88,11 @@ def test_step(energy):
     # at the test's line, not the plugin's (a new user's trial: pytest_plugin.py:161)
     result.stdout.fnmatch_lines(["*test_a_budget_inside_the_bound*.py:*: EnergyBudgetWarning*"])
     assert "pytest_plugin.py" not in result.stdout.str()
+    # -W error makes the warning a failure, in one line (it had been a traceback into the plugin)
+    result = run(pytester, body, "--energy-undecided=warn", "-W", "error")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["EnergyBudgetWarning: *straddles* (raised as an error by -W error)"])
+    assert "pytest_plugin.py" not in result.stdout.str()
 
 
 def test_an_unreliable_figure_fails_by_default_and_warns_on_request(pytester):
@@ -319,6 +324,16 @@ def test_fixture(energy):
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_no_gpu_is_a_clean_skip_with_its_reason.py:3: no GPU*"])
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_no_gpu_is_a_clean_skip_with_its_reason.py:8: no GPU*"])
     assert "pytest_plugin.py" not in result.stdout.str()
+
+
+def test_a_keyword_the_window_does_not_take_is_one_line(pytester):
+    """A budget given to the fixture, energy(max_mj_per_call=40), had been a TypeError in the plugin."""
+    result = run(pytester, "\ndef test_step(energy):\n    with energy(max_mj_per_call=40):\n        pass\n")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["energy(): unknown keyword(s) max_mj_per_call (a budget goes on the marker: *; it takes device *"]
+    )
+    assert "TypeError" not in result.stdout.str() and "pytest_plugin.py" not in result.stdout.str()
 
 
 def test_a_device_the_machine_lacks_is_an_error_not_a_skip(pytester):
