@@ -583,13 +583,14 @@ def show(
         Path,
         typer.Argument(
             help="A probe record (nvmeter probe), a run record (nvmeter run --json), an energy-budget "
-            "record (pytest --energy-json) or a window record (Measurement.save).",
+            "record (pytest --energy-json), a window record (Measurement.save) or a job record "
+            "(JobMeasurement.save).",
             parser=_path,
             metavar="RECORD",
         ),
     ],
 ) -> None:
-    """Print a probe, run, energy-budget or window record, each figure recomputed from its raw series.
+    """Print a probe, run, energy-budget, window or job record, each figure recomputed from its raw series.
 
     A stored derived figure (or budget verdict) that differs from its recomputation is an error
     (exit 2), named in one line.
@@ -598,7 +599,6 @@ def show(
     elsewhere = {
         "score": f"nvmeter summarize {record_file}",
         "workloads": f"python -m nvmeter.workloads.evaluate --table {record_file}",
-        "job": "nvmeter.JobMeasurement.load(path).table()",
         "window-accuracy": f"python bench/window_accuracy.py analyze {record_file}",
     }
     if kind in elsewhere:  # records that another command (or the library, or the bench) reads
@@ -608,8 +608,8 @@ def show(
     if kind not in SHOWN_KINDS:  # a record of nvmeter's, but not one show reads
         raise errors.UsageError(
             f"{record_file} is a record of kind {kind!r}; nvmeter show reads probe records (nvmeter probe), "
-            "run records (nvmeter run --json), energy-budget records (pytest --energy-json) and window "
-            "records (Measurement.save)"
+            "run records (nvmeter run --json), energy-budget records (pytest --energy-json), window "
+            "records (Measurement.save) and job records (JobMeasurement.save)"
         )
     if kind != "probe":
         # built whole and made printable first: an error leaves no half-printed record behind
@@ -624,7 +624,7 @@ def show(
 
 
 def _record_lines(path: Path, kind: str, data: dict) -> list[str]:
-    """A verified run, pytest-energy or window record's lines (each reader loads only for its own kind)."""
+    """A verified run, pytest-energy, window or job record's lines (each reader loads its own kind)."""
     if kind == "window":
         from nvmeter.meter.windowrecord import load
 
@@ -633,6 +633,10 @@ def _record_lines(path: Path, kind: str, data: dict) -> list[str]:
         from nvmeter.command import load_run
 
         return load_run(path, data).lines()
+    if kind == "job":
+        from nvmeter.meter.jobmeasurement import JobMeasurement
+
+        return JobMeasurement.load(path, data).table().splitlines()
     from nvmeter.budgets import load_budgets
 
     with _RecordProgress() as progress:

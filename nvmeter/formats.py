@@ -744,7 +744,7 @@ FORMATS: dict[str, Format] = {
 }
 CURRENT: dict[str, int] = {kind: f.current for kind, f in FORMATS.items()}
 # The kinds `nvmeter show` reads: its own dispatch, and other readers' pointer to it.
-SHOWN_KINDS = ("probe", "run", "pytest-energy", "window")
+SHOWN_KINDS = ("probe", "run", "pytest-energy", "window", "job")
 
 
 def _format(kind: str) -> Format:

@@ -270,9 +270,9 @@ def test_show_points_score_and_workloads_records_to_their_readers():
     assert "read it with `python bench/window_accuracy.py analyze results/window-accuracy-v2/" in line
 
 
-def test_show_points_a_job_record_to_the_library(tmp_path):
-    """A new user saved w.result as docs/window.md shows, and show named no reader."""
-    from nvmeter import JobWindow, SimulatedBoard
+def test_show_prints_a_job_record_verified(tmp_path):
+    """A new user saved w.result as docs/window.md shows; show had refused it with exit 2 (two trials)."""
+    from nvmeter import JobWindow, SimulatedBoard, records
 
     board = SimulatedBoard()
     with JobWindow(devices=[board], sync="none") as w:
@@ -280,9 +280,16 @@ def test_show_points_a_job_record_to_the_library(tmp_path):
         board.clock.sleep(0.5)
         board.set_load(0.0)
         w.call()
-    w.result.save(tmp_path / "job.json")
-    line = one_line_error(nvmeter("show", str(tmp_path / "job.json")), 2)
-    assert "is a job record: read it with `nvmeter.JobMeasurement.load(path).table()`" in line
+    path = tmp_path / "job.json"
+    w.result.save(path)
+    shown = nvmeter("show", str(path))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == w.result.table().splitlines()
+    data = records.read_json(path, "job")
+    data["boards"][0]["measurement"]["derived"]["per_call_mj"] *= 0.5  # a board's stored figure altered
+    records.write_json(path, data)
+    line = one_line_error(nvmeter("show", str(path)), 2)
+    assert "boards[0].measurement.derived.per_call_mj" in line
 
 
 def test_show_names_the_kind_of_a_record_it_does_not_read(tmp_path):

@@ -17,10 +17,12 @@ import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from nvmeter import records
+from nvmeter import records, verify
 from nvmeter.boards.profile import BoardProfile
 from nvmeter.boards.protocol import BoardIdentity
-from nvmeter.meter.measurement import Measurement, figure_reason
+from nvmeter.meter.measurement import Measurement, check_dict, figure_reason
+
+KIND = "job"
 
 
 def tag(device: BoardIdentity) -> str:
@@ -369,19 +371,33 @@ class JobMeasurement:
         Raises:
             UsageError: the path is not writable.
         """
-        records.write_json(path, {**records.header("job"), **self.to_dict()})
+        records.write_json(path, {**records.header(KIND), **self.to_dict()})
 
     @classmethod
-    def load(cls, path: Path) -> JobMeasurement:
-        """Read a ``job`` record.
+    def load(cls, path: Path, parsed: dict | None = None) -> JobMeasurement:
+        """Read a ``job`` record, its figures verified against its raw readings.
+
+        ``parsed``: the file's JSON, where the caller has parsed it already.
 
         Raises:
-            RecordError: missing, not a job record, or another schema version.
+            RecordError: missing, not a job record, another schema version, damaged (a field of
+                the wrong type, a board's raw series that cannot be real), or a stored figure, the
+                job's or a board's, that differs from its recomputation.
         """
-        data = records.read_json(path, "job")
-        try:
-            return cls.from_dict(data)
-        except (KeyError, TypeError, ValueError) as exc:
-            from nvmeter import errors
-
-            raise errors.RecordError(f"{path}: a malformed job record ({exc})") from exc
+        path = Path(path)
+        data = records.read_json(path, KIND, parsed)
+        with records.building(path, KIND):
+            boards = records.items(data["boards"], "boards", records.mapping)
+            for i, b in enumerate(boards):
+                if b["measurement"] is not None:
+                    check_dict(b["measurement"], f"boards[{i}].measurement")
+            job = cls.from_dict(data)
+            fresh = job.to_dict()  # inside: a raw series that breaks the arithmetic is this record's damage
+        checks = [("derived", data.get("derived"), fresh["derived"])]
+        checks += [
+            (f"boards[{i}].measurement.derived", b["measurement"].get("derived"), f["measurement"]["derived"])
+            for i, (b, f) in enumerate(zip(boards, fresh["boards"], strict=True))
+            if b["measurement"] is not None
+        ]
+        verify.check(path, checks)
+        return job
