@@ -510,6 +510,10 @@ def test_measure_says_its_progress_phase_by_phase_and_once_a_sub_window(board):
     assert len(run) >= 3 and [p.subwindows for p in run] == list(range(1, len(run) + 1))
     assert all(a.calls < b.calls and a.elapsed_s < b.elapsed_s for a, b in itertools.pairwise(run))
     assert run[-1].calls <= m.calls and "sub-windows" in str(run[-1]) and "target 2.00%" in str(run[-1])
+    # the estimate that ended the run is said: the last "run" line had said "no estimate yet"
+    (stop,) = [p for p in told if p.phase == "stop"]
+    assert phases[-2] == "stop" and stop.calls == m.calls and stop.rel_err <= 0.02
+    assert str(stop).endswith("(target 2.00%): within the target")
     with pytest.raises(errors.UsageError, match="progress must be a callable"):
         measure(lambda: _block(board, 0.04), device=board, sync="none", progress="yes")
     with pytest.raises(errors.UsageError, match=r"measure\(\) takes the call to meter, .* not 3"):

@@ -70,11 +70,12 @@ class MeasureProgress:
 
     Attributes:
         phase: ``"idle"`` (a quiescent span, before or after), ``"control"``, ``"settle"``,
-            ``"warm-up"`` or ``"run"`` (the metered calls).
+            ``"warm-up"``, ``"run"`` (the metered calls, said at each sub-window) or
+            ``"stop"`` (the run has ended: the estimate that ended it, or ``max_window_s``).
         elapsed_s: The board's seconds since ``measure()`` began.
-        run_s: The run's own seconds so far (``"run"`` only; else 0): ``max_window_s`` caps it.
-        calls: The metered calls so far (``"run"`` only; else 0).
-        subwindows: The sub-windows marked so far (``"run"`` only; else 0).
+        run_s: The run's own seconds so far (``"run"`` and ``"stop"``; else 0): ``max_window_s`` caps it.
+        calls: The metered calls so far (``"run"`` and ``"stop"``; else 0).
+        subwindows: The sub-windows marked so far (``"run"`` and ``"stop"``; else 0).
         rel_err: The stopping rule's latest estimate of the relative bound, or None before
             it has one.
         target_rel_err: The bound asked for.
@@ -92,14 +93,16 @@ class MeasureProgress:
 
     def __str__(self) -> str:
         head = f"measure(): {self.phase} at {self.elapsed_s:.1f} s"
-        if self.phase != "run":
+        if self.phase not in ("run", "stop"):
             return head
         bound = "no estimate yet" if self.rel_err is None else f"bound ~{self.rel_err:.2%}"
+        done = self.rel_err is not None and self.rel_err <= self.target_rel_err
+        why = (": within the target" if done else ": at max_window_s") if self.phase == "stop" else ""
         return (
             f"{head}: {self.run_s:.1f} s of at most {self.max_window_s:g}, {self.calls:,} "
             f"call{'' if self.calls == 1 else 's'}, "
             f"{self.subwindows} sub-window{'' if self.subwindows == 1 else 's'}, {bound} "
-            f"(target {self.target_rel_err:.2%})"
+            f"(target {self.target_rel_err:.2%}){why}"
         )
 
 
@@ -342,6 +345,8 @@ def _run(fn, board, idle, sync, prof, stop: _Stop, said: _Said) -> Measurement:
             return marks >= stop.min_windows and _spread_within(w, stop, looks, elapsed / calls)
 
         _calls_until(fn, board, on_call)
+        # the look that ended the run had no line of its own (a new user's trial, 2026-12-07)
+        said("stop", run_s=board.clock.now() - start, calls=calls, subwindows=marks, rel_err=looks.rel_err)
     return w.result
 
 
