@@ -332,3 +332,21 @@ def test_the_jobs_line_carries_each_boards_warnings():
         said = line.split(f": {note}")[0].rsplit("[", 1)[-1].rsplit("; ", 1)[-1]
         assert label in said.split(", ")  # each note once, after every board that has it
         assert line.count(f": {note}") == 1
+
+
+def test_boards_that_share_several_notes_are_named_once_for_them_all():
+    """A new user's trial: two boards' list was said again before each note they shared."""
+    (board,) = host(1)
+    board.clock.sleep(5.0)  # the SM clock falls to its idle's
+    with JobWindow([board], sync="none") as w:
+        board.set_load(300.0)
+        board.clock.sleep(1.0)
+        board.set_load(0.0)
+        w.call(10)
+    first = w.result.boards[0]
+    notes = first.measurement.notes  # from idle: cold, and the SM clock rose
+    assert len(notes) >= 2
+    other = dataclasses.replace(first.device, uuid=first.device.uuid[:-1] + "9")
+    twin = dataclasses.replace(first, device=other)
+    line = repr(dataclasses.replace(w.result, boards=(first, twin)))
+    assert line.count(first.label) == 1 and f"{first.label}, {twin.label}: {'; '.join(notes)}]" in line

@@ -202,7 +202,11 @@ def test_damaged_and_foreign_records_are_errors(folder, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     code, _, err = summarize(empty)
-    assert code == 2 and "no score records" in one_line(err)
+    assert code == 2 and "no score records" in one_line(err) and "subfolders" not in err
+    (empty / "session1").mkdir()
+    (empty / "session1" / "run-001.json").write_text("{}")
+    code, _, err = summarize(empty)  # the records lie one folder down: say where
+    assert code == 2 and one_line(err).endswith(f"its subfolders hold them ({empty}/*)")
 
 
 def test_several_folders_make_one_table(folder, tmp_path, scored, score_data):

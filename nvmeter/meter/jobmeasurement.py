@@ -259,13 +259,17 @@ class JobMeasurement:
             f"{len(self.boards)} board(s), {len(self.ranks)} rank(s) "
             f"({self.calls} steps, {self.window_s:.2f} s)"
         )
-        # a note several boards share is said once, with its boards (each board's said it again)
+        # a note several boards share is said once, with its boards (each board's said it again),
+        # and the boards once for all the notes they share (a new user's trial: a list per note)
         boards_of: dict[str, list[str]] = {}
         for b in self.boards:
             for note in b.measurement.notes if b.measurement else ():
                 boards_of.setdefault(note, []).append(b.label)
-        if boards_of:
-            text += " [" + "; ".join(f"{', '.join(who)}: {note}" for note, who in boards_of.items()) + "]"
+        notes_of: dict[tuple[str, ...], list[str]] = {}
+        for note, who in boards_of.items():
+            notes_of.setdefault(tuple(who), []).append(note)
+        if notes_of:
+            text += " [" + "; ".join(f"{', '.join(who)}: {'; '.join(n)}" for who, n in notes_of.items()) + "]"
         return text if self.reliable else f"{text} NOT RELIABLE: {self.reason}"
 
     # -- tables --------------------------------------------------------------

@@ -77,7 +77,10 @@ def load_records(
         else:
             raise errors.UsageError(f"{path}: no such folder or file")
     if not found:
-        raise errors.UsageError(f"no score records (run-*.json) in {', '.join(map(str, paths))}")
+        # a new user gave results/score-h200, whose records lie one folder down (a trial, 2026-12-07)
+        below = [p for d in empty for p in sorted(d.iterdir()) if p.is_dir() and any(p.glob("run-*.json"))]
+        hint = f": its subfolders hold them ({below[0].parent}/*)" if below else ""
+        raise errors.UsageError(f"no score records (run-*.json) in {', '.join(map(str, paths))}{hint}")
     for path in empty if on_empty is not None else ():
         on_empty(path)
     out = []
