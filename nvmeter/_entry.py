@@ -46,5 +46,6 @@ def main() -> None:
 
         cli_main()
     except KeyboardInterrupt:
-        print("nvmeter: interrupted; nothing written", file=sys.stderr, flush=True)
+        if sys.stderr is not None:  # closed (2>&-): print() would write to stdout
+            print("nvmeter: interrupted; nothing written", file=sys.stderr, flush=True)
         sys.exit(130)

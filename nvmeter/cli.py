@@ -194,6 +194,8 @@ def _note(line: str) -> None:
 def _say(line: str) -> None:
     """One unwrapped line on stderr (rich would wrap it at the terminal width), :func:`_printable`."""
     line = _printable(line)
+    if sys.stderr is None:  # closed (2>&-): print() would write to stdout, into the command's output
+        return
     with contextlib.suppress(OSError):  # a full stderr: the exit status still says what happened
         print(line, file=sys.stderr, flush=True)
 

@@ -500,6 +500,19 @@ def test_a_probe_with_stdout_closed_writes_its_file(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_with_stderr_closed_nvmeter_s_lines_stay_out_of_the_command_s_output(tmp_path):
+    """A breaker's trial: `nvmeter run ... > o.txt 2>&-` put nvmeter's lines after the command's in o.txt."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvmeter", "run", "--simulate", "--", "sh", "-c", "echo OUT"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: __import__("os").close(2),
+    )
+    assert proc.returncode == 0 and proc.stdout == "OUT\n"
+
+
 def test_a_gone_stderr_reader_does_not_end_the_work(monkeypatch):
     import io
 
