@@ -241,6 +241,13 @@ def write_claimed(claimed: Claim, record: dict) -> None:
         RecordKept: another process wrote at the path since; this record is kept beside it, under
             a name the message and ``kept`` give.
     """
+    folder = claimed.path.parent if str(claimed.path.parent) else Path(".")
+    if not folder.is_dir():
+        # the command removed the folder (or put a file there): `nvmeter run --json d/o.json --
+        # sh -c 'rm -rf d'` lost its record in a traceback (a breaker's trial, 2026-12-07)
+        stand_in = Path(tempfile.gettempdir()) / claimed.path.name
+        why = f"could not be written: its folder {folder} is gone (removed while the command ran?)"
+        _write(stand_in, record, lambda tmp: _keep_beside(tmp, stand_in, why, named=claimed.path))
     _write(claimed.path, record, lambda tmp: _replace_claimed(tmp, claimed))
 
 
@@ -250,7 +257,10 @@ def _write(path: Path, record: dict, place) -> None:
     data = text.encode()
     if path.name.endswith(".gz"):  # read back through gzip (parse_json): written so, one stream
         data = gzip.compress(data, mtime=0)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    except OSError as exc:  # the folder went since the path was checked
+        raise errors.UsageError(f"cannot write {path}: {exc.strerror}") from exc
     try:
         os.chmod(tmp, files.output_mode())  # mkstemp makes it 0600; a plain open() would not
         with os.fdopen(fd, "wb") as f:
@@ -304,8 +314,10 @@ def _took(tmp: Path, path: Path) -> bool:
     return True
 
 
-def _keep_beside(tmp: Path, path: Path, why: str) -> None:
+def _keep_beside(tmp: Path, path: Path, why: str, named: Path | None = None) -> None:
     """Keep ``tmp`` as ``PATH.PID.conflict`` (or ``PATH.PID-N.conflict``: never over another) and raise.
+
+    ``named``: the path the message names, where it is not ``path`` (a record kept elsewhere).
 
     Raises:
         RecordKept: always, naming the kept file and ``why`` (another process wrote at ``path``).
@@ -313,7 +325,7 @@ def _keep_beside(tmp: Path, path: Path, why: str) -> None:
     for n in itertools.count():  # a second conflict of one pid had replaced the first (a code review)
         kept = path.with_name(f"{path.name}.{os.getpid()}{f'-{n}' if n else ''}.conflict")
         if _took(tmp, kept):
-            raise errors.RecordKept(f"{path} {why}; this record is kept as {kept}", kept)
+            raise errors.RecordKept(f"{named or path} {why}; this record is kept as {kept}", kept)
 
 
 def _not_json(constant: str):
