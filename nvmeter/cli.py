@@ -8,6 +8,7 @@ files, paths); 3 telemetry unavailable (no driver, no GPU, unsupported, lost);
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import signal
@@ -344,6 +345,15 @@ def _run(fn, *args, **kwargs):
         raise typer.Exit(130) from None
     except (BrokenPipeError, _OutputLost) as exc:
         raise typer.Exit(_stdout_lost(exc)) from None
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        # Python 3.11's Path.is_file() and is_symlink() raise it where 3.12 says False: any path
+        # option could end in a traceback (a breaker's trial: a name of 260 bytes)
+        from nvmeter.records import name_too_long
+
+        _say(f"nvmeter: {name_too_long(exc.filename)}")
+        raise typer.Exit(errors.UsageError.exit_code) from None
 
 
 def _stdout_lost(exc: Exception) -> int:

@@ -393,8 +393,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         terminalreporter.write_line(f"nvmeter: wrote {where} (`nvmeter show {where}` reads it)")
     failure = state.json_failure
     if failure is not None:
-        kept = isinstance(failure, errors.RecordKept)  # another process wrote at the path meanwhile
-        said = "--energy-json kept beside another's" if kept else "--energy-json not written"
+        # another process wrote at the path meanwhile, or a test removed its folder: the message says where
+        kept = isinstance(failure, errors.RecordKept)
+        said = "--energy-json kept elsewhere" if kept else "--energy-json not written"
         terminalreporter.write_line(f"nvmeter: {said}: {failure}", red=True)
 
 

@@ -95,7 +95,22 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True, kind: st
     """
     if isinstance(path, str) and path == "":  # Path("") would be the current folder: a name was meant
         raise errors.UsageError("the output path is empty; give a file name")
-    path = _output_path(path)
+    try:
+        return _checked_writable(_output_path(path), inputs, record, kind)
+    except OSError as exc:  # Python 3.11's Path.is_symlink() and is_dir() raise for a name over 255 bytes
+        if exc.errno == errno.ENAMETOOLONG:
+            raise errors.UsageError(name_too_long(path)) from None
+        raise errors.UsageError(f"cannot write {path}: {exc.strerror}; give another path") from None
+
+
+def name_too_long(path) -> str:
+    """The one line for a path whose name the file system refuses as too long (the path cut short)."""
+    name = str(path or "")
+    shown = name if len(name) <= 60 else f"{name[:57]}..."
+    return f"{shown}: a file name too long for the file system; give a shorter path"
+
+
+def _checked_writable(path: Path, inputs: tuple, record: bool, kind: str | None) -> Path:
     for option, given in inputs:
         if given is not None and Path(given).exists() and Path(given).resolve() == path.resolve():
             raise errors.UsageError(f"{path} is the {option} file this command reads; write to another path")

@@ -500,6 +500,22 @@ def test_a_probe_with_stdout_closed_writes_its_file(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--simulate", "--json", "{long}.json", "--", "true"],
+        ["probe", "--simulate", "--quick", "--out", "{long}.json"],
+        ["summarize", "{long}.json"],
+        ["run", "--simulate", "--idle", "{long}.json", "--", "true"],
+    ],
+)
+def test_a_file_name_too_long_is_one_line(tmp_path, args):
+    """A breaker's trial: Python 3.11's Path.is_symlink() raised ENAMETOOLONG in a traceback."""
+    long = str(tmp_path / ("a" * 260))
+    line = one_line_error(nvmeter(*(a.format(long=long) for a in args)), 2)
+    assert line.endswith("...: a file name too long for the file system; give a shorter path")
+
+
 def test_with_stderr_closed_nvmeter_s_lines_stay_out_of_the_command_s_output(tmp_path):
     """A breaker's trial: `nvmeter run ... > o.txt 2>&-` put nvmeter's lines after the command's in o.txt."""
     proc = subprocess.run(

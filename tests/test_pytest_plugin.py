@@ -567,8 +567,12 @@ def test_step(energy_board):
     )
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["*test_step: * mJ/call*PASS*", "nvmeter: --energy-json not written: *gone*"])
+    said = "nvmeter: --energy-json kept elsewhere: *pe.json could not be written: its folder *gone is gone*"
+    result.stdout.fnmatch_lines(["*test_step: * mJ/call*PASS*", said])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    kept = Path(result.stdout.str().split("this record is kept as ")[1].split()[0])
+    assert json.loads(kept.read_text())["kind"] == "pytest-energy"  # not lost (a breaker's trial)
+    kept.unlink()
 
 
 def test_an_energy_json_over_a_test_file_is_refused_before_the_tests(pytester):
