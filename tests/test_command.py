@@ -87,9 +87,21 @@ def test_a_board_lost_mid_run_lets_the_command_finish_then_says_nothing_was_meas
 
 def test_given_idle_is_named_and_used():
     board = SimulatedBoard(SimConfig(seed=4))
-    result = run_command(["true"], [board], idle=75.0, life=SimulatedLife(board))
-    assert result.boards[0].window.idle_w == 75.0
-    assert "idle 75.0 W, given" in result.lines()[-1]
+    result = run_command(["true"], [board], idle=80.0, life=SimulatedLife(board))
+    assert result.boards[0].window.idle_w == 80.0
+    assert "idle 80.0 W, given" in result.lines()[-1]
+
+
+def test_a_given_idle_a_little_under_the_rest_gets_a_bound_that_reaches_it():
+    """A breaker's trial: 71 W for the 78.7 W rest read +65 J over 8 s against a ±30 J bound, reliable."""
+    board = SimulatedBoard(SimConfig(seed=4))
+    with pytest.warns(errors.NvmeterWarning, match=r"idle 71.0 W is below .* widened to ±7.7 W to reach it"):
+        result = run_command(["sleep", "8"], [board], idle=71.0, life=SimulatedLife(board))
+    m = result.boards[0].window
+    gross_j = board.true_energy_j(m.work_t0_s, m.work_t1_s + m.tail_s)
+    truth_j = gross_j - board.config.idle_no_context_w * m.window_s
+    assert "idle 71.0 ± 7.7 W, given" in result.lines()[-1]
+    assert m.reliable and abs(m.above_idle_j - truth_j) <= m.err_j, (m.above_idle_j, truth_j, m.err_j)
 
 
 def test_the_record_round_trips_and_verifies(tmp_path):

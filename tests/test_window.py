@@ -238,14 +238,16 @@ def test_a_given_idle_below_the_board_s_rest_is_refused_before_the_work(board, i
         pytest.fail("the window opened")
 
 
-@pytest.mark.parametrize("idle_w", [0.0, 75.0])
-def test_a_whole_energy_idle_and_one_near_the_rest_are_taken(board, idle_w):
+@pytest.mark.parametrize(("idle_w", "err_w"), [(0.0, 0.0), (75.0, 3.7)])
+def test_a_whole_energy_idle_and_one_near_the_rest_are_taken(board, idle_w, err_w, recwarn):
+    """One under the rest (78.7 W) takes a bound that reaches it, and says so (a breaker's trial)."""
     with EnergyWindow(board, sync="none", idle=idle_w) as w:
         board.set_load(300.0)
         board.clock.sleep(0.5)
         board.set_load(0.0)
         w.call()
-    assert w.result.idle_w == idle_w
+    assert w.result.idle_w == idle_w and w.result.idle.err_w == pytest.approx(err_w, abs=1e-9)
+    assert [str(x.message).endswith("to reach it") for x in recwarn] == ([True] if err_w else [])
 
 
 def test_a_real_board_s_rest_comes_from_its_cached_probe(monkeypatch):

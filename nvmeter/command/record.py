@@ -137,7 +137,8 @@ class CommandRun:
         m = b.window
         line = (
             f"{m.device.short}: {m.energy_j:,.1f} J, {m.above_idle_j:,.1f} ± {m.err_j:,.1f} J above idle "
-            f"(idle {m.idle_w:.1f} W, {self._idle_words()}{_drift_words(m)}); mean {m.power_w:,.1f} W "
+            f"(idle {m.idle_w:.1f}{f' ± {m.idle.err_w:.1f}' if m.idle.err_w >= 0.05 else ''} W, "
+            f"{self._idle_words()}{_drift_words(m)}); mean {m.power_w:,.1f} W "
             f"over {m.window_s:.2f} s"
         )
         if self.wall_s < SHORT_S:

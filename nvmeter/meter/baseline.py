@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -328,6 +329,13 @@ def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
     both marked reliable (an adversarial review, 2026-12-06). Both are refused before any work
     runs. 0 W stays allowed: the board's whole energy, as asked.
 
+    An idle above that share but still under the rest is taken with its bound widened to reach the
+    rest, and a warning says so: 71 W given for a 78.7 W rest read +65 J over 8 s against a ±30 J
+    bound, reliable (a breaker's trial, 2026-12-07).
+
+    Returns:
+        ``idle``, or ``idle`` with ``err_w`` widened to reach the rest floor.
+
     Raises:
         UsageError: ``idle`` lies above the board's enforced power limit, by more than its bound
             (where NVML gives a limit that can be real: :func:`nvmeter.meter.sanity.known_limit_w`),
@@ -346,6 +354,15 @@ def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
             f"idle {idle.power_w:,.1f} W is below what {ident.short} draws at rest without a CUDA context "
             f"({floor[0]:,.1f} W, {floor[1]}): give the idle of this board, in watts (0 for its whole energy)"
         )
+    if floor is not None and idle.power_w + idle.err_w < floor[0]:
+        widened = replace(idle, err_w=floor[0] - idle.power_w)
+        warnings.warn(
+            f"idle {idle.power_w:,.1f} W is below what {ident.short} draws at rest without a CUDA context "
+            f"({floor[0]:,.1f} W, {floor[1]}): its bound is widened to ±{widened.err_w:,.1f} W to reach it",
+            errors.NvmeterWarning,
+            stacklevel=2,
+        )
+        return widened
     return idle
 
 
