@@ -218,10 +218,14 @@ def test_a_newer_version_another_kind_or_an_unlabelled_stranger_is_refused(tmp_p
         records.read_json(_written(tmp_path, score), "probe")
     with pytest.raises(errors.RecordError, match=r"ladder-h200 record \(it has no `kind` field\)"):
         records.read_json(_written(tmp_path, {"parts": {}}), "ladder-h200")
-    with pytest.raises(errors.RecordError, match=r"summary record \(a JSON list, not an object\)"):
+    with pytest.raises(errors.RecordError, match=r"summary record \(a JSON array, not an object\)"):
         records.read_json(_written(tmp_path, [1, 2]), "window-accuracy-summary")
     with pytest.raises(errors.RecordError, match="not an nvmeter window-accuracy-summary record"):
         records.read_json(_written(tmp_path, [1, 2]), "window-accuracy-summary")
+    # JSON's names, not Python's: "a JSON NoneType" for a file holding null (a breaker's trial)
+    for value, name in ((None, "null"), ("x", "string"), (True, "true or false"), (1.5, "number")):
+        with pytest.raises(errors.RecordError, match=rf"probe record \(a JSON {name}, not an object\)"):
+            records.read_json(_written(tmp_path, value), "probe")
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """EnergyWindow on the simulated board, against the model's exact energy."""
 
+import functools
 import itertools
 import math
 import time
@@ -491,6 +492,37 @@ def test_idle_watts_given_as_text_are_refused_saying_so(board):
         EnergyWindow(board, idle="121.3", sync="none").__enter__()
     with pytest.raises(errors.UsageError, match=r"'121.3W' is text: give watts as a number \(idle=121.3\)"):
         EnergyWindow(board, idle="121.3W", sync="none").__enter__()
+
+
+def test_measure_refuses_a_callable_whose_call_runs_nothing_before_the_idle(board):
+    """A breaker's trial: async and generator functions were metered as empty calls (the simulated
+    board alone stopped them), one that needs arguments failed with a bare TypeError after the idle."""
+
+    async def coro():
+        pass
+
+    def gen():
+        yield 1
+
+    def step(batch):
+        del batch
+
+    before = board.clock.now()
+    for fn, words in ((coro, "is async"), (gen, "is a generator function"), (step, "takes some")):
+        with pytest.raises(errors.UsageError, match=f"fn .*{words}"):
+            measure(fn, device=board, sync="none")
+    with pytest.raises(errors.UsageError, match="its control with no arguments"):
+        measure(lambda: _block(board, 0.04), device=board, sync="none", control=step)
+    assert board.clock.now() == before  # refused before any idle span
+    measure(functools.partial(_block, board, 0.04), device=board, sync="none", max_window_s=2.0)  # all bound
+
+
+def test_a_small_accepted_bound_is_said_with_its_digits():
+    """A breaker's trial: max_rel_err=0.0001 read "exceeds the accepted 0.0%"."""
+    from nvmeter.meter.measurement import figure_reason
+
+    assert "bound 0.1% exceeds the accepted 0.010% " in figure_reason(1000.0, 1.0, 0.0001, "a call")
+    assert "bound 2.0% exceeds the accepted 1.0% " in figure_reason(1000.0, 20.0, 0.01, "a call")
 
 
 def test_result_read_inside_the_block_is_refused_not_none(board):

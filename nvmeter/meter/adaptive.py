@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import statistics
 import time
@@ -186,6 +187,9 @@ def measure(
         raise errors.UsageError(f"measure() takes the call to meter, a function of no arguments, not {fn!r}")
     if not (isinstance(control, bool) or callable(control)):
         raise errors.UsageError(f"control must be True, False or a callable null call, not {control!r}")
+    _check_callable(fn, "fn")
+    if callable(control) and not isinstance(control, bool):
+        _check_callable(control, "control")
     if progress is not None and not callable(progress):
         raise errors.UsageError(f"progress must be a callable (e.g. print), not {progress!r}")
     board = open_board(device)
@@ -219,6 +223,38 @@ def measure(
         null = null and replace(null, idle=window_idle)
         result = replace(result, idle=window_idle, problems=result.problems + problems)
     return _with_control(result, null)
+
+
+def _check_callable(fn, name: str) -> None:
+    """Refuse, before any idle or warm-up, a callable whose call runs nothing or cannot be made.
+
+    A coroutine or generator function returns an object without running its body (the simulated
+    board alone caught it, after 10,000 empty calls; a GPU would have metered them), and one that
+    needs arguments failed with a bare TypeError after the idle (a breaker's trial, 2026-12-07).
+
+    Raises:
+        UsageError: naming the callable and how to wrap it.
+    """
+    said = getattr(fn, "__qualname__", None) or repr(fn)
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise errors.UsageError(
+            f"measure()'s {name} {said} is async: calling it runs nothing; wrap it, "
+            f"e.g. lambda: asyncio.run({said}())"
+        )
+    if inspect.isgeneratorfunction(fn):
+        raise errors.UsageError(
+            f"measure()'s {name} {said} is a generator function: calling it runs nothing; wrap it, "
+            f"e.g. lambda: list({said}())"
+        )
+    try:
+        inspect.signature(fn).bind()
+    except TypeError as exc:
+        raise errors.UsageError(
+            f"measure() calls its {name} with no arguments, and {said} takes some ({exc}): wrap it, "
+            "e.g. lambda: step(batch)"
+        ) from None
+    except ValueError:  # no signature to read (some builtins): called as given
+        pass
 
 
 def _is_number(x) -> bool:

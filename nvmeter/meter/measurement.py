@@ -1476,10 +1476,16 @@ def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str
         # which setting accepted it, and the bound in mJ: ±1.3 mJ on calls that draw ~0 read as a
         # failure without either (a new user's trial, 2026-12-06)
         return (
-            f"bound {rel:.1%} exceeds the accepted {max_rel_err:.1%} (EnergyWindow's max_rel_err, "
-            f"measure()'s target_rel_err): ±{err:,.1f} mJ {unit}"
+            f"bound {_percent(rel)} exceeds the accepted {_percent(max_rel_err)} (EnergyWindow's "
+            f"max_rel_err, measure()'s target_rel_err): ±{err:,.1f} mJ {unit}"
         )
     return None
+
+
+def _percent(share: float) -> str:
+    """A share as a percent with enough digits to tell it from 0 (0.01% read "0.0%": a breaker's trial)."""
+    digits = 1 if share >= 0.001 or share == 0 else min(6, 1 - math.floor(math.log10(share * 100)))
+    return f"{share:.{digits}%}"
 
 
 def _seconds(value, name: str) -> float:
