@@ -85,6 +85,18 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+def _out_path(text: str) -> Path:
+    """A path to write (``--out``, ``--json``, ``--plot``): as :func:`_path`, and not a folder's name.
+
+    ``--json x.json/`` wrote ``x.json`` without a word: the trailing slash names a folder (a
+    breaker's trial, 2026-12-07).
+    """
+    path = _path(text)
+    if text.endswith(os.sep):
+        raise typer.BadParameter(f"{text!r} ends in {os.sep}, as a folder's name does; give a file name")
+    return path
+
+
 class _OutputLost(Exception):
     """Standard output could not be written (a full disk, /dev/full): not a failed check."""
 
@@ -462,7 +474,7 @@ class _ProbeProgress:
 @_guarded
 def probe(
     out_path: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the probe record (JSON).", parser=_path)
+        Path, typer.Option("--out", "-o", help="Where to write the probe record (JSON).", parser=_out_path)
     ] = Path("probe.json"),
     device: ProbeDeviceOpt = None,
     quick: Annotated[
@@ -718,7 +730,7 @@ def run(
     device: DeviceOpt = None,
     json_path: Annotated[
         Path | None,
-        typer.Option("--json", help="Also write the run record (JSON) to this file.", parser=_path),
+        typer.Option("--json", help="Also write the run record (JSON) to this file.", parser=_out_path),
     ] = None,
     idle: Annotated[
         str | None,
@@ -1146,7 +1158,9 @@ def summarize(
     plot_path: Annotated[
         Path | None,
         typer.Option(
-            "--plot", help="Also draw energy per call against time per call (.png, .svg, .pdf).", parser=_path
+            "--plot",
+            help="Also draw energy per call against time per call (.png, .svg, .pdf).",
+            parser=_out_path,
         ),
     ] = None,
 ) -> None:

@@ -87,7 +87,7 @@ class _State:
             try:
                 idle_file = self.idle if isinstance(self.idle, Path) else None
                 inputs = (("--energy-idle", idle_file),)
-                self.json_claim = records.claim(Path(self.json_path), inputs=inputs, kind=ENERGY_KIND)
+                self.json_claim = records.claim(str(self.json_path), inputs=inputs, kind=ENERGY_KIND)
             except errors.UsageError as exc:
                 raise pytest.UsageError(f"--energy-json: {exc}") from None
         self.json_written: Path | None = None  # where --energy-json went, once written

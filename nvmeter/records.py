@@ -95,6 +95,8 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True, kind: st
     """
     if isinstance(path, str) and path == "":  # Path("") would be the current folder: a name was meant
         raise errors.UsageError("the output path is empty; give a file name")
+    if isinstance(path, str) and path.endswith(os.sep):  # Path() drops it, and the name is then a file's
+        raise errors.UsageError(f"{path} ends in {os.sep}, as a folder's name does; give a file name")
     try:
         return _checked_writable(_output_path(path), inputs, record, kind)
     except OSError as exc:  # Python 3.11's Path.is_symlink() and is_dir() raise for a name over 255 bytes

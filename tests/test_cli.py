@@ -501,6 +501,20 @@ def test_a_probe_with_stdout_closed_writes_its_file(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["run", "--simulate", "--json", "x.json/", "--", "true"], "--json"),
+        (["probe", "--simulate", "--quick", "--out", "x.json/"], "--out"),
+    ],
+)
+def test_an_output_path_that_ends_in_a_slash_is_refused(tmp_path, args, option):
+    """A breaker's trial: `--json x.json/` wrote x.json without a word."""
+    line = one_line_error(nvmeter(*args, cwd=tmp_path), 2)
+    assert f"'{option}'" in line and "'x.json/' ends in /, as a folder's name does; give a file name" in line
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize(
     "args",
     [
         ["run", "--simulate", "--json", "{long}.json", "--", "true"],

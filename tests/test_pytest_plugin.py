@@ -575,6 +575,14 @@ def test_step(energy_board):
     kept.unlink()
 
 
+def test_an_energy_json_that_ends_in_a_slash_is_refused_before_the_tests(pytester):
+    pytester.makepyfile(test_x=HEADER + "\ndef test_x():\n    pass\n")
+    result = pytester.runpytest("--energy-simulate", "--energy-json", "e.json/")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--energy-json: e.json/ ends in /, as a folder's name does*"])
+    assert not (pytester.path / "e.json").exists()
+
+
 def test_an_energy_json_over_a_test_file_is_refused_before_the_tests(pytester):
     """`pytest --energy-json test_model.py`, the FILE forgotten, replaced the test file."""
     pytester.makepyfile(test_model=HEADER + "\ndef test_x():\n    pass\n")
