@@ -122,6 +122,18 @@ def test_a_kind_no_record_has_is_named_with_those_that_exist(tmp_path):
             r"window\.work_t0_s\.\.work_t1_s ran .* not inside the window's reads",
         ),
         (lambda w: w.__setitem__("calls", 10**20), r"calls 100000000000000000000"),
+        # a breaker's trial (2026-12-07): each of these had been shown as a verified window
+        (lambda w: w["samples"]["t_s"].__setitem__(-1, 1e30), r"window\.samples ran .*1e\+30 s, not inside"),
+        (lambda w: w["start"]["t0_s"].__setitem__(0, -1002.0), r"start\.t0_s\[0\] is -1002 s, before"),
+        (lambda w: w["idle"].__setitem__("busy_pct", "1"), r"a figure must be a number or null, not '1'"),
+        (
+            lambda w: w["device"].__setitem__("power_limit_w", -701),
+            r"power_limit_w is -701, not a finite number >= 0",
+        ),
+        (
+            lambda w: w["device"].__setitem__("power_limit_w", 1e30),
+            r"power_limit_w is 1e\+30 W, above any board's",
+        ),
     ],
 )
 def test_a_window_record_with_a_field_of_the_wrong_kind_is_refused(window, tmp_path, change, says):
@@ -132,6 +144,12 @@ def test_a_window_record_with_a_field_of_the_wrong_kind_is_refused(window, tmp_p
     path.write_text(json.dumps(data))
     with pytest.raises(errors.RecordError, match=says):
         Measurement.load(path)
+
+
+def test_the_records_limit_on_a_board_s_power_is_the_meter_s():
+    from nvmeter.meter import sanity
+
+    assert records._MAX_LIMIT_W == sanity.MAX_BOARD_W
 
 
 def test_a_window_record_without_its_provenance_is_damaged(window, tmp_path):

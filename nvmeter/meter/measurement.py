@@ -1283,6 +1283,7 @@ def check_dict(d, where: str) -> dict:
     reads_s = _edge_reads(window, where)
     _check_work(window, where, reads_s)
     _check_states(window, where, reads_s)
+    _check_sample_times(window, where, reads_s)
     records.items(window.get("inner", []), f"{where}.inner", records.mapping)
     return window
 
@@ -1303,6 +1304,25 @@ def _edge_reads(window: dict, where: str) -> list[float]:
     return reads_s
 
 
+def _check_sample_times(window: dict, where: str, reads_s: list[float]) -> None:
+    """The window's power samples lie around its reads, on a clock that starts at 0 (BadField if not).
+
+    A sample 1e30 s on, or a read at -1,002 s, was shown as a verified window (a breaker's trial).
+    """
+    for i, t_s in enumerate(reads_s):
+        if t_s < 0:
+            edge = ("start.t0_s[0]", "end.t1_s[-1]")[i]
+            raise records.BadField(f"{where}.{edge} is {t_s:.6g} s, before the board's clock began")
+    times = window["samples"]["t_s"] if isinstance(window["samples"], dict) else []
+    if len(reads_s) == 2 and times:
+        around = (max(0.0, reads_s[0] - SAMPLE_MARGIN_S), reads_s[1] + SAMPLE_MARGIN_S)
+        records.span_inside(f"{where}.samples", times[0], times[-1], around, "the window's reads")
+
+
+# The samples a window keeps begin at most 2.52 s before its first read (the driver's buffer at
+# entry) and end at most 0.045 s after its last, over the 4,965 committed windows of results/ with
+# samples (2026-12-07). A minute either side is a chosen margin far outside that.
+SAMPLE_MARGIN_S = 60.0
 # A state is read by its edge's poller just before or after the edge's counter reads: in the 4,810
 # committed windows of results/ with states, at most 5.3 ms before the first read and never after the
 # last, always in time order. One second either side is a chosen margin far outside that.
@@ -1519,4 +1539,9 @@ def _upgrade_v1(d: dict) -> dict:
 
 
 def _nan_if_null(value) -> float:
-    return math.nan if value is None else float(value)
+    if value is None:
+        return math.nan
+    # float("1") would take a string, and float(True) a bool, as a figure (a breaker's trial)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"a figure must be a number or null, not {value!r}")
+    return float(value)
