@@ -517,6 +517,24 @@ def test_measure_refuses_a_callable_whose_call_runs_nothing_before_the_idle(boar
     measure(functools.partial(_block, board, 0.04), device=board, sync="none", max_window_s=2.0)  # all bound
 
 
+def test_measure_refuses_sub_windows_shorter_than_the_counter_period(board):
+    with pytest.raises(
+        errors.UsageError, match=r"min_window_s 0.01 s is shorter than the board's counter period"
+    ):
+        measure(lambda: _block(board, 0.04), device=board, sync="none", min_window_s=0.01)
+
+
+def test_a_tiny_per_call_figure_is_said_in_figures_not_zeros(board):
+    """A breaker's trial: w.call(10**12) printed 0.0 ± 0.0 mJ/call."""
+    with EnergyWindow(board, sync="none", idle=121.2) as w:
+        board.set_load(300.0)
+        board.clock.sleep(1.0)
+        board.set_load(0.0)
+        w.call(10**12)
+    assert repr(w.result).startswith(f"{w.result.per_call_mj:.3g} ± {w.result.per_call_mj_err:.3g} mJ/call")
+    assert "e-0" in repr(w.result).split(" mJ")[0]
+
+
 def test_a_small_accepted_bound_is_said_with_its_digits():
     """A breaker's trial: max_rel_err=0.0001 read "exceeds the accepted 0.0%"."""
     from nvmeter.meter.measurement import figure_reason

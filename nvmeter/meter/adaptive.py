@@ -194,6 +194,13 @@ def measure(
         raise errors.UsageError(f"progress must be a callable (e.g. print), not {progress!r}")
     board = open_board(device)
     prof = resolve_profile(profile, board.identity(), idle)
+    if min_window_s < prof.counter_period_s:
+        # each sub-window ends on a counter step: 0.01 s ran the full 30 s and ended not reliable
+        # (a breaker's trial, 2026-12-07)
+        raise errors.UsageError(
+            f"min_window_s {min_window_s:g} s is shorter than the board's counter period "
+            f"({prof.counter_period_s:g} s, {prof.source}): give at least that (0.5 s is the default)"
+        )
     sync_fn, _ = resolve(sync)
     sync_fn()  # the caller's work queued before: not the idle's (an EnergyWindow's entry does the same)
     said = _Said(board, progress, target_rel_err, max_window_s)

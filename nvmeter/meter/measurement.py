@@ -1016,7 +1016,7 @@ class Measurement:
     def __repr__(self) -> str:
         # with no calls the per-call figure is nan: the window's whole energy is still worth saying
         figure = (
-            f"{self.per_call_mj:,.1f} ± {self.per_call_mj_err:,.1f} mJ/call above idle "
+            f"{_mj(self.per_call_mj)} ± {_mj(self.per_call_mj_err)} mJ/call above idle "
             if self.calls
             else f"{self.above_idle_j:,.1f} ± {self.err_j:,.1f} J above idle in all, no calls declared "
         )
@@ -1500,6 +1500,11 @@ def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str
             f"max_rel_err, measure()'s target_rel_err): ±{err:,.1f} mJ {unit}"
         )
     return None
+
+
+def _mj(value: float) -> str:
+    """A figure in mJ to 0.1, or to three figures under 0.05 (10^12 calls read "0.0 ± 0.0": a breaker)."""
+    return f"{value:.3g}" if 0 < abs(value) < 0.05 else f"{value:,.1f}"
 
 
 def _percent(share: float) -> str:
