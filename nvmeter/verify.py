@@ -18,6 +18,11 @@ from nvmeter import errors
 # Stored and recomputed figures agree to this relative tolerance: JSON keeps every float
 # exactly (shortest repr), so only the order of floating-point operations could differ.
 REL_TOL = 1e-9
+# Prose among the derived figures: why a figure is not reliable, the state's notes. Their wording
+# changes between versions ("0.0%" became "0.010%"), and a job record an earlier nvmeter wrote was
+# refused for it (a review, 2026-12-07); only whether there is any is compared. The figures and
+# ``reliable`` beside them are compared in full.
+PROSE_KEYS = frozenset({"reason", "state_changes"})
 
 
 def plain(value):
@@ -48,6 +53,10 @@ def first_difference(stored, fresh, where: str = "derived") -> tuple[str, object
         for key in sorted(set(stored) | set(fresh)):
             if key not in stored or key not in fresh:
                 return f"{where}.{key}", stored.get(key, "(missing)"), fresh.get(key, "(missing)")
+            if key in PROSE_KEYS:
+                if bool(stored[key]) != bool(fresh[key]):
+                    return f"{where}.{key}", stored[key], fresh[key]
+                continue
             found = first_difference(stored[key], fresh[key], f"{where}.{key}")
             if found:
                 return found

@@ -270,6 +270,26 @@ def test_the_record_round_trips(tmp_path):
         JobMeasurement.load(path)
 
 
+def test_a_record_whose_reasons_an_earlier_nvmeter_worded_otherwise_still_loads(tmp_path):
+    """A review (2026-12-07): a job record saved before "0.0%" became "0.010%" was refused at load."""
+    from nvmeter import records
+
+    boards = host(1)
+    with JobWindow(boards, sync="none", max_rel_err=0.0001) as w:
+        work(boards, 1.0, w=w)
+    path = tmp_path / "job.json"
+    w.result.save(path)
+    data = records.read_json(path, "job")
+    assert data["derived"]["reason"] and not data["derived"]["reliable"]
+    data["derived"]["reason"] = "bound 1.0% exceeds the accepted 0.0% (worded as an earlier nvmeter did)"
+    records.write_json(path, data)
+    assert JobMeasurement.load(path).reason == w.result.reason  # the prose is recomputed, not compared
+    data["derived"]["reason"] = None  # but a reason removed is an altered verdict
+    records.write_json(path, data)
+    with pytest.raises(errors.RecordError, match=r"derived\.reason"):
+        JobMeasurement.load(path)
+
+
 def test_rank_rows_split_a_shared_board_evenly():
     boards = host(1)
     with JobWindow(boards, sync="none") as w:
