@@ -107,7 +107,8 @@ class _State:
         __tracebackhide__ = True  # a skip or a failure is reported at the test's line
         found = self._open(device)
         if isinstance(found, errors.DeviceNotFound):
-            pytest.fail(f"the energy window's device {device!r}: {found}", pytrace=False)
+            named = "0 (the default)" if device is None else repr(device)
+            pytest.fail(f"the energy window's device {named}: {found}", pytrace=False)
         why = self.unavailable(device)
         if why is not None:
             pytest.skip(why)

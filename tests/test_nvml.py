@@ -167,8 +167,9 @@ def test_a_malformed_device_is_the_callers_to_fix_before_nvml_is_asked(monkeypat
     ("visible", "device", "error"),
     [
         ("0", 1, errors.DeviceNotFound),
-        ("", 0, errors.DeviceNotFound),
-        ("-1", 0, errors.DeviceNotFound),
+        # every GPU hidden is no GPU for this process, not a device named wrong (a review, 2026-12-07)
+        ("", 0, errors.NoGpu),
+        ("-1", 0, errors.NoGpu),
         ("7", 0, errors.DeviceNotFound),
         (None, "GPU-ffff", errors.DeviceNotFound),
         (None, "MIG-1234", errors.NotSupported),

@@ -36,6 +36,12 @@ def run(pytester, body, *args):
     return pytester.runpytest("--energy-simulate", "-rsw", *args)
 
 
+def run_real(pytester, body, *args):
+    """As :func:`run`, on the machine's boards (NVML), not the simulated one."""
+    pytester.makepyfile(HEADER + body)
+    return pytester.runpytest("-rsw", *args)
+
+
 def test_the_plugin_is_registered_through_pytest11(pytester):
     assert "nvmeter.pytest_plugin" in {e.value for e in entry_points(group="pytest11")}
     result = pytester.runpytest("--markers")
@@ -324,6 +330,19 @@ def test_fixture(energy):
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_no_gpu_is_a_clean_skip_with_its_reason.py:3: no GPU*"])
     result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_no_gpu_is_a_clean_skip_with_its_reason.py:8: no GPU*"])
     assert "pytest_plugin.py" not in result.stdout.str()
+
+
+def test_every_gpu_hidden_skips_the_metered_tests(pytester, monkeypatch):
+    """CUDA_VISIBLE_DEVICES="" on a GPU machine is a CPU-only pass: skipped, not failed (a review)."""
+
+    class Hidden:
+        def __init__(self, *args, **kwargs):
+            raise errors.NoGpu("CUDA_VISIBLE_DEVICES='' hides every GPU; try --simulate")
+
+    monkeypatch.setattr("nvmeter.boards.nvml.NvmlBoard", Hidden)
+    result = run_real(pytester, "\n@pytest.mark.energy(max_mj_per_call=1.0)\ndef test_step():\n    pass\n")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no GPU to meter: CUDA_VISIBLE_DEVICES='' hides every GPU*"])
 
 
 def test_a_keyword_the_window_does_not_take_is_one_line(pytester):

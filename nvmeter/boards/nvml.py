@@ -237,7 +237,8 @@ def resolve_uuid(device: int | str | None) -> str:
     """The UUID of a device named by CUDA index, UUID (or unique prefix), or None (index 0).
 
     Raises:
-        DeviceNotFound: no such index or UUID. UsageError: a malformed spec.
+        DeviceNotFound: no such index or UUID. NoGpu: ``CUDA_VISIBLE_DEVICES`` hides every GPU.
+        UsageError: a malformed spec.
 
     """
     if device is None:
@@ -251,6 +252,11 @@ def resolve_uuid(device: int | str | None) -> str:
     if not index and device.startswith("MIG-"):
         raise errors.NotSupported(f"{device} is a MIG instance: it has no energy counter of its own")
     uuids = visible_uuids()
+    if not uuids:
+        # CUDA_VISIBLE_DEVICES="" (or -1) hides every board: no GPU for this process, as CUDA sees it,
+        # not a device named wrong (the pytest plugin skips the one and fails the other: a review)
+        spec = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        raise errors.NoGpu(f"CUDA_VISIBLE_DEVICES={spec!r} hides every GPU; {_SIMULATE_HINT}")
     if index:
         if device >= len(uuids):
             raise errors.DeviceNotFound(
