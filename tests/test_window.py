@@ -517,6 +517,16 @@ def test_measure_refuses_a_callable_whose_call_runs_nothing_before_the_idle(boar
     measure(functools.partial(_block, board, 0.04), device=board, sync="none", max_window_s=2.0)  # all bound
 
 
+def test_a_run_cut_at_max_window_s_says_so_at_its_stop(board):
+    told = []
+    measure(
+        lambda: _block(board, 0.04), device=board, sync="none", target_rel_err=0.009, max_window_s=2.5,
+        progress=told.append,
+    )  # fmt: skip
+    (stop,) = [p for p in told if p.phase == "stop"]
+    assert stop.stopped == "max_window_s" and str(stop).endswith(": at max_window_s")
+
+
 def test_measure_refuses_sub_windows_shorter_than_the_counter_period(board):
     with pytest.raises(
         errors.UsageError, match=r"min_window_s 0.01 s is shorter than the board's counter period"
@@ -564,7 +574,9 @@ def test_measure_says_its_progress_phase_by_phase_and_once_a_sub_window(board):
     assert run[-1].calls <= m.calls and "sub-windows" in str(run[-1]) and "target 2.00%" in str(run[-1])
     # the estimate that ended the run is said: the last "run" line had said "no estimate yet"
     (stop,) = [p for p in told if p.phase == "stop"]
-    assert phases[-2] == "stop" and stop.calls == m.calls and stop.rel_err <= 0.02
+    assert (
+        phases[-2] == "stop" and stop.calls == m.calls and stop.rel_err <= 0.02 and stop.stopped == "target"
+    )
     assert str(stop).endswith("(target 2.00%): within the target")
     with pytest.raises(errors.UsageError, match="progress must be a callable"):
         measure(lambda: _block(board, 0.04), device=board, sync="none", progress="yes")
@@ -688,8 +700,16 @@ def test_a_window_of_every_method_reads_back_from_its_record(board, method):
 def test_measure_stops_early_on_calls_that_draw_nothing_above_idle_and_says_why():
     board = SimulatedBoard()
     board.set_context(True)
-    m = measure(lambda: board.clock.sleep(0.02), device=board, sync="none", max_window_s=30)
+    told = []
+    m = measure(
+        lambda: board.clock.sleep(0.02), device=board, sync="none", max_window_s=30, progress=told.append
+    )
     assert not m.reliable and "the idle's own bound" in m.reason and "at any run length" in m.reason
+    # the stop says why: it had read "no estimate yet ...: at max_window_s" (a review, 2026-12-07)
+    (stop,) = [p for p in told if p.phase == "stop"]
+    assert stop.stopped == "unreachable" and str(stop).endswith(
+        "the target is out of reach at any run length"
+    )
     # the idle's bound alone exceeds 2% of any figure the run could read: it stopped at its
     # fewest sub-windows (without the rule it ran all 30 s to the same verdict)
     assert m.work_s < 5

@@ -79,6 +79,9 @@ class MeasureProgress:
         subwindows: The sub-windows marked so far (``"run"`` and ``"stop"``; else 0).
         rel_err: The stopping rule's latest estimate of the relative bound, or None before
             it has one.
+        stopped: Why the run ended (``"stop"`` only; else empty): ``"target"`` (the bound fits
+            it), ``"max_window_s"``, or ``"unreachable"`` (the parts of the bound that no run
+            length narrows exceed the target).
         target_rel_err: The bound asked for.
         max_window_s: The longest run, s.
     """
@@ -91,14 +94,18 @@ class MeasureProgress:
     rel_err: float | None = None
     target_rel_err: float = math.nan
     max_window_s: float = math.nan
+    stopped: str = ""
 
     def __str__(self) -> str:
         head = f"measure(): {self.phase} at {self.elapsed_s:.1f} s"
         if self.phase not in ("run", "stop"):
             return head
         bound = "no estimate yet" if self.rel_err is None else f"bound ~{self.rel_err:.2%}"
-        done = self.rel_err is not None and self.rel_err <= self.target_rel_err
-        why = (": within the target" if done else ": at max_window_s") if self.phase == "stop" else ""
+        why = {
+            "target": ": within the target",
+            "max_window_s": ": at max_window_s",
+            "unreachable": ": the target is out of reach at any run length",
+        }.get(self.stopped, "")
         return (
             f"{head}: {self.run_s:.1f} s of at most {self.max_window_s:g}, {self.calls:,} "
             f"call{'' if self.calls == 1 else 's'}, "
@@ -379,6 +386,7 @@ def _run(fn, board, idle, sync, prof, stop: _Stop, said: _Said) -> Measurement:
                 unseen = True
                 said("run", run_s=elapsed, calls=calls, subwindows=marks, rel_err=looks.rel_err)
             if elapsed >= stop.max_s:
+                looks.why = "max_window_s"
                 return True
             # the rule looks once the mark's step is in, so that a provisional window ends there
             # (at the mark itself it would end one sub-window back)
@@ -389,7 +397,14 @@ def _run(fn, board, idle, sync, prof, stop: _Stop, said: _Said) -> Measurement:
 
         _calls_until(fn, board, on_call)
         # the look that ended the run had no line of its own (a new user's trial, 2026-12-07)
-        said("stop", run_s=board.clock.now() - start, calls=calls, subwindows=marks, rel_err=looks.rel_err)
+        said(
+            "stop",
+            run_s=board.clock.now() - start,
+            calls=calls,
+            subwindows=marks,
+            rel_err=looks.rel_err,
+            stopped=looks.why,
+        )
     return w.result
 
 
@@ -405,6 +420,7 @@ class _Looks:
         self._next_s = -math.inf
         self.ended = False
         self.rel_err: float | None = None  # the stopping rule's latest estimate (for progress)
+        self.why = ""  # why the run ended, once it has (for progress)
 
     def due(self) -> bool:
         return not self.ended and self._clock.now() >= self._next_s
@@ -436,6 +452,7 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     if halfwidth is None:
         return False
     if _unreachable(model.state_floor_rel * mean + idle_err_w + control_err_w, net + halfwidth, stop.target):
+        looks.why = "unreachable"
         return True
     if not net > 0:
         return False
@@ -448,14 +465,15 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     rel = (halfwidth + model.state_floor_rel * mean + 2 * idle_err_w + edges_w + control_err_w) / net
     looks.rel_err = rel
     if looks.ended:
-        return rel <= ESTIMATE_SHARE * stop.target
-    if rel > stop.target or not looks.due():
+        within = rel <= ESTIMATE_SHARE * stop.target
+    elif rel > stop.target or not looks.due():
         return False
-    began = time.perf_counter()
-    try:
-        return _bound_within(w, stop.target)
-    finally:
+    else:
+        began = time.perf_counter()
+        within = _bound_within(w, stop.target)
         looks.took(time.perf_counter() - began)
+    looks.why = "target" if within else ""
+    return within
 
 
 def _run_s_for(windows: int, window_s: float) -> float:
