@@ -36,12 +36,6 @@ def run(pytester, body, *args):
     return pytester.runpytest("--energy-simulate", "-rsw", *args)
 
 
-def run_real(pytester, body, *args):
-    """As :func:`run`, on the machine's boards (NVML), not the simulated one."""
-    pytester.makepyfile(HEADER + body)
-    return pytester.runpytest("-rsw", *args)
-
-
 def test_the_plugin_is_registered_through_pytest11(pytester):
     assert "nvmeter.pytest_plugin" in {e.value for e in entry_points(group="pytest11")}
     result = pytester.runpytest("--markers")
@@ -332,17 +326,18 @@ def test_fixture(energy):
     assert "pytest_plugin.py" not in result.stdout.str()
 
 
-def test_every_gpu_hidden_skips_the_metered_tests(pytester, monkeypatch):
-    """CUDA_VISIBLE_DEVICES="" on a GPU machine is a CPU-only pass: skipped, not failed (a review)."""
-
-    class Hidden:
-        def __init__(self, *args, **kwargs):
-            raise errors.NoGpu("CUDA_VISIBLE_DEVICES='' hides every GPU; try --simulate")
-
-    monkeypatch.setattr("nvmeter.boards.nvml.NvmlBoard", Hidden)
-    result = run_real(pytester, "\n@pytest.mark.energy(max_mj_per_call=1.0)\ndef test_step():\n    pass\n")
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*no GPU to meter: CUDA_VISIBLE_DEVICES='' hides every GPU*"])
+def test_an_idle_a_little_under_the_rest_warns_once_and_is_an_error_under_w_error(pytester):
+    """A review: each window widened and warned again, and -W error ended each test in a traceback."""
+    marked = "\n@pytest.mark.energy(max_mj_per_call=1e9, calls=1)\ndef test_{}(energy_board):\n"
+    marked += "    work(energy_board)\n"
+    body = marked.format("a") + marked.format("b")
+    result = run(pytester, body, "--energy-idle", "75")
+    result.assert_outcomes(passed=2, warnings=1)
+    assert result.stdout.str().count("its bound is widened to ±3.7 W to reach it") == 1
+    result = run(pytester, body, "--energy-idle", "75", "-W", "error")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--energy-idle: idle 75.0 W is below what" in result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 def test_a_keyword_the_window_does_not_take_is_one_line(pytester):
