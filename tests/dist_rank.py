@@ -48,8 +48,10 @@ def host_of(scenario: str, rank: int, world: int):
 
 
 def window_kwargs(scenario: str, rank: int) -> dict:
-    short = scenario in ("hang", "caught", "reopen", "again2")  # again2: as short as the window it follows
-    kwargs = {"sync": "none", "timeout_s": HANG_TIMEOUT_S if short else TIMEOUT_S}
+    short = scenario in ("hang", "caught", "reopen")
+    # again2, shorter than the window it follows: its group still waits out that one's timeout
+    timeout_s = HANG_TIMEOUT_S / 3 if scenario == "again2" else HANG_TIMEOUT_S if short else TIMEOUT_S
+    kwargs = {"sync": "none", "timeout_s": timeout_s}
     if scenario == "mixed":
         kwargs["profile"] = {H100["name"]: H200_V1.with_(source="test:H100", counter_period_s=0.05)}
     if scenario == "hosts":

@@ -53,6 +53,8 @@ TIMEOUT_S = 120.0
 
 # gloo groups made by this process for the meter, by the ranks of the caller's group
 _CONTROL: dict[tuple[int, ...], object] = {}
+# the longest timeout_s of this process's windows so far, s (a new group waits out the old windows')
+_longest_s = 0.0
 
 
 def _dist():
@@ -82,14 +84,17 @@ def control_group(group=None, timeout_s: float = TIMEOUT_S):
     (an adversarial review, 2026-12-06: the job's next ``all_reduce`` failed on both ranks).
     A window that loses it forgets it (:func:`_forget`), so the next window makes a new one.
     Its timeout bounds its making and the object gathers (the barriers take each window's
-    own): twice the window's that made it, because a rank that left a window early makes
-    the next window's group while the others still wait out the old window's timeout.
+    own): twice the longest ``timeout_s`` of this process's windows so far, because a rank that
+    left a window early makes the next window's group while the others still wait out the old
+    window's timeout, which may be longer than the new one's (a review, 2026-12-07).
     """
+    global _longest_s
+    _longest_s = max(_longest_s, timeout_s)
     dist = _dist()
     ranks = _ranks(dist, group)
     world = group is None or group is dist.group.WORLD
     if ranks not in _CONTROL:
-        timeout = timedelta(seconds=2 * timeout_s)
+        timeout = timedelta(seconds=2 * _longest_s)
         if world:
             _CONTROL[ranks] = dist.new_group(backend="gloo", timeout=timeout)
         else:  # only the members call: the others never make a window on this group
@@ -114,6 +119,10 @@ def _forget(dist, group, ctrl) -> None:
     ranks = _ranks(dist, group)
     if _CONTROL.get(ranks) is ctrl:
         del _CONTROL[ranks]
+        # its connections are closed or closing: let it go, so a job that keeps catching
+        # failures does not keep one dead group per failure (a review)
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group(ctrl)
 
 
 class DistributedWindow:
