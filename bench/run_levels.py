@@ -45,9 +45,14 @@ def _inside_w(unit: dict, skip_s: float) -> float:
     return float(power_w[keep].mean()) if keep.any() else float("nan")
 
 
+def _refs_w(units: list[dict], skip_s: float) -> float:
+    """The references' mean level, W."""
+    return statistics.fmean(_inside_w(u, skip_s) for u in units if u["type"] == "ref")
+
+
 def units_table(units: list[dict], skip_s: float) -> list[str]:
     refs = [u for u in units if u["type"] == "ref"]
-    ref_w = statistics.fmean(_inside_w(u, skip_s) for u in refs)
+    ref_w = _refs_w(units, skip_s)
     ref_mj = statistics.fmean(u["per_call_mj"] for u in refs)
     lines = [
         f"references: {len(refs)}, mean level {ref_w:.1f} W, mean {ref_mj:,.0f} mJ a call",
@@ -65,8 +70,7 @@ def units_table(units: list[dict], skip_s: float) -> list[str]:
 
 
 def restarts(units: list[dict], skip_s: float, bin_s: float, after_s: float, band_w: float) -> list[str]:
-    refs = [u for u in units if u["type"] == "ref"]
-    ref_w = statistics.fmean(_inside_w(u, skip_s) for u in refs)
+    ref_w = _refs_w(units, skip_s)
     t_s, power_w = _samples(units)
     low = power_w < ref_w / 2
     # a restart: the first sample at the work's level after a run of low ones

@@ -91,9 +91,11 @@ def _out_path(text: str) -> Path:
     ``--json x.json/`` wrote ``x.json`` without a word: the trailing slash names a folder (a
     breaker's trial, 2026-12-07).
     """
+    from nvmeter.records import folder_name
+
     path = _path(text)
-    if text.endswith(os.sep):
-        raise typer.BadParameter(f"{text!r} ends in {os.sep}, as a folder's name does; give a file name")
+    if why := folder_name(text):
+        raise typer.BadParameter(why)
     return path
 
 

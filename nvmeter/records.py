@@ -95,8 +95,8 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True, kind: st
     """
     if isinstance(path, str) and path == "":  # Path("") would be the current folder: a name was meant
         raise errors.UsageError("the output path is empty; give a file name")
-    if isinstance(path, str) and path.endswith(os.sep):  # Path() drops it, and the name is then a file's
-        raise errors.UsageError(f"{path} ends in {os.sep}, as a folder's name does; give a file name")
+    if isinstance(path, str) and (why := folder_name(path)):  # Path() drops the slash: a file's name then
+        raise errors.UsageError(why)
     try:
         return _checked_writable(_output_path(path), inputs, record, kind)
     except OSError as exc:  # Python 3.11's Path.is_symlink() and is_dir() raise for a name over 255 bytes
@@ -105,9 +105,18 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True, kind: st
         raise errors.UsageError(f"cannot write {path}: {exc.strerror}; give another path") from None
 
 
+def folder_name(text: str) -> str | None:
+    """Why ``text``, given as a file to write, names a folder (it ends in a slash), or None."""
+    if text.endswith(os.sep):
+        return f"{text!r} ends in {os.sep}, as a folder's name does; give a file name"
+    return None
+
+
 def name_too_long(path) -> str:
     """The one line for a path whose name the file system refuses as too long (the path cut short)."""
-    name = str(path or "")
+    if not path:
+        return "a file name too long for the file system; give a shorter path"
+    name = str(path)
     shown = name if len(name) <= 60 else f"{name[:57]}..."
     return f"{shown}: a file name too long for the file system; give a shorter path"
 
@@ -258,7 +267,7 @@ def write_claimed(claimed: Claim, record: dict) -> None:
         RecordKept: another process wrote at the path since; this record is kept beside it, under
             a name the message and ``kept`` give.
     """
-    folder = claimed.path.parent if str(claimed.path.parent) else Path(".")
+    folder = claimed.path.parent
     if not folder.is_dir():
         # the command removed the folder (or put a file there): `nvmeter run --json d/o.json --
         # sh -c 'rm -rf d'` lost its record in a traceback (a breaker's trial, 2026-12-07)

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import termios
 import time
 from pathlib import Path
@@ -811,20 +810,26 @@ def test_two_runs_to_one_json_path_lose_neither_record(tmp_path):
 def test_a_command_that_removes_the_record_s_folder_does_not_lose_the_record(tmp_path, then):
     """A breaker's trial: a traceback (FileNotFoundError; NotADirectoryError where a file took the
     folder's place), exit 1, and no record anywhere."""
-    name = f"out-{os.getpid()}-{len(then)}.json"  # the stand-in lies in the system's temp folder
-    out = tmp_path / "out" / name
+    out = tmp_path / "out" / "run.json"
     out.parent.mkdir()
+    temp = tmp_path / "temp"  # the system's temp folder, as the command sees it (TMPDIR)
+    temp.mkdir()
+    command = ["sh", "-c", f"rm -rf out; {then}"]
     proc = nvmeter(
-        "run", "--simulate", "--json", str(out), "--", "sh", "-c", f"rm -rf out; {then}", cwd=tmp_path
+        "run",
+        "--simulate",
+        "--json",
+        str(out),
+        "--",
+        *command,
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(temp)},
     )
     assert proc.returncode == errors.UsageError.exit_code and "Traceback" not in proc.stderr, proc.stderr
     line = proc.stderr.strip().splitlines()[-1]
     assert f"{out} could not be written: its folder {out.parent} is gone" in line
-    kept = Path(line.split("this record is kept as ")[1].split(" (")[0])
-    try:
-        assert kept.parent == Path(tempfile.gettempdir()) and json.loads(kept.read_text())["kind"] == "run"
-    finally:
-        kept.unlink()
+    (kept,) = temp.glob("run.json.*.conflict")
+    assert f"this record is kept as {kept} " in line and json.loads(kept.read_text())["kind"] == "run"
 
 
 def test_a_command_that_stops_itself_is_said_once_and_resumes(tmp_path):

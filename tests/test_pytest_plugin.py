@@ -564,7 +564,10 @@ def test_huge(energy_board):
     assert "Traceback" not in result.stdout.str() and "OverflowError" not in result.stdout.str()
 
 
-def test_an_energy_json_that_cannot_be_written_at_the_end_is_one_line_and_the_verdicts_stay(pytester):
+def test_an_energy_json_that_cannot_be_written_at_the_end_is_one_line_and_the_verdicts_stay(
+    pytester, monkeypatch
+):
+    monkeypatch.setattr("tempfile.tempdir", str(pytester.path))  # where the record is kept: not the system's
     out = pytester.path / "gone" / "pe.json"
     out.parent.mkdir()
     result = run(
@@ -584,16 +587,16 @@ def test_step(energy_board):
     said = "nvmeter: --energy-json kept elsewhere: *pe.json could not be written: its folder *gone is gone*"
     result.stdout.fnmatch_lines(["*test_step: * mJ/call*PASS*", said])
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
-    kept = Path(result.stdout.str().split("this record is kept as ")[1].split()[0])
+    (kept,) = pytester.path.glob("pe.json.*.conflict")
+    assert f"this record is kept as {kept}" in result.stdout.str()
     assert json.loads(kept.read_text())["kind"] == "pytest-energy"  # not lost (a breaker's trial)
-    kept.unlink()
 
 
 def test_an_energy_json_that_ends_in_a_slash_is_refused_before_the_tests(pytester):
     pytester.makepyfile(test_x=HEADER + "\ndef test_x():\n    pass\n")
     result = pytester.runpytest("--energy-simulate", "--energy-json", "e.json/")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--energy-json: e.json/ ends in /, as a folder's name does*"])
+    result.stderr.fnmatch_lines(["*--energy-json: 'e.json/' ends in /, as a folder's name does*"])
     assert not (pytester.path / "e.json").exists()
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from nvmeter import records, verify
 from nvmeter.boards.profile import BoardProfile
 from nvmeter.boards.protocol import BoardIdentity
-from nvmeter.meter.measurement import Measurement, check_dict, figure_reason
+from nvmeter.meter.measurement import Measurement, check_dict, figure_reason, mj_text
 
 KIND = "job"
 
@@ -255,7 +255,7 @@ class JobMeasurement:
 
     def __repr__(self) -> str:
         text = (
-            f"{self.per_step_mj:,.1f} ± {self.per_step_mj_err:,.1f} mJ/step above idle over "
+            f"{mj_text(self.per_step_mj)} ± {mj_text(self.per_step_mj_err)} mJ/step above idle over "
             f"{len(self.boards)} board(s), {len(self.ranks)} rank(s) "
             f"({self.calls} steps, {self.window_s:.2f} s)"
         )

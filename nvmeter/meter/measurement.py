@@ -1016,7 +1016,7 @@ class Measurement:
     def __repr__(self) -> str:
         # with no calls the per-call figure is nan: the window's whole energy is still worth saying
         figure = (
-            f"{_mj(self.per_call_mj)} ± {_mj(self.per_call_mj_err)} mJ/call above idle "
+            f"{mj_text(self.per_call_mj)} ± {mj_text(self.per_call_mj_err)} mJ/call above idle "
             if self.calls
             else f"{self.above_idle_j:,.1f} ± {self.err_j:,.1f} J above idle in all, no calls declared "
         )
@@ -1309,10 +1309,12 @@ def _check_sample_times(window: dict, where: str, reads_s: list[float]) -> None:
 
     A sample 1e30 s on, or a read at -1,002 s, was shown as a verified window (a breaker's trial).
     """
-    for i, t_s in enumerate(reads_s):
-        if t_s < 0:
-            edge = ("start.t0_s[0]", "end.t1_s[-1]")[i]
-            raise records.BadField(f"{where}.{edge} is {t_s:.6g} s, before the board's clock began")
+    for edge, name, at in (("start", "t0_s", 0), ("end", "t1_s", -1)):
+        times = window[edge][name]
+        if times and times[at] < 0:
+            raise records.BadField(
+                f"{where}.{edge}.{name}[{at}] is {times[at]:.6g} s, before the board's clock began"
+            )
     times = window["samples"]["t_s"] if isinstance(window["samples"], dict) else []
     if len(reads_s) == 2 and times:
         around = (max(0.0, reads_s[0] - SAMPLE_MARGIN_S), reads_s[1] + SAMPLE_MARGIN_S)
@@ -1497,12 +1499,12 @@ def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str
         # failure without either (a new user's trial, 2026-12-06)
         return (
             f"bound {_percent(rel)} exceeds the accepted {_percent(max_rel_err)} (EnergyWindow's "
-            f"max_rel_err, measure()'s target_rel_err): ±{err:,.1f} mJ {unit}"
+            f"max_rel_err, measure()'s target_rel_err): ±{mj_text(err)} mJ {unit}"
         )
     return None
 
 
-def _mj(value: float) -> str:
+def mj_text(value: float) -> str:
     """A figure in mJ to 0.1, or to three figures under 0.05 (10^12 calls read "0.0 ± 0.0": a breaker)."""
     return f"{value:.3g}" if 0 < abs(value) < 0.05 else f"{value:,.1f}"
 
