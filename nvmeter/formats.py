@@ -126,7 +126,7 @@ def _what(exc: Exception) -> str:
 def found_kind(data) -> str:
     """What a record that is not of the kind asked for holds instead, for its one-line error."""
     if not isinstance(data, dict):
-        names = {type(None): "null", bool: "true or false", str: "string", list: "array", int: "number"}
+        names = {type(None): "null", bool: "true or false", str: "string", list: "array"}
         return f"a JSON {names.get(type(data), 'number')}, not an object"
     if "kind" not in data:
         return "it has no `kind` field"

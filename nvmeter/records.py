@@ -114,11 +114,8 @@ def folder_name(text: str) -> str | None:
 
 def name_too_long(path) -> str:
     """The one line for a path whose name the file system refuses as too long (the path cut short)."""
-    if not path:
-        return "a file name too long for the file system; give a shorter path"
-    name = str(path)
-    shown = name if len(name) <= 60 else f"{name[:57]}..."
-    return f"{shown}: a file name too long for the file system; give a shorter path"
+    said = "a file name too long for the file system; give a shorter path"
+    return f"{_shown(str(path))}: {said}" if path else said
 
 
 def _checked_writable(path: Path, inputs: tuple, record: bool, kind: str | None) -> Path:
@@ -273,7 +270,7 @@ def write_claimed(claimed: Claim, record: dict) -> None:
         # sh -c 'rm -rf d'` lost its record in a traceback (a breaker's trial, 2026-12-07)
         stand_in = Path(tempfile.gettempdir()) / claimed.path.name
         why = f"could not be written: its folder {folder} is gone (removed while the command ran?)"
-        _write(stand_in, record, lambda tmp: _keep_beside(tmp, stand_in, why, named=claimed.path))
+        _write(stand_in, record, lambda tmp: _keep_beside(tmp, stand_in, why, named=claimed.path))  # raises
     _write(claimed.path, record, lambda tmp: _replace_claimed(tmp, claimed))
 
 

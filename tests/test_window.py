@@ -261,7 +261,7 @@ def test_a_real_board_s_rest_comes_from_its_cached_probe(monkeypatch):
         power_limit_w=700.0, name="NVIDIA H200", uuid="GPU-1", simulated=False, short="H200"
     )
     board = SimpleNamespace(identity=lambda: ident)
-    idle = SimpleNamespace(derived=lambda: {"no_context": {"power_w": 78.7}})
+    idle = SimpleNamespace(spans={"no_context": SimpleNamespace(power_w=78.7)})
     report = SimpleNamespace(started_utc="2026-12-01T00:00:00+00:00", probes={"idle": idle})
     monkeypatch.setattr(profile, "cached_report", lambda _ident: report)
     assert rest_floor_w(board) == (78.7, "its probe of 2026-12-01 in the user cache")

@@ -197,7 +197,7 @@ def measure(
     if not (isinstance(control, bool) or callable(control)):
         raise errors.UsageError(f"control must be True, False or a callable null call, not {control!r}")
     _check_callable(fn, "fn")
-    if callable(control) and not isinstance(control, bool):
+    if callable(control):
         _check_callable(control, "control")
     if progress is not None and not callable(progress):
         raise errors.UsageError(f"progress must be a callable (e.g. print), not {progress!r}")
@@ -240,7 +240,8 @@ def measure(
     return _with_control(result, null)
 
 
-# Each sub-window ends on a counter step. On the simulated H200 (a 0.12 s period), 4 seeds each:
+# Each sub-window ends on a counter step. On the simulated H200 (its counter steps every 0.1 s; its
+# profile, Hopper's defaults, says 0.12 s), 4 seeds each:
 # 0.01 s and 0.13 s ran the full 30 s and ended not reliable (a breaker's trial and a review,
 # 2026-12-07); 0.2-0.36 s ran 30 s to a reliable figure; 0.5 s stopped at 4.9-17.9 s. Two periods
 # is a chosen floor between the failures and the first reliable runs, not fitted.
@@ -404,15 +405,10 @@ def _run(fn, board, idle, sync, prof, stop: _Stop, said: _Said) -> Measurement:
             return marks >= stop.min_windows and _spread_within(w, stop, looks, elapsed / calls)
 
         _calls_until(fn, board, on_call)
-        # the look that ended the run had no line of its own (a new user's trial, 2026-12-07)
-        said(
-            "stop",
-            run_s=board.clock.now() - start,
-            calls=calls,
-            subwindows=marks,
-            rel_err=looks.rel_err,
-            stopped=looks.why,
-        )
+        ran_s = board.clock.now() - start
+    # the look that ended the run had no line of its own (a new user's trial, 2026-12-07); said
+    # after the exit, so that the callback's time is not the window's
+    said("stop", run_s=ran_s, calls=calls, subwindows=marks, rel_err=looks.rel_err, stopped=looks.why)
     return w.result
 
 

@@ -387,12 +387,13 @@ def rest_floor_w(board: Board) -> tuple[float, str] | None:
     try:
         report = cached_report(ident)
         idle = report.probes.get("idle") if report is not None else None
-        level = idle.derived()["no_context"] if idle is not None else None  # this probe's figures alone
-    except (errors.RecordError, KeyError, TypeError, OSError):  # OSError: the file went since it was found
+        # the one span's power, not every figure of the probe: this runs at each window's entry
+        rest_w = idle.spans["no_context"].power_w if idle is not None else math.nan
+    except (errors.RecordError, KeyError, TypeError, AttributeError, OSError):  # OSError: the file went
         return None
-    if not isinstance(level, dict) or not math.isfinite(level.get("power_w", math.nan)):
+    if not math.isfinite(rest_w):
         return None
-    return level["power_w"], f"its probe of {report.started_utc[:10]} in the user cache"
+    return rest_w, f"its probe of {report.started_utc[:10]} in the user cache"
 
 
 def watts_in(text: str) -> float | None:
