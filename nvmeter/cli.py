@@ -71,12 +71,15 @@ app = typer.Typer(
 )
 
 
-def _path(text: str) -> Path:
+def _path(value: str | Path) -> Path:
     """A path option's or argument's value; an empty one is refused (it would mean the current folder).
 
     Only the empty text, and text that starts as an option does: a name of spaces is a legal
-    file name, and ``./-name`` still names a file that starts with a dash.
+    file name, and ``./-name`` still names a file that starts with a dash. Typer passes an
+    option's default through the parser too, as the default's own type (``probe``'s
+    ``Path("probe.json")``: a plain ``nvmeter probe`` failed on it, a new user's trial).
     """
+    text = os.fspath(value)
     if text == "":
         raise typer.BadParameter("is empty; give a path")
     if text.startswith("-"):
@@ -85,7 +88,7 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
-def _out_path(text: str) -> Path:
+def _out_path(text: str | Path) -> Path:
     """A path to write (``--out``, ``--json``, ``--plot``): as :func:`_path`, and not a folder's name.
 
     ``--json x.json/`` wrote ``x.json`` without a word: the trailing slash names a folder (a
@@ -94,7 +97,7 @@ def _out_path(text: str) -> Path:
     from nvmeter.records import folder_name
 
     path = _path(text)
-    if why := folder_name(text):
+    if why := folder_name(os.fspath(text)):
         raise typer.BadParameter(why)
     return path
 

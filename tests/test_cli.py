@@ -575,6 +575,14 @@ def test_each_quick_probe_runs_alone(tmp_path, name):
     assert set(json.loads(out.read_text())["probes"]) == {name}
 
 
+def test_the_default_out_writes_probe_json_in_the_current_folder(tmp_path):
+    # typer passes the default through the path parser as a Path: plain `nvmeter probe` once
+    # failed on it with a traceback, and every other test here names --out (a new user's trial)
+    result = nvmeter("probe", "--simulate", "--quick", "--only", "read_cost", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads((tmp_path / "probe.json").read_text())["probes"]) == {"read_cost"}
+
+
 def test_only_takes_a_comma_separated_list_too(tmp_path):
     out = tmp_path / "p.json"
     result = nvmeter("probe", "--simulate", "--quick", "--only", "idle,bursts", "--out", str(out))
