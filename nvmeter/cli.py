@@ -703,8 +703,11 @@ class _RecordProgress:
         self._progress.update(self._task, completed=done, description=f"verifying window {done} of {total}")
 
 
-# What `nvmeter show` reads, for its messages
-_SHOWN = "an nvmeter probe, run, pytest-energy or window record"
+def _shown() -> str:
+    """What ``nvmeter show`` reads, for its messages (the job record had been left out of them)."""
+    from nvmeter.formats import SHOWN_KINDS
+
+    return f"an nvmeter {', '.join(SHOWN_KINDS[:-1])} or {SHOWN_KINDS[-1]} record"
 
 
 def _parse_record(path: Path) -> tuple[str, dict]:
@@ -718,10 +721,10 @@ def _parse_record(path: Path) -> tuple[str, dict]:
     """
     from nvmeter import formats, records
 
-    data = records.parse_json(path, _SHOWN)
+    data = records.parse_json(path, _shown())
     kind = data.get("kind") if isinstance(data, dict) else None
     if not isinstance(kind, str):
-        raise errors.RecordError(f"{path}: not {_SHOWN} ({formats.found_kind(data)})")
+        raise errors.RecordError(f"{path}: not {_shown()} ({formats.found_kind(data)})")
     return kind, data
 
 

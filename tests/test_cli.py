@@ -469,7 +469,7 @@ def test_show_names_a_record_whose_kind_is_not_text(tmp_path, kind, capsys):
         cli.app(["show", str(path)], standalone_mode=True)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
-    assert "not an nvmeter probe, run, pytest-energy or window record" in err
+    assert "not an nvmeter probe, run, pytest-energy, window or job record" in err
 
 
 def test_a_signal_after_a_record_was_written_says_it_was(tmp_path, capsys, monkeypatch):

@@ -88,7 +88,7 @@ def test_a_file_over_its_limit_is_refused_before_reading(tmp_path):
         f.truncate(files.WINDOW_RECORD_LIMIT_BYTES + 1)
     line = one_line_error(nvmeter("show", big), 2)  # any kind: a run record of ~100 h is read
     assert "is over 1024 MiB" in line
-    assert "the limit for an nvmeter probe, run, pytest-energy or window record" in line
+    assert "the limit for an nvmeter probe, run, pytest-energy, window or job record" in line
     with open(big, "wb") as f:
         f.truncate(files.RECORD_LIMIT_BYTES + 1)
     line = one_line_error(nvmeter("check", "--probe", big), 2)  # a probe record is at most ~1 MB
