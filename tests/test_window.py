@@ -586,7 +586,7 @@ def test_measure_says_its_progress_phase_by_phase_and_once_a_sub_window(board):
     assert (
         phases[-2] == "stop" and stop.calls == m.calls and stop.rel_err <= 0.02 and stop.stopped == "target"
     )
-    assert str(stop).endswith("(target 2.00%): within the target")
+    assert str(stop).endswith("(target 2.00%): within the target") and "estimated bound ~" in str(stop)
     with pytest.raises(errors.UsageError, match="progress must be a callable"):
         measure(lambda: _block(board, 0.04), device=board, sync="none", progress="yes")
     with pytest.raises(errors.UsageError, match=r"measure\(\) takes the call to meter, .* not 3"):
