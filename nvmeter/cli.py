@@ -1195,7 +1195,8 @@ def summarize(
             raise errors.UsageError(
                 f"--plot {plot_path}: the suffix says the format; use one of {', '.join(summ.PLOT_SUFFIXES)}"
             )
-    loaded = summ.load_records(paths, on_empty=lambda p: _say(f"skipped {p}: no run-*.json in it"))
+    none = "no run-*.json or run-*.json.gz in it"
+    loaded = summ.load_records(paths, on_empty=lambda p: _say(f"skipped {p}: {none}"))
     summaries = summ.summarize([r for _, r in loaded])
     if plot_path is not None:
         summ.plot(summaries, plot_path)

@@ -224,6 +224,23 @@ def test_several_folders_make_one_table(folder, tmp_path, scored, score_data):
     assert [m["method"] for m in json.loads(out)["methods"]] == ["score_methods.py:tiny", "other.py:method"]
 
 
+def test_a_folders_gzipped_runs_are_read_with_its_others(folder, tmp_path):
+    # a folder compressed record by record lost its .json.gz runs without a word (an adversarial review)
+    import gzip
+
+    data = json.loads((folder / "run-001.json").read_text())
+    data["run"] = 2
+    rewrite(tmp_path / "run-002.json", data)
+    (folder / "run-002.json.gz").write_bytes(gzip.compress((tmp_path / "run-002.json").read_bytes()))
+    code, stdout, err = summarize(folder)
+    assert code == 0, err
+    assert "| score_methods.py:tiny | 2 |" in stdout
+    (folder / "run-001.json").unlink()
+    code, stdout, err = summarize(folder)
+    assert code == 0, err
+    assert "| score_methods.py:tiny | 1 |" in stdout
+
+
 def test_first_difference():
     assert first_difference({"a": [1.0, None]}, {"a": [1.0 + 1e-12, None]}) is None
     assert first_difference({"a": 1}, {"a": 1, "b": 2}) == ("derived.b", "(missing)", 2)
@@ -275,7 +292,7 @@ def test_a_folder_without_records_among_others_is_said_not_lost(folder, tmp_path
     shutil.copy(folder / "run-001.json", nested / "deeper" / "run-001.json")
     code, out, err = summarize(folder, nested)
     assert code == 0 and "| method |" in out
-    assert err.strip() == f"skipped {nested}: no run-*.json in it"
+    assert err.strip() == f"skipped {nested}: no run-*.json or run-*.json.gz in it"
 
 
 def test_a_record_that_show_reads_is_pointed_there(tmp_path):

@@ -76,12 +76,17 @@ def run_path(out_dir: Path, run: int) -> Path:
 
 
 def run_paths(out_dir: Path) -> list[Path]:
-    """The score records' paths in ``out_dir`` (``run-*.json``), by name."""
-    return sorted(Path(out_dir).glob("run-*.json"))
+    """The score records' paths in ``out_dir`` (``run-*.json``, or gzipped ``run-*.json.gz``), by name.
+
+    A kept folder may be compressed record by record, as results/ keeps large records; its
+    gzipped runs had been left out of the folder without a word (an adversarial review).
+    """
+    out_dir = Path(out_dir)
+    return sorted([*out_dir.glob("run-*.json"), *out_dir.glob("run-*.json.gz")])
 
 
 def folder_runs(out_dir: Path) -> list[tuple[Path, dict]]:
-    """The score records in ``out_dir`` (``run-*.json``), by run number.
+    """The score records in ``out_dir`` (:func:`run_paths`), by run number.
 
     Raises:
         RecordError: a ``run-*.json`` that is not a readable score record.

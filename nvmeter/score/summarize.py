@@ -23,7 +23,7 @@ from pathlib import Path
 from nvmeter import errors, formats, provenance, records
 from nvmeter import verify as verify_figures
 from nvmeter.meter import sanity
-from nvmeter.score.procedure import folder_runs
+from nvmeter.score.procedure import folder_runs, run_paths
 from nvmeter.score.record import RunRecord
 
 
@@ -46,7 +46,7 @@ def verify(path: Path, data: dict, record: RunRecord) -> None:
 def load_records(
     paths: Iterable[Path], on_empty: Callable[[Path], None] | None = None
 ) -> list[tuple[Path, RunRecord]]:
-    """Every score record in the given folders (``run-*.json``) or files, verified.
+    """Every score record in the given folders (``run-*.json``, ``run-*.json.gz``) or files, verified.
 
     A folder with no records of its own (subfolders are not searched) is passed to
     ``on_empty`` when others hold some, so that a glob's stray folder is said, not lost.
@@ -78,9 +78,10 @@ def load_records(
             raise errors.UsageError(f"{path}: no such folder or file")
     if not found:
         # a new user gave results/score-h200, whose records lie one folder down (a trial, 2026-12-07)
-        below = [p for d in empty for p in sorted(d.iterdir()) if p.is_dir() and any(p.glob("run-*.json"))]
+        below = [p for d in empty for p in sorted(d.iterdir()) if p.is_dir() and run_paths(p)]
         hint = f": its subfolders hold them ({below[0].parent}/*)" if below else ""
-        raise errors.UsageError(f"no score records (run-*.json) in {', '.join(map(str, paths))}{hint}")
+        where = ", ".join(map(str, paths))
+        raise errors.UsageError(f"no score records (run-*.json, run-*.json.gz) in {where}{hint}")
     for path in empty if on_empty is not None else ():
         on_empty(path)
     out = []
