@@ -140,19 +140,17 @@ class Verdict:
     text: str
 
 
-def _mj(value: float) -> str:
-    """Millijoules as a line says them: grouped digits, or 3 significant ones past a billion J."""
-    return f"{value:,.1f}" if abs(value) < 1e12 else f"{value:.3g}"
-
-
 def judge(m, budget: Budget | None) -> Verdict:
     """Judge a Measurement's per-call figure (mJ above idle, with its bound) against a budget."""
-    figure = f"{m.per_call_mj:,.1f} ± {m.per_call_mj_err:,.1f} mJ/call"
+    from nvmeter.meter.measurement import mj_text  # numpy's: the plugin loads without it
+
+    # a 0.004 mJ/call window against a 0.002 budget read "0.0 ± 0.0 exceeds 0.0" (a review)
+    figure = f"{mj_text(m.per_call_mj)} ± {mj_text(m.per_call_mj_err)} mJ/call"
     if not m.reliable:
         return Verdict("unreliable", f"energy {figure} is not reliable: {m.reason}")
     if budget is None:
         return Verdict("measured", f"energy {figure}")
-    limit = f"the budget of {_mj(budget.max_mj_per_call)} mJ/call"
+    limit = f"the budget of {mj_text(budget.max_mj_per_call)} mJ/call"
     low, high = m.per_call_mj - m.per_call_mj_err, m.per_call_mj + m.per_call_mj_err
     if high <= budget.max_mj_per_call:
         return Verdict("pass", f"energy {figure} is within {limit}")

@@ -289,6 +289,14 @@ def test_a_budget_past_a_billion_joules_is_said_in_three_digits_not_three_hundre
     assert "40,000.0 mJ/call" in judge(window, Budget(max_mj_per_call=40_000.0)).text
 
 
+def test_a_figure_under_a_twentieth_of_a_millijoule_is_said_to_three_figures():
+    # a 0.004 mJ/call window against a 0.002 budget read "0.0 ± 0.0 ... exceeds the budget of 0.0" (a review)
+    window = SimpleNamespace(reliable=True, reason=None, per_call_mj=0.004, per_call_mj_err=0.001)
+    verdict = judge(window, Budget(max_mj_per_call=0.002))
+    assert verdict.outcome == "fail"
+    assert verdict.text == "energy 0.004 ± 0.001 mJ/call exceeds the budget of 0.002 mJ/call"
+
+
 def test_show_reads_the_record_once(budget_run, monkeypatch):
     assert reads_by_show(budget_run[0], monkeypatch) == 1
 

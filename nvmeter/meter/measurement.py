@@ -1505,8 +1505,11 @@ def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str
 
 
 def mj_text(value: float) -> str:
-    """A figure in mJ to 0.1, or to three figures under 0.05 (10^12 calls read "0.0 ± 0.0": a breaker)."""
-    return f"{value:.3g}" if 0 < abs(value) < 0.05 else f"{value:,.1f}"
+    """A figure in mJ to 0.1, or to three figures under 0.05 or past a billion J.
+
+    10^12 calls read "0.0 ± 0.0" (a breaker's trial); a budget of 10^300 mJ printed 300 digits.
+    """
+    return f"{value:.3g}" if 0 < abs(value) < 0.05 or abs(value) >= 1e12 else f"{value:,.1f}"
 
 
 def _percent(share: float) -> str:
