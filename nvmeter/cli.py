@@ -587,7 +587,13 @@ def _probe_one(rig, claimed, quick: bool, only: list[str] | None, cache: bool) -
     if cache and not board.simulated:  # a cache that cannot be written fails before the probe, not after
         from nvmeter.boards.profile import check_cache_writable
 
-        check_cache_writable(board)
+        kept = check_cache_writable(board)
+        if claimed.path.resolve() == kept.resolve():
+            # the cache's write came first and the --out write then read it as another process's (a breaker)
+            raise errors.UsageError(
+                f"--out {claimed.given} is the file the cache keeps for this board; give --out another path, "
+                "or pass --no-cache"
+            )
     expected_s = budget_s(quick, tuple(only or ()))
     clock = " of the simulated board's clock" if board.simulated else ""  # virtual seconds pass in ~1 s
     err.print(f"probing {board.name} {board.uuid} ({'quick, ' if quick else ''}~{expected_s:.0f} s{clock})")

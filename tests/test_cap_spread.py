@@ -330,6 +330,25 @@ def test_a_run_of_some_probes_keeps_what_the_cached_probes_measured_and_a_window
     assert cli._cache_report(second) == second  # a damaged one is replaced
 
 
+def test_a_probe_whose_out_is_the_caches_own_file_is_refused_before_it_runs(tmp_path, monkeypatch):
+    """`nvmeter probe -o <the cache's file>` probed, then called its own cache write another process's."""
+    from nvmeter import cli, records
+
+    monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path / "cache"))
+    sim = SimulatedBoard(SimConfig(seed=3))
+    real = replace(sim.identity(), simulated=False)  # the cache keeps no simulated board's
+    monkeypatch.setattr(sim, "identity", lambda: real)
+    rig = Rig(sim, lambda: SimWorker(sim))
+    kept = profiles.check_cache_writable(real)
+    t0 = sim.clock.now()
+    with pytest.raises(errors.UsageError, match="is the file the cache keeps for this board"):
+        cli._probe_one(rig, records.claim(kept, kind="probe"), True, ["read_cost"], True)
+    assert sim.clock.now() == t0 and not kept.exists()  # nothing probed, nothing written
+    out = tmp_path / "p.json"
+    cli._probe_one(rig, records.claim(out, kind="probe"), True, ["read_cost"], True)
+    assert json.loads(out.read_text())["kind"] == "probe" and kept.is_file()
+
+
 def test_a_limited_window_says_whose_spread_set_its_bound():
     windows, _ = warm_windows(make_board(**SWING), profiles.HOPPER.with_(cap_spread=()), n=1)
     m = windows[0]
