@@ -325,9 +325,14 @@ def test_a_run_of_some_probes_keeps_what_the_cached_probes_measured_and_a_window
     assert set(cli._cache_report(second).probes) == {"polling", "cap_spread"}
     stored["probes"]["polling"]["derived"]["artefact_w"] += 5.0  # a probe's figure, against its raw series
     path.write_text(json.dumps(stored))
-    with pytest.raises(errors.RecordError, match="artefact_w"):
+    with pytest.raises(errors.RecordError, match="artefact_w") as info:
         profiles.resolve_profile(None, real)
+    # a file the user never named: what it is and what to do (a breaker's trial)
+    assert "the probe record nvmeter keeps for this board: run nvmeter probe again" in str(info.value)
     assert cli._cache_report(second) == second  # a damaged one is replaced
+    path.write_text(path.read_text()[:100])
+    with pytest.raises(errors.RecordError, match=r"not JSON .* run nvmeter probe again to replace it"):
+        profiles.resolve_profile(None, real)
 
 
 def test_a_probe_whose_out_is_the_caches_own_file_is_refused_before_it_runs(tmp_path, monkeypatch):

@@ -416,7 +416,16 @@ def _cached(board: BoardIdentity) -> tuple | None:
     if path is None:
         return None
     stat = path.stat()
-    return _rebuilt(str(path), stat.st_size, stat.st_mtime_ns, board)
+    try:
+        return _rebuilt(str(path), stat.st_size, stat.st_mtime_ns, board)
+    except errors.RecordError as exc:
+        if "run nvmeter probe again" in str(exc):
+            raise
+        # every window on the board raised "not JSON" about a file the user never named (a breaker)
+        raise errors.RecordError(
+            f"{exc} (the probe record nvmeter keeps for this board: run nvmeter probe again to replace it, "
+            "or delete it)"
+        ) from exc
 
 
 @functools.lru_cache(maxsize=16)
