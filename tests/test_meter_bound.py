@@ -5,6 +5,7 @@ import itertools
 import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -380,6 +381,13 @@ def test_a_probe_file_gives_its_board_s_profile_and_windows_can_use_it(tmp_path,
     with EnergyWindow(board, idle=idle_of(board), sync="none", profile=path) as w:
         calls(board, 0.3, window=w)
     assert str(path) in w.result.profile.source
+
+
+def test_a_profile_files_source_says_it_is_taken_as_it_stands():
+    # it had shown the file's own "probe ..." claim as where the figures came from (a breaker's trial)
+    fixture = Path(__file__).parent / "fixtures" / "profile-v1.json"
+    source = profiles.load_profile(fixture).source
+    assert source.startswith(f"{fixture} (a profile file, taken as it stands; it says: probe GPU-5157a7ed")
 
 
 def test_the_committed_h200_probe_derives_its_profile():

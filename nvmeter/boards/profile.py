@@ -331,7 +331,7 @@ def store_probe(record: dict, board: BoardIdentity) -> Path:
 
 
 def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile:
-    """A profile from a profile file or from the ``profile`` block of a probe file (verified).
+    """A profile from a profile file (as it stands) or from the ``profile`` block of a probe file (verified).
 
     Args:
         path: A profile file (kind ``profile``) or a probe file.
@@ -357,6 +357,10 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
         profile = BoardProfile.from_dict(block)
     except errors.RecordError as exc:  # name the file to mend or delete, not the source it claims
         raise errors.RecordError(f"{path}: {exc}") from exc
+    if data.get("kind") == KIND:
+        # a profile file keeps no probes to check it against: its own "probe ..." claim had been
+        # shown as the figures' source, for one edited by hand too (an adversarial review)
+        return profile.with_(source=f"{path} (a profile file, taken as it stands; it says: {profile.source})")
     return profile.with_(source=f"{path} ({profile.source})")
 
 
