@@ -76,6 +76,19 @@ def test_bad_operands_are_refused(worker):
         worker.matmul(128, "zeros", count=1)
 
 
+@pytest.mark.parametrize(("operands", "dtype"), [("Random", "fp32"), ("random", "fp16")])
+def test_both_workers_refuse_a_product_they_cannot_run_alike(worker, operands, dtype):
+    # the simulated worker raised a bare KeyError: 'Random' (a review)
+    from nvmeter.boards.simulated import SimulatedBoard
+    from nvmeter.worker.simulated import SimWorker
+
+    with pytest.raises(errors.UsageError) as real:
+        worker.matmul(128, operands, count=1, dtype=dtype)
+    with pytest.raises(errors.UsageError) as simulated:
+        SimWorker(SimulatedBoard()).matmul(128, operands, count=1, dtype=dtype)
+    assert str(real.value) == str(simulated.value)
+
+
 def test_worker_dies_with_its_parent_even_when_frozen(tmp_path):
     """SIGKILL the parent while its worker is frozen: the worker must not survive."""
     script = tmp_path / "parent.py"

@@ -26,7 +26,7 @@ import psutil
 from nvmeter import errors, interrupts
 from nvmeter.descendants import Descendants, end_tree, marked, reap_orphans
 from nvmeter.worker.guardian import Guardian
-from nvmeter.worker.protocol import DTYPES, MatmulRun, job_run
+from nvmeter.worker.protocol import MatmulRun, check_matmul, job_run
 
 # Replies to quick commands (context, calibration) should come within this; a CUDA
 # context and torch import take ~5-10 s on a cold machine.
@@ -302,10 +302,7 @@ class WorkerProcess:
         marks: bool = False,
     ) -> _ProcessJob:
         """Start a job; see :class:`Worker`."""
-        if operands not in ("constant", "random"):
-            raise errors.UsageError(f"operands must be 'constant' or 'random', not {operands!r}")
-        if dtype not in DTYPES:
-            raise errors.UsageError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+        check_matmul(operands, dtype)
         request_id = self._send(
             "matmul",
             n=n,

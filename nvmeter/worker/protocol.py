@@ -76,6 +76,21 @@ class MarkedRun(MatmulRun):
 
 
 DTYPES = ("fp32", "bf16")
+OPERANDS = ("constant", "random")
+
+
+def check_matmul(operands: str, dtype: str) -> None:
+    """Refuse a product the workers cannot run, alike in each (the simulated one raised KeyError).
+
+    Raises:
+        UsageError: ``operands`` not in :data:`OPERANDS`, or ``dtype`` not in :data:`DTYPES`.
+    """
+    if operands not in OPERANDS:
+        raise errors.UsageError(f"operands must be 'constant' or 'random', not {operands!r}")
+    if dtype not in DTYPES:
+        raise errors.UsageError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+
+
 # Products between the worker's synchronisations; a marked run marks each chunk's end.
 CHUNK = 8
 
@@ -133,6 +148,9 @@ class Worker(Protocol):
 
         ``dtype`` ``"bf16"`` runs bfloat16 products; ``marks`` keeps when each chunk ended
         (the result is then a :class:`MarkedRun`).
+
+        Raises:
+            UsageError: as :func:`check_matmul`.
         """
         ...
 

@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from nvmeter.boards.simulated import SimulatedBoard
-from nvmeter.worker.protocol import CHUNK, MarkedRun, MatmulRun
+from nvmeter.worker.protocol import CHUNK, MarkedRun, MatmulRun, check_matmul
 
 # A real worker's start, as `nvmeter probe --simulate` models it (s). The committed quick probes
 # (results/probe-h200-quick.json, probe-h200-quick-84564389.json) show the context on the board
@@ -115,6 +115,7 @@ class SimWorker:
         marks: bool = False,
     ) -> _SimJob:
         """Schedule the load on the board and return its job (bf16: the model's ``bf16`` load)."""
+        check_matmul(operands, dtype)
         config = self.board.config
         key = operands if dtype == "fp32" else dtype
         rate = config.tflops_per_matmul_s[key] * 1e12
