@@ -130,31 +130,19 @@ def _log(msg: str) -> None:
 
 
 def read_state(board) -> dict:
-    """The board's state now (``board.state()``; NVML directly on boards without it; {} if neither)."""
-    fn = getattr(board, "state", None)
-    if callable(fn):
-        try:
-            s = fn()
-            return s.to_dict() if hasattr(s, "to_dict") else dict(s)
-        except Exception as exc:
-            return {"error": repr(exc)}
-    handle = getattr(board, "_handle", None)
-    if handle is None:
-        return {}
-    from nvmeter.boards import nvml
+    """The board's state now (``board.state()``; {} on a board without it), or the error that read raised.
 
-    nv = nvml._pynvml()
-    out = {"t_s": board.clock.now()}
-    for key, fn_, args in (
-        ("temperature_c", nv.nvmlDeviceGetTemperature, (handle, nv.NVML_TEMPERATURE_GPU)),
-        ("sm_clock_mhz", nv.nvmlDeviceGetClockInfo, (handle, nv.NVML_CLOCK_SM)),
-        ("clock_event_reasons", nv.nvmlDeviceGetCurrentClocksThrottleReasons, (handle,)),
-    ):
-        try:
-            out[key] = fn_(*args)
-        except Exception:
-            out[key] = None
-    return out
+    Every board nvmeter makes has ``state()`` (NVML's reads stay in nvmeter.boards.nvml); an
+    earlier fallback here read NVML itself, through the board's private handle.
+    """
+    fn = getattr(board, "state", None)
+    if not callable(fn):
+        return {}
+    try:
+        s = fn()
+        return s.to_dict() if hasattr(s, "to_dict") else dict(s)
+    except Exception as exc:
+        return {"error": repr(exc)}
 
 
 def _zeus(enabled: bool, simulate: bool = False):
