@@ -31,6 +31,11 @@ JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes)
     6: ``profile.cap_spread``: the board's spread at the power cap by window length, which error
        model 10 widens a limited window's bound with (:mod:`nvmeter.boards.profile`). Earlier
        versions read as empty (not known): model 10 then takes the family's defaults.
+    7: adds ``foreign_read_s``: the seconds this process read the board's energy counter inside
+       the window for other meters (a window or idle span inside it), whose polling artefact
+       the bound holds (:mod:`nvmeter.meter.polling`). Earlier versions read as 0, their bounds
+       unchanged. Its records written since 2026-12-06 add ``profile.counter_coverage``, which
+       error model 11 reads; records without it read as 1 (docs/formats.md, "score").
 """
 
 from __future__ import annotations
