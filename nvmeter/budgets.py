@@ -213,11 +213,11 @@ class Entry:
                 real, named under ``where``; KeyError for a missing field (both become a
                 RecordError under :func:`nvmeter.records.building`).
         """
-        from nvmeter.meter import measurement  # the meter loads only when a record is read
+        from nvmeter.meter import measurement, windowcheck  # the meter loads only when a record is read
 
         records.mapping(d, where)
         records.text(d["nodeid"], f"{where}.nodeid")
-        measurement.check_dict(d["window"], f"{where}.window")
+        windowcheck.check_dict(d["window"], f"{where}.window")
         budget = None if d["budget"] is None else Budget.from_dict(d["budget"], f"{where}.budget")
         try:
             m = measurement.Measurement.from_dict(d["window"])

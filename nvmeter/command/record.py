@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvmeter import records, verify
-from nvmeter.meter import measurement
+from nvmeter.meter import windowcheck
 from nvmeter.meter.measurement import Measurement
 from nvmeter.provenance import Provenance
 
@@ -276,7 +276,7 @@ def check_run(d: dict) -> None:
         where = f"boards[{i}]"
         if b["other_pids"] is not None:
             records.items(b["other_pids"], f"{where}.other_pids", records.integer)
-        window = measurement.check_dict(b["window"], f"{where}.window")
+        window = windowcheck.check_dict(b["window"], f"{where}.window")
         spans_s.append(_wall_inside(d["wall_s"], window, where))
     _wall_fills(d["wall_s"], spans_s)
     if records.mapping(d.get("simulated"), "simulated", none=True) is not None:

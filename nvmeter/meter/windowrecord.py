@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nvmeter import provenance, records, verify
-from nvmeter.meter.measurement import Measurement, check_dict
+from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.windowcheck import check_dict
 from nvmeter.provenance import Provenance
 
 KIND = "window"
