@@ -3,7 +3,7 @@
 For each stored window (a Measurement's JSON form, found anywhere in the records given) whose
 samples cover the span between its start and end steps without a gap,
 ``Measurement.samples_to_counter`` is the samples' energy over that span against the counter's.
-The range over the committed records is the source of ``measurement.SAMPLES_COUNTER_RATIO``'s
+The range over the committed records is the source of ``sanity.SAMPLES_COUNTER_RATIO``'s
 margin (a damaged record's check, not a fit). The same windows' disagreement as a share of the
 energy above idle over that span (``Measurement.counter_samples_share``; windows of at least
 ``measurement.COUNTER_CHECK_MIN_W`` above idle) is the source of

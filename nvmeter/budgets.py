@@ -142,7 +142,7 @@ class Verdict:
 
 def judge(m, budget: Budget | None) -> Verdict:
     """Judge a Measurement's per-call figure (mJ above idle, with its bound) against a budget."""
-    from nvmeter.meter.measurement import mj_text  # numpy's: the plugin loads without it
+    from nvmeter.meter.reasons import mj_text  # the meter's: the plugin loads without it
 
     # a 0.004 mJ/call window against a 0.002 budget read "0.0 ± 0.0 exceeds 0.0" (a review)
     figure = f"{mj_text(m.per_call_mj)} ± {mj_text(m.per_call_mj_err)} mJ/call"

@@ -556,7 +556,7 @@ def test_a_tiny_per_call_figure_is_said_in_figures_not_zeros(board):
 
 def test_a_small_accepted_bound_is_said_with_its_digits():
     """A breaker's trial: max_rel_err=0.0001 read "exceeds the accepted 0.0%"."""
-    from nvmeter.meter.measurement import figure_reason
+    from nvmeter.meter.reasons import figure_reason
 
     assert "bound 0.1% exceeds the accepted 0.010% " in figure_reason(1000.0, 1.0, 0.0001, "a call")
     assert "bound 2.0% exceeds the accepted 1.0% " in figure_reason(1000.0, 20.0, 0.01, "a call")

@@ -20,7 +20,8 @@ from pathlib import Path
 from nvmeter import records, verify
 from nvmeter.boards.profile import BoardProfile
 from nvmeter.boards.protocol import BoardIdentity
-from nvmeter.meter.measurement import Measurement, figure_reason, mj_text
+from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.reasons import figure_reason, mj_text
 from nvmeter.meter.windowcheck import check_dict
 
 KIND = "job"

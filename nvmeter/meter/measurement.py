@@ -51,7 +51,7 @@ from nvmeter import errors
 from nvmeter.arguments import finite
 from nvmeter.boards.profile import H200_V1, BoardProfile, default_profile
 from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample
-from nvmeter.meter import errormodel, fold, sanity, spread
+from nvmeter.meter import errormodel, fold, reasons, sanity, spread
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_from_dict, samples_to_dict
 from nvmeter.meter.span import AlignedSpan
@@ -884,163 +884,12 @@ class Measurement:
 
     @property
     def reason(self) -> str | None:
-        """Why the result is not reliable, or None.
+        """Why the result is not reliable, or None (:func:`nvmeter.meter.reasons.reason`).
 
         The first that applies of: the readings themselves, the caller's given figures, the
         telemetry's plausibility, the idle, then the figure against its bound.
         """
-        for check in (self._reading_reason, self._given_reason, self._telemetry_reason, self._idle_reason):
-            if (why := check()) is not None:
-                return why
-        reason = figure_reason(self.per_call_mj, self.per_call_mj_err, self.max_rel_err, "a call")
-        return reason and reason + self._fixed_note() + self._control_note()
-
-    def _reading_reason(self) -> str | None:
-        """The window's own readings: problems met, no calls, no time, no energy."""
-        if self.problems:
-            return "; ".join(self.problems)
-        if not self.calls:
-            return "no calls were declared (w.call() or calls=)"
-        if self.model_version >= 2 and not self.work_s > 0:
-            return (
-                "no time passed on the board's clock inside the window (on a simulated board the "
-                "work must spend virtual time, e.g. board.clock.sleep(s))"
-            )
-        if not math.isfinite(self.energy_j):
-            return (
-                "the sample buffer does not cover the window"
-                if self.method == "samples" or not math.isfinite(self.head_j + self.tail_j)
-                else "the energy counter went backwards inside the window"
-            )
-        return None
-
-    def _given_reason(self) -> str | None:
-        """The caller's figures: a negative bound, a control that would add energy."""
-        if self.idle.err_w < 0 or self.control_err_mj < 0:
-            return "a bound is negative (the idle's or the control's given bound)"
-        if self.control_mj + self.control_err_mj < 0:
-            return (
-                f"the control is negative ({self.control_mj:,.1f} ± {self.control_err_mj:,.1f} mJ a call): "
-                "subtracting it adds energy the calls did not draw"
-            )
-        return None
-
-    def _telemetry_reason(self) -> str | None:
-        """Counter and samples that no board reads: damaged records, a jumping counter."""
-        most_w = plausible_w(self.device)
-        if self.method != "samples" and self.power_w > most_w:
-            return (
-                f"the counter reads {self.power_w:,.0f} W over the window, more than this board can draw "
-                f"({most_w:,.0f} W: twice its power limit): the counter jumped"
-            )
-        # every figure leans on the samples too (the edges' cuts, the samples' reading): an adversarial
-        # review's samples x1000 (379 kW on a 700 W board) read as a reliable figure
-        sample_w = max((s.power_w for s in self.samples), default=0.0)
-        if sample_w > most_w:
-            return (
-                f"a power sample reads {sample_w:,.0f} W, more than this board can draw ({most_w:,.0f} W: "
-                "twice its power limit): the samples are damaged"
-            )
-        ratio = self.samples_to_counter
-        if ratio is not None and not 1 / SAMPLES_COUNTER_RATIO <= ratio <= SAMPLES_COUNTER_RATIO:
-            return (
-                f"the power samples read {ratio:.2f} times what the counter does between the window's "
-                "steps: one sensor cannot disagree with itself so, the record is damaged"
-            )
-        return self._coverage_reason()
-
-    def _idle_reason(self) -> str | None:
-        """An idle that is not this board's: measured busy, above what the window or the lead-in drew."""
-        if self.idle.busy:
-            return (
-                f"the idle was measured while the GPU ran kernels ({self.idle.busy_pct:.0f}% busy at the "
-                f"end of a quiescent span: unsynchronised work, or another process's): "
-                f"{self.idle_w:.1f} W is not this board's idle; synchronise first, or give the idle "
-                "(idle=, nvmeter run --idle, pytest --energy-idle)"
-            )
-        # every model: model 1's records were judged without the figure checks, and a forged one
-        # read -20,047.7 ± 503.7 mJ a call as a reliable PASS of its budget (an adversarial
-        # review); none of the 216 committed model-1 windows moves
-        if self.above_idle_j < -self.err_j:
-            return (
-                f"energy above idle {self.above_idle_j:.3f} J is below minus its bound: the idle "
-                f"baseline ({self.idle_w:.1f} W, {self.idle.source}) is above what the window drew"
-            )
-        if (below := self.quiet_below_idle) is not None:
-            t_s, span_s, quiet_w = below
-            where = (
-                "before the window" if t_s < self.first_read_s
-                else "inside the window" if t_s < self.work_t1_s else "after the window's work"
-            )  # fmt: skip
-            return (
-                f"the board drew {quiet_w:.1f} W for {span_s:.2f} s {where}, under the idle "
-                f"subtracted ({self.idle_w:.1f} ± {self.idle.err_w:.1f} W, {self.idle.source}): that idle is "
-                "not this board's now (one with a CUDA context, for a process without one? a context opened "
-                "just before the window reads so too: let it settle); measure it around the window (the "
-                "default idle) or give the right one"
-            )
-        return None
-
-    def _fixed_note(self) -> str:
-        """Where the parts of the bound no run length narrows exceed an accepted bound, a note naming them.
-
-        The error model's floor for a run of sub-windows and the idle's bound: calls that draw ~0
-        above idle read "bound 2271%" with no word of why, or of what would not help, and a run
-        that measure() stopped for them named neither (reviews, 2026-12-06). The control's has its
-        own note.
-        """
-        figure = abs(self.per_call_mj)
-        if self.max_rel_err is None or not figure > 0:
-            return ""
-        floor = self.model.state_floor_rel if self._subwindows_halfwidth_mj is not None else 0.0
-        if floor > self.max_rel_err:
-            return f" (under the error model's floor of {floor:.1%} for a run of sub-windows, at any length)"
-        idle_rel = self.idle_part_mj / figure
-        if floor + idle_rel <= self.max_rel_err:
-            return ""
-        idle = f"the idle's own bound, ±{self.idle.err_w:.2f} W, {idle_rel:.1%} of the figure,"
-        parts = f"{idle} and the error model's floor, {floor:.1%}, exceed" if floor else f"{idle} exceeds"
-        too_little = ": the calls draw too little above idle for it" if idle_rel > self.max_rel_err else ""
-        return f" ({parts} the target at any run length{too_little})"
-
-    def _control_note(self) -> str:
-        """Where the control's bound alone takes most of an accepted bound, a note that says so."""
-        figure = abs(self.per_call_mj)
-        if self.max_rel_err is None or not figure > 0 or self.control_err_mj <= self.max_rel_err * figure / 2:
-            return ""
-        return (
-            f" (the control's own bound is {self.control_err_mj / figure:.1%}: a lighter null call, "
-            "or a looser target)"
-        )
-
-    @property
-    def reliable(self) -> bool:
-        """True when nothing in :attr:`reason` applies."""
-        return self.reason is None
-
-    def __repr__(self) -> str:
-        # with no calls the per-call figure is nan: the window's whole energy is still worth saying
-        figure = (
-            f"{mj_text(self.per_call_mj)} ± {mj_text(self.per_call_mj_err)} mJ/call above idle "
-            if self.calls
-            else f"{self.above_idle_j:,.1f} ± {self.err_j:,.1f} J above idle in all, no calls declared "
-        )
-        calls = f"{self.calls:,} call{'' if self.calls == 1 else 's'}"
-        text = figure + f"({calls}, {self.window_s:.2f} s, {self.device.short}"
-        if self.method != "aligned":
-            text += f", {self.method}"
-        if self.transient:
-            text += ", transient: " + self._transient_note()
-        if self.limited:
-            limiting = next(s for s in self.states if s.limited)
-            text += ", " + "+".join(limiting.reasons)
-            if self._cap_note():  # error model 10 set the state part: say from whose spread
-                text += " (spread: " + ("probed" if self.profile.cap_spread else "family default") + ")"
-        text += ")"
-        changes = self._change_notes()
-        if changes:
-            text += " [" + "; ".join(changes) + "]"
-        return text if self.reliable else f"{text} NOT RELIABLE: {self.reason}"
+        return reasons.reason(self)
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -1050,53 +899,15 @@ class Measurement:
         significant drift: the warnings the repr carries, for summaries that show several
         Measurements on one line (a job's boards).
         """
-        transient = ("transient: " + self._transient_note(),) if self.transient else ()
-        return transient + self._cap_note() + self._change_notes()
+        return reasons.notes(self)
 
-    def _cap_note(self) -> tuple[str, ...]:
-        """Where a limited window's state part came from (error model 10), when the spread set it."""
-        m = self.model
-        if self.calls == 0 or self._subwindows_halfwidth_mj is not None or not self.state_rel > m.state_rel:
-            return ()
-        measured = bool(self.profile.cap_spread)
-        whose = (
-            "this board's, probed"
-            if measured
-            else "the family's default; `nvmeter probe --cap-spread` measures it"
-        )
-        return (
-            f"limited: state part ±{100 * self.state_rel:.1f}%, {m.cap_spread_k:g} x the spread at the "
-            f"cap of a {self.work_s:.2f} s window ({whose})",
-        )
+    def __repr__(self) -> str:
+        return reasons.describe(self)
 
-    def _change_notes(self) -> tuple[str, ...]:
-        drift = self.drift
-        significant = (repr(drift),) if drift is not None and drift.significant else ()
-        drawn_j = self.profile.polling_artefact_w * self.foreign_read_s
-        foreign = (
-            (
-                f"this process's other meters read the board's counter for {self.foreign_read_s:.2f} s "
-                f"inside it: up to {drawn_j:,.1f} J of polling in the figure, held by its bound",
-            )
-            if self.foreign_read_s > 0
-            else ()
-        )
-        return tuple(self.state_changes) + significant + foreign
-
-    def _transient_note(self) -> str:
-        """Why the window is transient, in a few words.
-
-        ``gap 0.74 s`` after a pause; ``cold (idle >= 2.36 s)`` when no work shows in the history;
-        ``a pause ended 1.77 s before the start`` when the work ran on since (model 6).
-        """
-        gap, since = self.gap_s, self.since_pause_s
-        if not self.cold and not gap > self.model.pause_gap_s and since is not None:
-            return f"a pause ended {since:.2f} s before the start"
-        if not gap > 0:
-            return "cold"
-        if self._last_busy_s() is None:  # the whole sample history before the start was idle
-            return f"cold (idle >= {gap:.2f} s)"
-        return f"gap {gap:.2f} s"
+    @property
+    def reliable(self) -> bool:
+        """True when nothing in :attr:`reason` applies."""
+        return self.reason is None
 
     def derived(self) -> dict:
         """The derived figures, for JSON (model 1's set for records made with it)."""
@@ -1301,12 +1112,6 @@ def _check_figures(m: Measurement) -> None:
         finite(value, f"a malformed Measurement: {name}", error=errors.RecordError, **bounds)
 
 
-# A window's samples and its counter read one sensor: between its steps they agree to a few
-# percent (2,260 committed H200 and H100 windows: 0.959-1.045, results/enclose/samples-counter-ratio.txt,
-# from bench/samples_counter_ratio.py; a probe's 19 ms burst, its samples +28% at most,
-# results/probe-h200.json). A factor of two is no board's reading (an adversarial review scaled a
-# record's samples by 3, and it read as a reliable figure): a margin chosen far outside that range.
-SAMPLES_COUNTER_RATIO = 2.0
 # Choices, not fits: spans shorter than three counter periods, where one short burst's place in the
 # period weighs its reading (0.84-1.21 polled, docs/window.md), and spans with a gap in the samples
 # over three spacings (a block that read the buffer only at its edges) are not compared.
@@ -1347,57 +1152,6 @@ CUT_MAX_GAP_SPACINGS = 3.0
 QUIET_BELOW_MARGIN_W = 5.0
 QUIET_BELOW_MARGIN_REL = 0.05
 QUIET_BELOW_MIN_S = 0.3
-
-
-# A board draws at most this share of its power limit over a window: the limiter lets power run
-# only a few percent over the limit, and briefly (docs/facts.md: ~3% for ~0.5 s after a pause).
-PLAUSIBLE_LIMIT_SHARE = 2.0
-
-
-def plausible_w(device: BoardIdentity) -> float:
-    """The most power a window on ``device`` can read, W: twice its limit, or MAX_BOARD_W if unknown."""
-    limit = sanity.known_limit_w(device)
-    return sanity.MAX_BOARD_W if limit is None else PLAUSIBLE_LIMIT_SHARE * limit
-
-
-def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str) -> str | None:
-    """Why a figure with its bound is not reliable, or None (shared by every result that has one).
-
-    Args:
-        value: The figure, mJ.
-        err: Its bound, mJ.
-        max_rel_err: The caller's accepted relative bound (None: any).
-        unit: What the figure is per, for the message (``"a call"``, ``"a step"``).
-    """
-    if not (math.isfinite(value) and math.isfinite(err)):
-        return "the figure or its bound is not a number (an idle or a control given is not one)"
-    if err < 0:
-        return "the bound is negative (an idle's or a control's given bound)"
-    if value < -err:
-        return f"{value:,.1f} mJ {unit} is below minus its bound: a control subtracted is more than it costs"
-    rel = abs(err / value) if value else math.inf
-    if max_rel_err is not None and rel > max_rel_err:
-        # which setting accepted it, and the bound in mJ: ±1.3 mJ on calls that draw ~0 read as a
-        # failure without either (a new user's trial, 2026-12-06)
-        return (
-            f"bound {_percent(rel)} exceeds the accepted {_percent(max_rel_err)} (EnergyWindow's "
-            f"max_rel_err, measure()'s target_rel_err): ±{mj_text(err)} mJ {unit}"
-        )
-    return None
-
-
-def mj_text(value: float) -> str:
-    """A figure in mJ to 0.1, or to three figures under 0.05 or past a billion J.
-
-    10^12 calls read "0.0 ± 0.0" (a breaker's trial); a budget of 10^300 mJ printed 300 digits.
-    """
-    return f"{value:.3g}" if 0 < abs(value) < 0.05 or abs(value) >= 1e12 else f"{value:,.1f}"
-
-
-def _percent(share: float) -> str:
-    """A share as a percent with enough digits to tell it from 0 (0.01% read "0.0%": a breaker's trial)."""
-    digits = 1 if share >= 0.001 or share == 0 else min(6, 1 - math.floor(math.log10(share * 100)))
-    return f"{share:.{digits}%}"
 
 
 def _seconds(value, name: str) -> float:

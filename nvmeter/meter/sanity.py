@@ -186,3 +186,25 @@ def faults(raw, where: str = "") -> Iterator[tuple[str, str]]:
     elif isinstance(raw, list):
         for i, value in enumerate(raw):
             yield from faults(value, f"{where}[{i}]")
+
+
+# A board draws at most this share of its power limit over a window: the limiter lets power run
+# only a few percent over the limit, and briefly (docs/facts.md: ~3% for ~0.5 s after a pause).
+PLAUSIBLE_LIMIT_SHARE = 2.0
+
+
+def plausible_w(device) -> float:
+    """The most power a window on ``device`` (a BoardIdentity) can read, W.
+
+    Twice its power limit, or MAX_BOARD_W where the limit is not known.
+    """
+    limit = known_limit_w(device)
+    return MAX_BOARD_W if limit is None else PLAUSIBLE_LIMIT_SHARE * limit
+
+
+# A window's samples and its counter read one sensor: between its steps they agree to a few
+# percent (2,260 committed H200 and H100 windows: 0.959-1.045, results/enclose/samples-counter-ratio.txt,
+# from bench/samples_counter_ratio.py; a probe's 19 ms burst, its samples +28% at most,
+# results/probe-h200.json). A factor of two is no board's reading (an adversarial review scaled a
+# record's samples by 3, and it read as a reliable figure): a margin chosen far outside that range.
+SAMPLES_COUNTER_RATIO = 2.0
