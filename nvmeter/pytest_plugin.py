@@ -142,12 +142,13 @@ class _State:
         in one line (exit 4), as a bad option would have, not each test in a traceback.
         """
         from nvmeter.boards.profile import resolve_profile
-        from nvmeter.meter.baseline import IdleBaseline, context_level, drawable
+        from nvmeter.meter.baseline import context_level, given_idle
 
         if isinstance(self.idle, float):  # watts: judged once a board, here, for the same reason
             if board.identity().uuid not in self._idles:
                 try:
-                    self._idles[board.identity().uuid] = drawable(IdleBaseline.given(self.idle), board)
+                    # watts take no probe file, so no artefact bounds a span of one
+                    self._idles[board.identity().uuid] = given_idle(self.idle, board, "", 0.0)
                 # over its limit, under 90% of its rest: a traceback a test, before; a little under its
                 # rest warns (once: the widened idle is what every window takes), an error under -W error
                 except (errors.UsageError, errors.NvmeterWarning) as exc:
@@ -160,7 +161,7 @@ class _State:
         if key not in self._idles:  # the file is read and verified once a board and level, not a window
             try:
                 artefact_w = resolve_profile(None, board.identity(), self.idle).polling_artefact_w
-                self._idles[key] = IdleBaseline.from_probe(self.idle, board, key[1], artefact_w)
+                self._idles[key] = given_idle(self.idle, board, key[1], artefact_w)
             except errors.RecordError as exc:
                 pytest.exit(f"--energy-idle: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         return self._idles[key]

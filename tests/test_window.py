@@ -183,6 +183,20 @@ def test_given_idle_must_be_sane():
         IdleBaseline.given(-3.0)
 
 
+def test_windows_and_commands_read_a_given_idle_alike(board):
+    # each had its own reading, and only the window's checked a baseline's figures (a review)
+    from nvmeter.command.meter import _baseline as command_idle
+
+    bad = IdleBaseline(math.nan, 1.0, "given")
+    with pytest.raises(errors.UsageError, match="finite power and bound"):
+        EnergyWindow(board, idle=bad, sync="none").__enter__()
+    with pytest.raises(errors.UsageError, match="finite power and bound"):
+        command_idle(board, bad, HOPPER)
+    with pytest.raises(errors.UsageError, match="is text: give watts as a number"):
+        command_idle(board, "121.3", HOPPER)
+    assert command_idle(board, 121.3, HOPPER) == IdleBaseline.given(121.3)
+
+
 @pytest.mark.parametrize(
     ("text", "spec"),
     [("121.3", 121.3), (" 121.3 W", 121.3), ("121.3w", 121.3), ("measure", "measure"), (None, "measure")],

@@ -23,7 +23,7 @@ from nvmeter.command.process import (
 )
 from nvmeter.command.record import BoardRun, CommandRun
 from nvmeter.descendants import marked, reap_orphans
-from nvmeter.meter.baseline import IdleBaseline, drawable, quiet_idle
+from nvmeter.meter.baseline import IdleBaseline, given_idle, quiet_idle
 from nvmeter.meter.window import EnergyWindow
 
 # How often the wait loop looks at the child, s: the window may close up to this much
@@ -37,9 +37,8 @@ def _baseline(board: Board, idle, profile: BoardProfile) -> IdleBaseline:
     """The idle a board's window subtracts (``idle``: "measure", a probe file, or W)."""
     if isinstance(idle, str) and idle == "measure":
         return quiet_idle(board, profile)
-    if isinstance(idle, (int, float)) and not isinstance(idle, bool):
-        return drawable(IdleBaseline.given(float(idle)), board)
-    return IdleBaseline.from_probe(Path(idle), board, "no_context", profile.polling_artefact_w)
+    # a command's whole life, its CUDA context's start and end too: the idle without a context
+    return given_idle(idle, board, "no_context", profile.polling_artefact_w)
 
 
 def _idle_label(idle) -> dict:

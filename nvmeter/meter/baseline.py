@@ -396,6 +396,40 @@ def rest_floor_w(board: Board) -> tuple[float, str] | None:
     return rest_w, f"its probe of {report.started_utc[:10]} in the user cache"
 
 
+def given_idle(spec, board: Board, level: str, artefact_w: float) -> IdleBaseline:
+    """The idle a caller gave, for ``board``: an IdleBaseline, watts, or a probe file's span at ``level``.
+
+    The one reading of a given idle for windows, ``nvmeter run --idle`` and pytest's
+    ``--energy-idle`` (each had its own, and only the window's checked a baseline's figures).
+    ``"measure"`` is not given: the caller measures it.
+
+    Args:
+        spec: An :class:`IdleBaseline`, watts (a number), or a probe file's path.
+        board: The board the idle is for: a given one is held to what it can draw (:func:`drawable`),
+            a probe file must be its own.
+        level: Which of the probe's idle spans (:func:`context_level`: ``"context"`` for a
+            process with a CUDA context, ``"no_context"`` for a command's whole life).
+        artefact_w: The board's polling artefact (its profile's), W, which bounds a probe's span.
+
+    Raises:
+        UsageError: a baseline whose power or bound is not finite and >= 0, watts as text, or
+            anything else; watts the board cannot idle at (:func:`drawable`).
+        RecordError: a probe file that cannot be read, or is another board's.
+    """
+    if isinstance(spec, IdleBaseline):
+        values = (spec.power_w, spec.err_w)
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
+            raise errors.UsageError(f"idle must have a finite power and bound >= 0, not {spec!r}")
+        return drawable(spec, board) if spec.source == "given" else spec
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        return drawable(IdleBaseline.given(float(spec)), board)
+    if isinstance(spec, str) and not Path(spec).exists() and watts_in(spec) is not None:
+        raise errors.UsageError(f"idle={spec!r} is text: give watts as a number (idle={watts_in(spec):g})")
+    if isinstance(spec, (str, Path)):
+        return IdleBaseline.from_probe(Path(spec), board, level, artefact_w)
+    raise errors.UsageError(f"idle must be 'measure', a probe file, watts or an IdleBaseline, not {spec!r}")
+
+
 def watts_in(text: str) -> float | None:
     """The watts ``text`` spells (``"121.3"``, ``"121.3 W"``), or None where it spells no number (a path).
 

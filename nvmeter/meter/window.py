@@ -43,11 +43,10 @@ from nvmeter.meter import fold, polling
 from nvmeter.meter.baseline import (
     IdleBaseline,
     context_level,
-    drawable,
+    given_idle,
     idle_after,
     idle_of,
     quiet_span,
-    watts_in,
 )
 from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
@@ -552,25 +551,10 @@ class EnergyWindow:
         self._last_read_s = self.clock.now()
 
     def _baseline_before(self):
-        spec = self._idle_spec
-        if isinstance(spec, IdleBaseline):
-            values = (spec.power_w, spec.err_w)
-            if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in values):
-                raise errors.UsageError(f"idle must have a finite power and bound >= 0, not {spec!r}")
-            return drawable(spec, self.board) if spec.source == "given" else spec
-        if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-            return drawable(IdleBaseline.given(float(spec)), self.board)
-        if spec == "measure":
+        if isinstance(self._idle_spec, str) and self._idle_spec == "measure":
             return quiet_span(self.board, self.profile)
-        if isinstance(spec, str) and not Path(spec).exists() and watts_in(spec) is not None:
-            why = f"idle={spec!r} is text: give watts as a number (idle={watts_in(spec):g})"
-            raise errors.UsageError(why)
-        if isinstance(spec, (str, Path)):
-            return IdleBaseline.from_probe(
-                Path(spec), self.board, context_level(self.board), self.profile.polling_artefact_w
-            )
-        raise errors.UsageError(
-            f"idle must be 'measure', a probe file, watts or an IdleBaseline, not {spec!r}"
+        return given_idle(
+            self._idle_spec, self.board, context_level(self.board), self.profile.polling_artefact_w
         )
 
     def _baseline(self) -> tuple[IdleBaseline, tuple[str, ...]]:
