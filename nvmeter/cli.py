@@ -404,20 +404,13 @@ def _band(name: str | None, known) -> str | None:
 
 
 def _device(spec: str | None) -> int | str | None:
-    from nvmeter.boards.protocol import cuda_index
+    from nvmeter.boards.protocol import device_spec, names_all
 
-    if spec is None:
-        return None
-    spec = spec.strip()
-    if spec == "all":
+    if names_all(spec):
         raise errors.UsageError(
             "--device all is for nvmeter probe; here give one board (a CUDA index or a GPU-… UUID)"
         )
-    if (index := cuda_index(spec)) is not None:
-        return index
-    if spec.startswith(("GPU-", "MIG-")) and len(spec) > 4:
-        return spec
-    raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
+    return device_spec(spec)
 
 
 def _open_rig(device: str | None, simulate: bool):
@@ -533,7 +526,9 @@ def probe(
         names = list(dict.fromkeys([*(names or [m.NAME for m in selection(False)]), "cap_spread"]))
     only = names or None
     selection(quick, tuple(only or ()))  # bad names fail before a board is opened
-    if device is None or device.strip() != "all":
+    from nvmeter.boards.protocol import names_all
+
+    if not names_all(device):
         # before the board: a path that cannot be written is bad input
         claimed = records.claim(out_path, kind="probe")
         _probe_one(_open_rig(device, simulate), claimed, quick, only, cache)
@@ -840,7 +835,9 @@ def _finish_run(result, claimed) -> None:
 
 def _devices(spec: str | None) -> list[int | str | None]:
     """The boards ``--device`` names: one for now (``all`` comes with several-board windows)."""
-    if spec is not None and spec.strip().lower() == "all":
+    from nvmeter.boards.protocol import names_all
+
+    if names_all(spec):
         raise errors.UsageError(
             "--device all: nvmeter run meters one board; give one CUDA index or GPU-… UUID "
             "(for several boards, nvmeter.JobWindow(devices='all') in Python)"

@@ -163,6 +163,24 @@ def test_a_malformed_device_is_the_callers_to_fix_before_nvml_is_asked(monkeypat
         nvml.resolve_uuid(device)
 
 
+@pytest.mark.parametrize("device", [-1, "abc", " all "])
+def test_nvml_the_simulated_host_and_the_cli_read_a_device_alike(monkeypatch, device):
+    # three readings had drifted: the simulated host called -1 a missing board, "all" was read three ways
+    from nvmeter import cli
+    from nvmeter.boards.factory import open_boards
+    from nvmeter.boards.protocol import names_all
+
+    monkeypatch.setattr(nvml, "visible_uuids", lambda: ["GPU-1"])
+    if names_all(device):
+        with pytest.raises(errors.UsageError, match="--device all is for nvmeter probe"):
+            cli._device(device)
+        assert len(open_boards(device, simulate=True, sim_boards=2)) == 2
+        return
+    for read in (nvml.resolve_uuid, cli._device, lambda d: open_boards([d], simulate=True, sim_boards=2)):
+        with pytest.raises(errors.UsageError, match="must be a CUDA index"):
+            read(device)
+
+
 @pytest.mark.parametrize(
     ("visible", "device", "error"),
     [

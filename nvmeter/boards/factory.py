@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nvmeter.boards.protocol import Board, cuda_index
+from nvmeter.boards.protocol import Board, device_spec, names_all
 
 
 def open_board(device: int | str | Board | None = None, *, simulate: bool = False, config=None) -> Board:
@@ -103,8 +103,8 @@ def open_boards(devices, *, simulate: bool = False, sim_boards: int = 1, availab
     specs = _specs(devices)
     if simulate or available is not None:
         host = list(available) if available is not None else simulated_host(sim_boards)
-        boards = host if devices == "all" else [_pick_simulated(host, spec) for spec in specs]
-    elif devices == "all":
+        boards = host if names_all(devices) else [_pick_simulated(host, spec) for spec in specs]
+    elif names_all(devices):
         from nvmeter.boards.nvml import visible_uuids
 
         boards = [open_board(uuid) for uuid in visible_uuids()]
@@ -119,7 +119,7 @@ def open_boards(devices, *, simulate: bool = False, sim_boards: int = 1, availab
 
 
 def _specs(devices) -> list:
-    if devices == "all":
+    if names_all(devices):
         return []
     if isinstance(devices, (int, str, Board)) or devices is None:
         return [devices]
@@ -131,10 +131,9 @@ def _pick_simulated(host: list[Board], spec) -> Board:
 
     if isinstance(spec, Board) and not isinstance(spec, (int, str)):
         return spec
+    spec = device_spec(spec)
     if spec is None:
         spec = 0
-    if (index := cuda_index(spec)) is not None:
-        spec = index
     if isinstance(spec, int) and 0 <= spec < len(host):
         return host[spec]
     if isinstance(spec, str) and len(spec) > 4:

@@ -25,7 +25,7 @@ from nvmeter.boards.protocol import (
     ClockSample,
     PowerSample,
     Utilization,
-    cuda_index,
+    device_spec,
 )
 from nvmeter.clock import Clock, RealClock
 
@@ -241,14 +241,11 @@ def resolve_uuid(device: int | str | None) -> str:
         UsageError: a malformed spec.
 
     """
+    # a malformed spec is the caller's to fix, on any machine: said before NVML is asked
+    device = device_spec(device)
     if device is None:
         device = 0
-    if (index := cuda_index(device)) is not None:
-        device = index
-    index = isinstance(device, int) and not isinstance(device, bool)
-    # a malformed spec is the caller's to fix, on any machine: said before NVML is asked
-    if not (index and device >= 0) and not (isinstance(device, str) and device.startswith(("GPU-", "MIG-"))):
-        raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {device!r}")
+    index = isinstance(device, int)
     if not index and device.startswith("MIG-"):
         raise errors.NotSupported(f"{device} is a MIG instance: it has no energy counter of its own")
     uuids = visible_uuids()

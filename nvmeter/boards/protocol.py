@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from nvmeter import errors
 from nvmeter.clock import Clock
 
 
@@ -250,3 +251,29 @@ def cuda_index(spec) -> int | None:
     if isinstance(spec, str) and spec.strip().isascii() and spec.strip().isdigit():
         return int(spec.strip())
     return None
+
+
+def device_spec(spec) -> int | str | None:
+    """A device spec in its one form: None (the default board), a CUDA index, or a ``GPU-``/``MIG-`` UUID.
+
+    The CLI's ``--device``, NVML's lookup and the simulated host's each read it so (three
+    copies had drifted: a review).
+
+    Raises:
+        UsageError: anything else (``"all"`` included: the callers that take it look first,
+            :func:`names_all`), said before any board is asked.
+    """
+    if spec is None:
+        return None
+    if (index := cuda_index(spec)) is not None:
+        if index < 0:
+            raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
+        return index
+    if isinstance(spec, str) and spec.strip().startswith(("GPU-", "MIG-")) and len(spec.strip()) > 4:
+        return spec.strip()
+    raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
+
+
+def names_all(spec) -> bool:
+    """Whether a device spec asks for every board (``"all"``, in any case, spaces around it)."""
+    return isinstance(spec, str) and spec.strip().casefold() == "all"
