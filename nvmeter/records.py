@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from nvmeter import errors, files, formats
+from nvmeter.boards.protocol import MAX_BOARD_W
 
 # kind -> the schema_version this nvmeter writes
 CURRENT = formats.CURRENT
@@ -703,15 +704,13 @@ def board(value, where: str) -> dict:
     for key in ("power_limit_w", "memory_total_mib"):  # null where NVML could not say
         number(value[key], f"{where}.{key}", none=True, at_least=0)
     # a limit past any board's is an edit (-701 W and 1e30 W were shown verified: a breaker's trial)
-    if value["power_limit_w"] is not None and value["power_limit_w"] > _MAX_LIMIT_W:
+    if value["power_limit_w"] is not None and value["power_limit_w"] > MAX_BOARD_W:
         raise BadField(f"{where}.power_limit_w is {value['power_limit_w']:g} W, above any board's")
     if not isinstance(value.get("simulated", False), bool):
         raise BadField(f"{where}.simulated is {_shown(value['simulated'])}, not true or false")
     return value
 
 
-# nvmeter.meter.sanity.MAX_BOARD_W (records imports nothing of the meter's)
-_MAX_LIMIT_W = 5_000.0
 # an energy counter in mJ, as NVML gives it: an unsigned 64-bit count that numpy reads as int64
 _COUNTER_MAX = 2**63 - 1
 

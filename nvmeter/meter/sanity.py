@@ -18,6 +18,8 @@ import itertools
 import math
 from collections.abc import Iterator
 
+from nvmeter.boards.protocol import MAX_BOARD_W
+
 # No window holds more calls: 10^12 calls of 1 us would be 11 days (and a per-call figure of so
 # many would round to nothing). Here, in a module that loads without numpy: budgets read it too.
 MAX_CALLS = 10**12
@@ -28,10 +30,6 @@ _SAMPLES = {"t_s", "power_w"}
 _JOB = {"t0_s", "t1_s", "matmuls", "n", "flops"}
 _BURST = {"pre", "post", "tail"}
 
-# No board NVML meters draws this much: NVIDIA's datasheets give 700 W for the H200 SXM,
-# 1,000 W per B200 GPU and 2,700 W for a whole GB200 superchip (two GPUs and a CPU). A power
-# above it is a typo or a unit slip (mW) in a figure given, or a counter that jumped.
-MAX_BOARD_W = 5_000.0
 
 COUNTER_BACKWARDS = "the energy counter goes backwards"
 COUNTER_JUMP = f"the energy counter jumps: it reads more power than any board draws ({MAX_BOARD_W:,.0f} W)"
