@@ -366,7 +366,9 @@ def test_boards_that_share_several_notes_are_named_once_for_them_all():
     first = w.result.boards[0]
     notes = first.measurement.notes  # from idle: cold, and the SM clock rose
     assert len(notes) >= 2
-    other = dataclasses.replace(first.device, uuid=first.device.uuid[:-1] + "9")
+    # another board: its UUID's last digit changed (a board whose UUID ended in 9 had been its own twin)
+    last = "8" if first.device.uuid.endswith("9") else "9"
+    other = dataclasses.replace(first.device, uuid=first.device.uuid[:-1] + last)
     twin = dataclasses.replace(first, device=other)
     line = repr(dataclasses.replace(w.result, boards=(first, twin)))
     assert line.count(first.label) == 1 and f"{first.label}, {twin.label}: {'; '.join(notes)}]" in line
