@@ -32,6 +32,7 @@ def fake_pynvml(fail=None):
         NVML_FI_DEV_POWER_INSTANT=186,
         NVML_FI_DEV_POWER_AVERAGE=185,
         NVML_TOTAL_POWER_SAMPLES=0,
+        NVML_PROCESSOR_CLK_SAMPLES=5,
     )
     fail = fail or {}
 
@@ -56,19 +57,30 @@ def fake_pynvml(fail=None):
     api("nvmlDeviceGetMemoryInfo", lambda h: types.SimpleNamespace(total=141 * 2**30))
     api("nvmlDeviceGetTotalEnergyConsumption", lambda h: 123_456_789)
 
+    # each field and buffer its own figures, so that one read for another is seen (a review)
+    by_field = {m.NVML_FI_DEV_POWER_INSTANT: 350_250, m.NVML_FI_DEV_POWER_AVERAGE: 340_500}
+
     def fields(h, ids):
-        value = types.SimpleNamespace(uiVal=350_250)
-        return [types.SimpleNamespace(nvmlReturn=0, value=value)]
+        return [
+            types.SimpleNamespace(nvmlReturn=0, value=types.SimpleNamespace(uiVal=by_field[i])) for i in ids
+        ]
 
     api("nvmlDeviceGetFieldValues", fields)
     now_us = int(time.time() * 1e6)
-    samples = [
-        types.SimpleNamespace(
-            timeStamp=now_us - 40_000 + 20_000 * i, sampleValue=types.SimpleNamespace(uiVal=v)
-        )
-        for i, v in enumerate((120_000, 125_500, 130_000))
-    ]
-    api("nvmlDeviceGetSamples", lambda h, kind, since: (1, samples))
+
+    def buffer(values):
+        return [
+            types.SimpleNamespace(
+                timeStamp=now_us - 40_000 + 20_000 * i, sampleValue=types.SimpleNamespace(uiVal=v)
+            )
+            for i, v in enumerate(values)
+        ]
+
+    by_kind = {
+        m.NVML_TOTAL_POWER_SAMPLES: buffer((120_000, 125_500, 130_000)),  # mW
+        m.NVML_PROCESSOR_CLK_SAMPLES: buffer((345, 1_980, 1_980)),  # MHz
+    }
+    api("nvmlDeviceGetSamples", lambda h, kind, since: (1, by_kind[kind]))
     api("nvmlDeviceGetUtilizationRates", lambda h: types.SimpleNamespace(gpu=97, memory=40))
     api(
         "nvmlDeviceGetComputeRunningProcesses",
@@ -85,7 +97,7 @@ def test_units_are_converted_at_the_boundary(fake):
     assert ident.power_limit_w == 700.0
     assert ident.memory_total_mib == 141 * 1024
     assert board.energy_mj() == 123_456_789
-    assert board.power_instant_w() == 350.25
+    assert board.power_instant_w() == 350.25 and board.power_average_w() == 340.5
     assert board.compute_process_count() == 2
     assert board.compute_pids() == (4242, 4343)
 
@@ -97,6 +109,9 @@ def test_sample_timestamps_land_on_the_monotonic_clock(fake):
     assert [s.power_w for s in samples] == [120.0, 125.5, 130.0]
     assert samples[-1].t_s == pytest.approx(board.clock.now(), abs=0.2)
     assert len(board.power_samples(since_s=samples[0].t_s)) == 2
+    clocks = board.clock_samples()  # the SM clock's buffer, in MHz, on the same clock
+    assert [c.sm_clock_mhz for c in clocks] == [345.0, 1_980.0, 1_980.0]
+    assert [c.t_s for c in clocks] == [s.t_s for s in samples]
 
 
 def test_a_sample_read_twice_maps_to_one_time(fake):
