@@ -19,6 +19,8 @@ NAME = "reference"
 TITLE = "J/TFLOP reference"
 IN_QUICK = True
 
+# Matrix size, elements a side: the public A100 probe's reference ran FP32 4096^2 products, whose
+# 6-11 J/TFLOP band nvmeter check compares against (docs/facts.md, docs/probe.md).
 N = 4096
 OPERANDS = ("constant", "random")
 

@@ -99,10 +99,10 @@ class Step:
             )
         return out
 
-    def _settle_ms(self, t: np.ndarray, p: np.ndarray, idle: float, plateau: float) -> float | None:
-        """Time from the load's start until every reading within SETTLE_FRACTION of the plateau."""
+    def _settle_ms(self, t: np.ndarray, p: np.ndarray, idle_w: float, plateau_w: float) -> float | None:
+        """Time, ms, from the load's start until every reading (t s, p W) is within SETTLE_FRACTION."""
         during = (t > self.load.t0_s) & (t < self.load.t1_s)
-        far = during & (np.abs(p - plateau) > SETTLE_FRACTION * abs(plateau - idle))
+        far = during & (np.abs(p - plateau_w) > SETTLE_FRACTION * abs(plateau_w - idle_w))
         after = t[during & (t > (t[far].max() if far.any() else -np.inf))]
         return float((after[0] - self.load.t0_s) * 1e3) if after.size else None
 
