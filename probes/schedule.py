@@ -550,7 +550,12 @@ def expected_s(quick: bool, needs: set[str], plan_: Plan | None = None) -> float
 
 
 def measure(rig: Rig, quick: bool, needs: set[str], on_step=None) -> dict[str, object]:
-    """Make the measurements ``needs`` names (and nothing else), in schedule order."""
+    """Make the measurements ``needs`` names (and nothing else), in schedule order.
+
+    Raises:
+        ValueError: a name no step has (the CLI checks names first: a caller's slip). The
+            telemetry's and the worker's errors pass through (:mod:`nvmeter.errors`).
+    """
     unknown = needs - set(BY_NAME)
     if unknown:
         raise ValueError(f"unknown measurements {sorted(unknown)}")

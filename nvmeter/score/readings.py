@@ -232,7 +232,13 @@ class Energy:
 
     @classmethod
     def from_dict(cls, d: dict) -> Energy:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: not three idle spans; KeyError, TypeError: a missing or mistyped field; the
+                windows' RecordError (:meth:`Measurement.from_dict`). The score record's reader
+                names the file for each (:func:`nvmeter.records.building`).
+        """
         idle = tuple(IdleReading.from_dict(i) for i in d["idle"])
         if len(idle) != 3:
             raise ValueError(f"three idle spans expected, found {len(idle)}")
