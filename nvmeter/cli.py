@@ -568,7 +568,16 @@ def _cache_report(report):
         kept = cached_report(report.board)
     except errors.RecordError:  # damaged, or a profile kept without its probes: replaced
         kept = None
-    return report if kept is None else replace(report, probes={**kept.probes, **report.probes})
+    if kept is None:
+        return report
+    # the record spans both runs: quick only if both were (a quick run after a full one had
+    # labelled the full run's polling and samples quick: an adversarial review)
+    return replace(
+        report,
+        started_utc=min(kept.started_utc, report.started_utc),
+        quick=kept.quick and report.quick,
+        probes={**kept.probes, **report.probes},
+    )
 
 
 def _probe_one(rig, claimed, quick: bool, only: list[str] | None, cache: bool) -> None:
