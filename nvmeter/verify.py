@@ -85,10 +85,25 @@ def _close(stored, fresh) -> bool:
         return False
 
 
-def short(value) -> str:
-    """``repr(value)``, cut to 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+# How much of a long value a message shows, characters.
+SHOWN_CHARS = 60
+
+
+def shown(was, now) -> tuple[str, str]:
+    """Both values' reprs cut to :data:`SHOWN_CHARS`, each from a little before where they differ.
+
+    Two texts alike for their first 60 characters were cut to the same words (a breaker's
+    trial): the difference is what the reader needs.
+    """
+    a, b = repr(was), repr(now)
+    same = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    start = max(0, same - 10) if max(len(a), len(b)) > SHOWN_CHARS else 0
+
+    def cut(text: str) -> str:
+        text = ("..." if start else "") + text[start:]
+        return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+
+    return cut(a), cut(b)
 
 
 def check(path: Path, checks: Iterable[tuple[str, object, object]]) -> None:
@@ -107,8 +122,9 @@ def check(path: Path, checks: Iterable[tuple[str, object, object]]) -> None:
         found = first_difference(stored, plain(fresh), where)
         if found:
             at, was, now = found
+            was_text, now_text = shown(was, now)
             raise errors.RecordError(
                 f"{path}: {at} disagrees with its recomputation from the raw readings "
-                f"(stored {short(was)}, recomputed {short(now)}); the record was altered, "
+                f"(stored {was_text}, recomputed {now_text}); the record was altered, "
                 "or written by an nvmeter whose figures differ"
             )

@@ -241,6 +241,17 @@ def test_a_folders_gzipped_runs_are_read_with_its_others(folder, tmp_path):
     assert "| score_methods.py:tiny | 1 |" in stdout
 
 
+def test_a_long_text_that_disagrees_is_shown_where_it_differs():
+    # both were cut at 60 characters to the same words (a breaker's trial)
+    from nvmeter.verify import shown
+
+    stored = "window 33.1 ms against the timed calls 31.0 ms: within the tolerance of 50%"
+    fresh = stored.replace("50%", "10%")
+    was, now = shown(stored, fresh)
+    assert was != now and "50%" in was and "10%" in now and max(len(was), len(now)) <= 60
+    assert shown(1.5, 2.5) == ("1.5", "2.5")
+
+
 def test_first_difference():
     assert first_difference({"a": [1.0, None]}, {"a": [1.0 + 1e-12, None]}) is None
     assert first_difference({"a": 1}, {"a": 1, "b": 2}) == ("derived.b", "(missing)", 2)
