@@ -243,6 +243,16 @@ def test_folder_without_files_falls_through(tmp_path):
         fetch.fetch("mnist", root=tmp_path / "c", from_dir=tmp_path / "empty", mirrors=(), registries=False)
 
 
+def test_a_file_given_as_the_folder_is_named_so(tmp_path):
+    # it was called "no such folder" (an adversarial review)
+    given = tmp_path / "train-images-idx3-ubyte.gz"
+    given.write_bytes(b"x")
+    with pytest.raises(errors.UsageError, match=r"a file, not a folder: give the folder that holds it"):
+        fetch.fetch("mnist", root=tmp_path / "c", from_dir=given, mirrors=(), registries=False)
+    with pytest.raises(errors.UsageError, match="no such folder"):
+        fetch.fetch("mnist", root=tmp_path / "c", from_dir=tmp_path / "nowhere", mirrors=(), registries=False)
+
+
 def test_damaged_cache_file_is_caught_on_load(tmp_path, mnist_raw):
     folder = tmp_path / "c" / "mnist"
     cache.write_files(folder, {s.gz_name: cache.compress(mnist_raw[s.name]) for s in sources.MNIST.files})

