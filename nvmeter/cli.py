@@ -554,32 +554,6 @@ def probe(
         raise typer.Exit(failed[0].exit_code)
 
 
-def _cache_report(report):
-    """The probe record the cache keeps: this run's probes over those of the record it kept.
-
-    A run of some probes (``--only``) so keeps what an earlier run measured, and the profile is
-    derived from the probes' raw series whenever a window reads it.
-    """
-    from dataclasses import replace
-
-    from nvmeter.boards.profile import cached_report
-
-    try:
-        kept = cached_report(report.board)
-    except errors.RecordError:  # damaged, or a profile kept without its probes: replaced
-        kept = None
-    if kept is None:
-        return report
-    # the record spans both runs: quick only if both were (a quick run after a full one had
-    # labelled the full run's polling and samples quick: an adversarial review)
-    return replace(
-        report,
-        started_utc=min(kept.started_utc, report.started_utc),
-        quick=kept.quick and report.quick,
-        probes={**kept.probes, **report.probes},
-    )
-
-
 def _probe_one(rig, claimed, quick: bool, only: list[str] | None, cache: bool) -> None:
     from nvmeter import records
     from nvmeter.probes import schedule
@@ -608,8 +582,9 @@ def _probe_one(rig, claimed, quick: bool, only: list[str] | None, cache: bool) -
     out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
     if cache and not board.simulated:
         from nvmeter.boards.profile import store_probe
+        from nvmeter.probes.report import for_cache
 
-        path = store_probe(_cache_report(report).to_dict(), board)
+        path = store_probe(for_cache(report).to_dict(), board)
         out.print(f"windows on this board now use its profile: {path}")
     records.write_claimed(claimed, report.to_dict())
     out.print(f"wrote {claimed.given}")

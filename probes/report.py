@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -162,6 +162,31 @@ def verify_report(path: Path, data: dict, report: ProbeReport) -> None:
     if data.get("profile") is not None:  # derived too: what windows given this file use
         checks.append(("profile", data["profile"], report.profile().to_dict()))
     verify.check(path, checks)
+
+
+def for_cache(report: ProbeReport) -> ProbeReport:
+    """The probe record the cache keeps after ``report``: this run's probes over those it kept.
+
+    A run of some probes (``--only``) so keeps what an earlier run measured, and the profile is
+    derived from the probes' raw series whenever a window reads it. A kept record that is
+    damaged, or a profile kept without its probes, is replaced (this run's alone).
+    """
+    from nvmeter.boards.profile import cached_report
+
+    try:
+        kept = cached_report(report.board)
+    except errors.RecordError:  # damaged, or a profile kept without its probes: replaced
+        kept = None
+    if kept is None:
+        return report
+    # the record spans both runs: quick only if both were (a quick run after a full one had
+    # labelled the full run's polling and samples quick: an adversarial review)
+    return replace(
+        report,
+        started_utc=min(kept.started_utc, report.started_utc),
+        quick=kept.quick and report.quick,
+        probes={**kept.probes, **report.probes},
+    )
 
 
 def budget_s(quick: bool, only: tuple[str, ...] = ()) -> float:

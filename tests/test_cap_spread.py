@@ -18,7 +18,7 @@ from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.meter import spread
 from nvmeter.meter.window import EnergyWindow
 from nvmeter.probes import capspread
-from nvmeter.probes.report import load_report, run_probes, selection
+from nvmeter.probes.report import for_cache, load_report, run_probes, selection
 from nvmeter.worker.process import WorkerProcess
 from nvmeter.worker.protocol import MarkedRun
 from nvmeter.worker.rig import Rig
@@ -299,21 +299,20 @@ def test_a_run_of_some_probes_keeps_what_the_cached_probes_measured_and_a_window
     tmp_path, monkeypatch
 ):
     """`nvmeter probe --only cap_spread` after another run: the cache keeps both runs' probes."""
-    from nvmeter import cli
 
     monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
     sim = SimulatedBoard(SimConfig(seed=3, **SWING))
     rig = Rig(sim, lambda: SimWorker(sim))
     real = replace(sim.identity(), simulated=False)  # the cache keeps no simulated board's
     first = replace(run_probes(rig, only=("polling",)), board=real)
-    assert cli._cache_report(first) == first  # none kept: the run's own probes
+    assert for_cache(first) == first  # none kept: the run's own probes
     path = profiles.store_probe(first.to_dict(), real)
     second = replace(run_probes(rig, only=("cap_spread",)), board=real)
-    kept = cli._cache_report(second)
+    kept = for_cache(second)
     assert set(kept.probes) == {"polling", "cap_spread"}
     # the merged record spans both runs, and is quick only if both were (a breaker's trial)
     assert kept.started_utc == first.started_utc and kept.finished_utc == second.finished_utc
-    assert not kept.quick and cli._cache_report(replace(second, quick=True)).quick is False
+    assert not kept.quick and for_cache(replace(second, quick=True)).quick is False
     profiles.store_probe(kept.to_dict(), real)
     profile = profiles.resolve_profile(None, real)
     assert profile.polling_artefact_w == first.profile().polling_artefact_w
@@ -325,14 +324,14 @@ def test_a_run_of_some_probes_keeps_what_the_cached_probes_measured_and_a_window
     stored["profile"]["cap_spread"] = [[0.3, 0.05], [0.5, 0.03], [1.0, 0.0165], [1.5, 0.0165], [2.0, 0.012]]
     path.write_text(json.dumps(stored))
     assert profiles.resolve_profile(None, real) == profile
-    assert set(cli._cache_report(second).probes) == {"polling", "cap_spread"}
+    assert set(for_cache(second).probes) == {"polling", "cap_spread"}
     stored["probes"]["polling"]["derived"]["artefact_w"] += 5.0  # a probe's figure, against its raw series
     path.write_text(json.dumps(stored))
     with pytest.raises(errors.RecordError, match="artefact_w") as info:
         profiles.resolve_profile(None, real)
     # a file the user never named: what it is and what to do (a breaker's trial)
     assert "the probe record nvmeter keeps for this board: run nvmeter probe again" in str(info.value)
-    assert cli._cache_report(second) == second  # a damaged one is replaced
+    assert for_cache(second) == second  # a damaged one is replaced
     path.write_text(path.read_text()[:100])
     with pytest.raises(errors.RecordError, match=r"not JSON .* run nvmeter probe again to replace it"):
         profiles.resolve_profile(None, real)
