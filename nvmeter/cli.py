@@ -949,11 +949,6 @@ class _ScoreProgress:
             _say(f"[{time.monotonic() - self._t0:7.1f} s] {text}")
 
 
-def _folder_name(name: str, level: int) -> Path:
-    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.replace(".py:", "-"))
-    return Path(f"score-{slug}-d{level}")
-
-
 @app.command(cls=_Command)
 @_guarded
 def score(
@@ -1080,7 +1075,7 @@ def score(
         window_draws=window_draws,
         window_ms_tolerance=window_ms_tolerance,
     )
-    out_dir = json_dir if json_dir is not None else _folder_name(target.name, level)
+    out_dir = json_dir if json_dir is not None else scoring.default_folder(target.name, level)
     scoring.check_runs(runs)
     if seed is not None and seed < 0:
         raise errors.UsageError(f"--seed must be a whole number >= 0, not {seed}")
@@ -1167,21 +1162,12 @@ def summarize(
     """
     import json
 
-    from nvmeter import records
     from nvmeter.score import summarize as summ
 
     if fmt not in ("md", "json"):
         raise errors.UsageError(f"--format must be md or json, not {fmt!r}")
     if plot_path is not None:
-        from nvmeter.score.procedure import run_paths
-
-        # a record given, or one in a folder given: writing the plot over it lost the record
-        read = [f for p in paths for f in (run_paths(p) if p.is_dir() else [p])]
-        records.check_writable(plot_path, inputs=tuple(("record", f) for f in read), record=False)
-        if plot_path.suffix.lower() not in summ.PLOT_SUFFIXES:
-            raise errors.UsageError(
-                f"--plot {plot_path}: the suffix says the format; use one of {', '.join(summ.PLOT_SUFFIXES)}"
-            )
+        summ.check_plot_path(plot_path, paths)
     none = "no run-*.json or run-*.json.gz in it"
     loaded = summ.load_records(paths, on_empty=lambda p: _say(f"skipped {p}: {none}"))
     summaries = summ.summarize([r for _, r in loaded])

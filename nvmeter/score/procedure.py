@@ -75,6 +75,15 @@ def run_path(out_dir: Path, run: int) -> Path:
     return Path(out_dir) / f"run-{run:03d}.json"
 
 
+def default_folder(name: str, level: int) -> Path:
+    """Where ``nvmeter score`` keeps a method's runs without ``--json``: ``score-<name>-d<level>``, here.
+
+    The method's name with every character but letters, digits, ``-`` and ``_`` as ``-``.
+    """
+    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in name.replace(".py:", "-"))
+    return Path(f"score-{slug}-d{level}")
+
+
 def run_paths(out_dir: Path) -> list[Path]:
     """The score records' paths in ``out_dir`` (``run-*.json``, or gzipped ``run-*.json.gz``), by name.
 

@@ -427,6 +427,22 @@ def _spans_decade(values: list[float]) -> bool:
     return bool(found) and max(found) >= 10 * min(found)
 
 
+def check_plot_path(plot_path: Path, paths: Iterable[Path]) -> None:
+    """Refuse a plot path before any record is read: a suffix no format has, or a record it would replace.
+
+    Raises:
+        UsageError: the suffix is not one of :data:`PLOT_SUFFIXES`, or ``plot_path`` is one of
+            the records read (a record given, or one in a folder given: writing the plot over it
+            lost the record), or cannot be written.
+    """
+    read = [f for p in map(Path, paths) for f in (run_paths(p) if p.is_dir() else [p])]
+    records.check_writable(plot_path, inputs=tuple(("record", f) for f in read), record=False)
+    if plot_path.suffix.lower() not in PLOT_SUFFIXES:
+        raise errors.UsageError(
+            f"--plot {plot_path}: the suffix says the format; use one of {', '.join(PLOT_SUFFIXES)}"
+        )
+
+
 def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
     """Energy per call against time per call, one point per method, bars for the bounds, each run hollow.
 
