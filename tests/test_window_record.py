@@ -146,12 +146,6 @@ def test_a_window_record_with_a_field_of_the_wrong_kind_is_refused(window, tmp_p
         Measurement.load(path)
 
 
-def test_the_records_limit_on_a_board_s_power_is_the_meter_s():
-    from nvmeter.meter import sanity
-
-    assert records._MAX_LIMIT_W == sanity.MAX_BOARD_W
-
-
 def test_a_window_record_without_its_provenance_is_damaged(window, tmp_path):
     path = tmp_path / "w.json"
     window.save(path)
