@@ -32,7 +32,7 @@ from scipy import stats
 
 from nvmeter import errors
 from nvmeter.boards.protocol import BoardState
-from nvmeter.meter.series import CounterSeries
+from nvmeter.meter.series import CounterSeries, Step
 from nvmeter.meter.span import AlignedSpan
 from nvmeter.meter.spread import cut_at, pooled_rel_sd
 from nvmeter.probes import schedule
@@ -97,7 +97,7 @@ class CapSpread:
         return self.cap_share >= 0.5
 
     @functools.cached_property
-    def _run_steps(self) -> tuple[list[tuple[float, float, float]], ...]:
+    def _run_steps(self) -> tuple[list[Step], ...]:
         """Per run, (time s, counter mJ, half-width s) of each step between its first and last mark.
 
         Every block length and figure cuts the same steps: found once a run.
@@ -107,14 +107,14 @@ class CapSpread:
             steps, lo, hi = counter.steps, run.mark_t_s[0], run.mark_t_s[-1]
             found.append(
                 [
-                    (float(t), float(e), float(hw))
+                    Step(float(t), float(e), float(hw))
                     for t, e, hw in zip(steps.t_s, steps.energy_mj, steps.half_width_s, strict=True)
                     if lo <= t <= hi
                 ]
             )
         return tuple(found)
 
-    def _cuts(self, i: int, window_s: float) -> list[tuple[float, float, float]]:
+    def _cuts(self, i: int, window_s: float) -> list[Step]:
         steps = self._run_steps[i]
         period_s = float(np.median(np.diff([t for t, _, _ in steps]))) if len(steps) > 1 else 0.0
         return cut_at(steps, window_s - SHORT_BY_PERIODS * period_s)

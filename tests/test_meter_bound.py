@@ -19,6 +19,7 @@ from nvmeter.meter import errormodel, spread
 from nvmeter.meter.adaptive import measure
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.measurement import SCHEMA_VERSION, Measurement
+from nvmeter.meter.series import Step
 from nvmeter.meter.window import EnergyWindow
 from nvmeter.probes.report import run_probes
 from nvmeter.worker.rig import Rig
@@ -234,7 +235,7 @@ def test_measure_reports_drift_and_widens_its_bound_on_drifting_work():
 
 def test_model_9_batches_the_sub_windows_into_two_seconds_and_keeps_too_short_runs_as_they_were():
     model_9, model_8 = errormodel.model(9), errormodel.model(8)
-    steps = [(0.5 * i, 1000.0 * i, 0.001) for i in range(21)]  # a step every 0.5 s for 10 s
+    steps = [Step(0.5 * i, 1000.0 * i, 0.001) for i in range(21)]  # a step every 0.5 s for 10 s
     assert [t for t, _, _ in spread.batch_steps(steps, model_9)] == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
     run_6_5_s = steps[:14]  # three batches, the last 2.5 s with the remainder in it
     assert [t for t, _, _ in spread.batch_steps(run_6_5_s, model_9)] == [0.0, 2.0, 4.0, 6.5]

@@ -15,12 +15,27 @@ import bisect
 import itertools
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
 from nvmeter.boards.protocol import Board, PowerSample
 from nvmeter.clock import Clock
 from nvmeter.meter import polling
+
+
+class Step(NamedTuple):
+    """One counter update placed in time: where a window's edge or a sub-window's cut lies.
+
+    Attributes:
+        t_s: Estimated time of the update, s.
+        energy_mj: Counter value right after it, mJ.
+        half_width_s: Half the interval it is known to lie in, s.
+    """
+
+    t_s: float
+    energy_mj: float
+    half_width_s: float
 
 
 @dataclass(frozen=True)
@@ -89,8 +104,8 @@ class CounterSeries:
             energy_mj=e[idx].astype(float),
         )
 
-    def edge_step(self, before_s: float = np.inf) -> tuple[float, float, float] | None:
-        """(time s, counter mJ, half-width s) of the edge's step: the narrowest (:meth:`narrowest_step`).
+    def edge_step(self, before_s: float = np.inf) -> Step | None:
+        """The edge's step: the narrowest (:meth:`narrowest_step`).
 
         None when the series shows no step.
         """
@@ -98,7 +113,7 @@ class CounterSeries:
         if i < 0:
             return None
         steps = self.steps
-        return float(steps.t_s[i]), float(steps.energy_mj[i]), float(steps.half_width_s[i])
+        return Step(float(steps.t_s[i]), float(steps.energy_mj[i]), float(steps.half_width_s[i]))
 
     def narrowest_step(self, before_s: float = np.inf) -> int:
         """Index into :attr:`steps` of the step known most closely (the first among equals).

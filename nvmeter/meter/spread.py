@@ -14,6 +14,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from nvmeter.meter.series import Step
+
 if TYPE_CHECKING:
     from nvmeter.meter.errormodel import ErrorModel
     from nvmeter.meter.measurement import Measurement
@@ -23,30 +25,30 @@ if TYPE_CHECKING:
 DRIFT_P = 0.01
 
 
-def boundaries(m: Measurement) -> list[tuple[float, float, float]]:
-    """(time s, counter mJ, half-width s) of each in-work step: the start step and each inner step."""
+def boundaries(m: Measurement) -> list[Step]:
+    """Each in-work step: the start step and each inner step, in time order."""
     edges = [m.start, *m.inner] if m.in_work else list(m.inner)
     # each edge at its sharpest step, as the window's own start (Measurement._edges)
     found = [step for s in edges if (step := s.edge_step(m.work_t1_s)) is not None]
-    inside = sorted(b for b in found if m.work_t0_s < b[0] < m.work_t1_s)
+    inside = sorted(b for b in found if m.work_t0_s < b.t_s < m.work_t1_s)
     # keep only a rising series: a reset or a backwards counter is the window's problem, not a spread;
     # and each step once: two marks within one counter period (a call longer than the sub-windows)
     # find the same step, whose two placements made a sub-window of no energy that read -121 W
     # (an adversarial review: a run with 1 s calls among 10 ms ones ended NOT RELIABLE at ±51%)
-    kept: list[tuple[float, float, float]] = []
+    kept: list[Step] = []
     for b in inside:
-        if kept and b[1] == kept[-1][1]:
-            kept[-1] = min(kept[-1], b, key=lambda step: step[2])  # the sharper placement of one step
-        elif not kept or b[1] > kept[-1][1]:
+        if kept and b.energy_mj == kept[-1].energy_mj:
+            kept[-1] = min(kept[-1], b, key=lambda step: step.half_width_s)  # one step: its sharper placement
+        elif not kept or b.energy_mj > kept[-1].energy_mj:
             kept.append(b)
     return kept
 
 
-def powers_above(steps: list[tuple[float, float, float]], idle_w: float) -> list[tuple[float, float]]:
+def powers_above(steps: list[Step], idle_w: float) -> list[tuple[float, float]]:
     """(power above idle W, its variance from the two edges' placement W²) between consecutive steps.
 
     Args:
-        steps: (time s, counter mJ, half-width s) of each step, in order.
+        steps: Each step, in time order.
         idle_w: The idle power, W.
     """
     found = []
@@ -59,11 +61,11 @@ def powers_above(steps: list[tuple[float, float, float]], idle_w: float) -> list
     return found
 
 
-def cut_at(steps: list[tuple[float, float, float]], every_s: float) -> list[tuple[float, float, float]]:
+def cut_at(steps: list[Step], every_s: float) -> list[Step]:
     """The first step and each step ``every_s`` or more after the last kept; a shorter rest is left out."""
     cuts = steps[:1]
     for step in steps[1:]:
-        if step[0] - cuts[-1][0] >= every_s:
+        if step.t_s - cuts[-1].t_s >= every_s:
             cuts.append(step)
     return cuts
 
@@ -88,9 +90,7 @@ def pooled_rel_sd(groups) -> tuple[float, int]:
     return (math.sqrt(ss / dof) if dof else math.nan), dof
 
 
-def batch_steps(
-    steps: list[tuple[float, float, float]], model: ErrorModel
-) -> list[tuple[float, float, float]]:
+def batch_steps(steps: list[Step], model: ErrorModel) -> list[Step]:
     """The steps that cut the sub-windows into the model's batches (error model 9), else ``steps``.
 
     Consecutive sub-windows join into a batch until it lasts ``model.batch_s``; a shorter
@@ -107,7 +107,7 @@ def batch_steps(
     return cuts
 
 
-def subwindow_mj(m: Measurement, steps: list[tuple[float, float, float]] | None = None) -> tuple[float, ...]:
+def subwindow_mj(m: Measurement, steps: list[Step] | None = None) -> tuple[float, ...]:
     """Per-call energy above idle, less the control, of each sub-window, mJ, shape (k,).
 
     ``steps``: the in-work steps that cut them (default :func:`boundaries`, every one).
@@ -133,9 +133,7 @@ def state_halfwidth_mj(m: Measurement) -> float | None:
     return None if halfwidth_w is None else halfwidth_w * m.work_s / m.calls * 1e3
 
 
-def state_halfwidth_w(
-    steps: list[tuple[float, float, float]], idle_w: float, model: ErrorModel
-) -> float | None:
+def state_halfwidth_w(steps: list[Step], idle_w: float, model: ErrorModel) -> float | None:
     """Half-width of the Student-t interval of the run's mean power above idle, W, from its steps.
 
     Over the sub-windows between consecutive steps; under error model 9 the larger of that
@@ -149,7 +147,7 @@ def state_halfwidth_w(
     sub-windows.
     """
 
-    def interval(cuts: list[tuple[float, float, float]]) -> float | None:
+    def interval(cuts: list[Step]) -> float | None:
         found = powers_above(cuts, idle_w)
         return student_t_halfwidth([v for v, _ in found], [e for _, e in found], model)
 

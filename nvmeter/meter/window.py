@@ -52,7 +52,7 @@ from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import MAX_TAIL_S, Measurement
 from nvmeter.meter.sanity import MAX_CALLS
-from nvmeter.meter.series import CounterSeries, integrate_samples_j, merge_samples, went_back
+from nvmeter.meter.series import CounterSeries, Step, integrate_samples_j, merge_samples, went_back
 from nvmeter.meter.span import sharp_edge
 from nvmeter.meter.sync import Sync, resolve
 
@@ -328,8 +328,8 @@ class EnergyWindow:
         idle = self._idle_before
         return (idle.power_w, idle.err_w) if isinstance(idle, IdleBaseline) else (idle.power_w, 0.0)
 
-    def inner_steps(self) -> list[tuple[float, float, float]]:
-        """(time s, counter mJ, half-width s) of the in-work steps found so far (finished polls only)."""
+    def inner_steps(self) -> list[Step]:
+        """The in-work steps found so far (finished polls only), in time order."""
         self._require_open("w.inner_steps()")
         found = []
         polls = self._inner if isinstance(self._start, CounterSeries) else [self._start, *self._inner]
