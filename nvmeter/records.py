@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from nvmeter import errors, files, formats
-from nvmeter.boards.protocol import MAX_BOARD_W
 
 # kind -> the schema_version this nvmeter writes
 CURRENT = formats.CURRENT
@@ -711,6 +710,11 @@ def board(value, where: str) -> dict:
     return value
 
 
+# No board NVML meters draws this much: NVIDIA's datasheets give 700 W for the H200 SXM,
+# 1,000 W per B200 GPU and 2,700 W for a whole GB200 superchip (two GPUs and a CPU). A power
+# above it is a typo or a unit slip (mW) in a figure given, or a counter that jumped.
+MAX_BOARD_W = 5_000.0
+# (in the base: a record's board and the meter's sanity checks both read it)
 # an energy counter in mJ, as NVML gives it: an unsigned 64-bit count that numpy reads as int64
 _COUNTER_MAX = 2**63 - 1
 

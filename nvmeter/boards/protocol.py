@@ -239,12 +239,6 @@ class Board(Protocol):
         ...
 
 
-# No board NVML meters draws this much: NVIDIA's datasheets give 700 W for the H200 SXM,
-# 1,000 W per B200 GPU and 2,700 W for a whole GB200 superchip (two GPUs and a CPU). A power
-# above it is a typo or a unit slip (mW) in a figure given, or a counter that jumped.
-MAX_BOARD_W = 5_000.0
-
-
 def cuda_index(spec) -> int | None:
     """The CUDA index a device spec names (``2``, ``"2"``, ``" 2 "``), or None for anything else.
 

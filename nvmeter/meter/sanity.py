@@ -18,7 +18,7 @@ import itertools
 import math
 from collections.abc import Iterator
 
-from nvmeter.boards.protocol import MAX_BOARD_W
+from nvmeter.records import MAX_BOARD_W
 
 # No window holds more calls: 10^12 calls of 1 us would be 11 days (and a per-call figure of so
 # many would round to nothing). Here, in a module that loads without numpy: budgets read it too.
