@@ -179,12 +179,14 @@ def for_cache(report: ProbeReport) -> ProbeReport:
         kept = None
     if kept is None:
         return report
-    # the record spans both runs: quick only if both were (a quick run after a full one had
-    # labelled the full run's polling and samples quick: an adversarial review)
+    # the record spans both runs, and is quick where any probe it keeps ran quick: this run's, or
+    # the kept run's that this one did not replace (a quick run after a full one had labelled the
+    # full run's polling and samples quick: an adversarial review; the reverse, a review)
+    kept_quick = kept.quick and bool(set(kept.probes) - set(report.probes))
     return replace(
         report,
         started_utc=min(kept.started_utc, report.started_utc),
-        quick=kept.quick and report.quick,
+        quick=report.quick or kept_quick,
         probes={**kept.probes, **report.probes},
     )
 

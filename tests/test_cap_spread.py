@@ -310,9 +310,11 @@ def test_a_run_of_some_probes_keeps_what_the_cached_probes_measured_and_a_window
     second = replace(run_probes(rig, only=("cap_spread",)), board=real)
     kept = for_cache(second)
     assert set(kept.probes) == {"polling", "cap_spread"}
-    # the merged record spans both runs, and is quick only if both were (a breaker's trial)
+    # the merged record spans both runs, and is quick where a probe it keeps ran quick (a breaker's trial)
     assert kept.started_utc == first.started_utc and kept.finished_utc == second.finished_utc
-    assert not kept.quick and for_cache(replace(second, quick=True)).quick is False
+    assert not kept.quick and for_cache(replace(second, quick=True)).quick is True
+    profiles.store_probe(replace(first, quick=True).to_dict(), real)
+    assert for_cache(second).quick is True  # the kept quick run's polling stays in the record
     profiles.store_probe(kept.to_dict(), real)
     profile = profiles.resolve_profile(None, real)
     assert profile.polling_artefact_w == first.profile().polling_artefact_w
