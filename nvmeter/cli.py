@@ -410,7 +410,7 @@ def _device(spec: str | None) -> int | str | None:
         raise errors.UsageError(
             "--device all is for nvmeter probe; here give one board (a CUDA index or a GPU-… UUID)"
         )
-    return device_spec(spec)
+    return device_spec(spec, "--device")
 
 
 def _open_rig(device: str | None, simulate: bool):

@@ -182,7 +182,7 @@ def test_a_malformed_device_is_the_callers_to_fix_before_nvml_is_asked(monkeypat
 def test_nvml_the_simulated_host_and_the_cli_read_a_device_alike(monkeypatch, device):
     # three readings had drifted: the simulated host called -1 a missing board, "all" was read three ways
     from nvmeter import cli
-    from nvmeter.boards.factory import open_boards
+    from nvmeter.boards.factory import open_board, open_boards
     from nvmeter.boards.protocol import names_all
 
     monkeypatch.setattr(nvml, "visible_uuids", lambda: ["GPU-1"])
@@ -191,9 +191,17 @@ def test_nvml_the_simulated_host_and_the_cli_read_a_device_alike(monkeypatch, de
             cli._device(device)
         assert len(open_boards(device, simulate=True, sim_boards=2)) == 2
         return
-    for read in (nvml.resolve_uuid, cli._device, lambda d: open_boards([d], simulate=True, sim_boards=2)):
+    readers = (
+        nvml.resolve_uuid,
+        cli._device,
+        lambda d: open_boards([d], simulate=True, sim_boards=2),
+        lambda d: open_board(d, simulate=True),
+    )
+    for read in readers:
         with pytest.raises(errors.UsageError, match="must be a CUDA index"):
             read(device)
+    # a GPU's index as text is the simulated board's too (a marker's device="0" under --energy-simulate)
+    assert open_board(" 0 ", simulate=True).identity().uuid.startswith("GPU-5157")
 
 
 @pytest.mark.parametrize(

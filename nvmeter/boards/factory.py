@@ -15,6 +15,7 @@ def open_board(device: int | str | Board | None = None, *, simulate: bool = Fals
         config: The simulated board's :class:`~nvmeter.boards.simulated.SimConfig`.
 
     Raises:
+        UsageError: a device that is no CUDA index or UUID (:func:`~nvmeter.boards.protocol.device_spec`).
         DeviceNotFound: with ``simulate``, a device other than index 0 or the simulated UUID.
         NvmlUnavailable, NoGpu, DeviceNotFound, NotSupported, PermissionDenied: NVML's answer.
 
@@ -26,9 +27,10 @@ def open_board(device: int | str | Board | None = None, *, simulate: bool = Fals
     if simulate:
         from nvmeter.boards.simulated import SimulatedBoard
 
+        device = device_spec(device)  # read as a GPU's: "0" and " 0 " are index 0 there too (a review)
         board = SimulatedBoard(config)
         uuid = board.identity().uuid
-        named = isinstance(device, str) and len(device) > 4 and uuid.startswith(device)
+        named = isinstance(device, str) and uuid.startswith(device)
         if device not in (None, 0) and not named:
             raise errors.DeviceNotFound(f"the simulated board is CUDA index 0 ({uuid}); no device {device!r}")
         return board

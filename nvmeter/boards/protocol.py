@@ -253,11 +253,13 @@ def cuda_index(spec) -> int | None:
     return None
 
 
-def device_spec(spec) -> int | str | None:
+def device_spec(spec, what: str = "a device") -> int | str | None:
     """A device spec in its one form: None (the default board), a CUDA index, or a ``GPU-``/``MIG-`` UUID.
 
     The CLI's ``--device``, NVML's lookup and the simulated host's each read it so (three
     copies had drifted: a review).
+
+    ``what`` names the spec in the message (the CLI's ``"--device"``).
 
     Raises:
         UsageError: anything else (``"all"`` included: the callers that take it look first,
@@ -267,11 +269,11 @@ def device_spec(spec) -> int | str | None:
         return None
     if (index := cuda_index(spec)) is not None:
         if index < 0:
-            raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
+            raise errors.UsageError(f"{what} must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
         return index
     if isinstance(spec, str) and spec.strip().startswith(("GPU-", "MIG-")) and len(spec.strip()) > 4:
         return spec.strip()
-    raise errors.UsageError(f"--device must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
+    raise errors.UsageError(f"{what} must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
 
 
 def names_all(spec) -> bool:
