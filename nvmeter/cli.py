@@ -1168,8 +1168,13 @@ def summarize(
         raise errors.UsageError(f"--format must be md or json, not {fmt!r}")
     if plot_path is not None:
         summ.check_plot_path(plot_path, paths)
-    none = "no run-*.json or run-*.json.gz in it"
-    loaded = summ.load_records(paths, on_empty=lambda p: _say(f"skipped {p}: {none}"))
+
+    def skipped(folder: Path, below: list[Path]) -> None:
+        # a folder of a session's runs kept one level down read as a fault (a new user's trial)
+        hint = f" (its subfolders hold runs: give {folder}/* to read them)" if below else ""
+        _say(f"skipped {folder}: no run-*.json or run-*.json.gz in it{hint}")
+
+    loaded = summ.load_records(paths, on_empty=skipped)
     summaries = summ.summarize([r for _, r in loaded])
     if plot_path is not None:
         summ.plot(summaries, plot_path)

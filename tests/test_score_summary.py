@@ -303,7 +303,12 @@ def test_a_folder_without_records_among_others_is_said_not_lost(folder, tmp_path
     shutil.copy(folder / "run-001.json", nested / "deeper" / "run-001.json")
     code, out, err = summarize(folder, nested)
     assert code == 0 and "| method |" in out
-    assert err.strip() == f"skipped {nested}: no run-*.json or run-*.json.gz in it"
+    # with where its runs are: a session kept one level down read as a fault (a new user's trial)
+    hint = f"(its subfolders hold runs: give {nested}/* to read them)"
+    assert err.strip() == f"skipped {nested}: no run-*.json or run-*.json.gz in it {hint}"
+    (nested / "deeper" / "run-001.json").unlink()
+    code, out, err = summarize(folder, nested)
+    assert code == 0 and err.strip() == f"skipped {nested}: no run-*.json or run-*.json.gz in it"
 
 
 def test_a_record_that_show_reads_is_pointed_there(tmp_path):

@@ -43,13 +43,19 @@ def verify(path: Path, data: dict, record: RunRecord) -> None:
     verify_figures.check(path, checks)
 
 
+def _runs_below(folder: Path) -> list[Path]:
+    """The subfolders of ``folder`` that hold score records (a session's runs, kept one level down)."""
+    return [p for p in sorted(folder.iterdir()) if p.is_dir() and run_paths(p)]
+
+
 def load_records(
-    paths: Iterable[Path], on_empty: Callable[[Path], None] | None = None
+    paths: Iterable[Path], on_empty: Callable[[Path, list[Path]], None] | None = None
 ) -> list[tuple[Path, RunRecord]]:
     """Every score record in the given folders (``run-*.json``, ``run-*.json.gz``) or files, verified.
 
     A folder with no records of its own (subfolders are not searched) is passed to
-    ``on_empty`` when others hold some, so that a glob's stray folder is said, not lost.
+    ``on_empty`` when others hold some, so that a glob's stray folder is said, not lost, with
+    its subfolders that do hold records (a session kept one level down).
 
     Raises:
         UsageError: a path that does not exist, or no records at all.
@@ -78,12 +84,12 @@ def load_records(
             raise errors.UsageError(f"{path}: no such folder or file")
     if not found:
         # a new user gave results/score-h200, whose records lie one folder down (a trial, 2026-12-07)
-        below = [p for d in empty for p in sorted(d.iterdir()) if p.is_dir() and run_paths(p)]
+        below = [p for d in empty for p in _runs_below(d)]
         hint = f": its subfolders hold them ({below[0].parent}/*)" if below else ""
         where = ", ".join(map(str, paths))
         raise errors.UsageError(f"no score records (run-*.json, run-*.json.gz) in {where}{hint}")
     for path in empty if on_empty is not None else ():
-        on_empty(path)
+        on_empty(path, _runs_below(path))
     out = []
     seen: set[Path] = set()
     copies: dict[str, Path] = {}
