@@ -30,11 +30,10 @@ def mnist_raw(mnist_root):
 
 
 @contextlib.contextmanager
-def serve(folder: Path):
-    """An HTTP server for ``folder`` on 127.0.0.1, in a thread; yields its base URL."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    handler.log_message = lambda *a, **k: None
+def served(handler):
+    """An HTTP server on 127.0.0.1 with ``handler``, in a thread (each request's too); yields its base URL."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -42,6 +41,13 @@ def serve(folder: Path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def serve(folder: Path):
+    """An HTTP server for ``folder`` on 127.0.0.1 (:func:`served`)."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *a, **k: None
+    return served(handler)
 
 
 @contextlib.contextmanager
@@ -89,15 +95,8 @@ def dribbling_server(every_s: float = 0.2, gzip_encoded: bool = False, stall_aft
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Dribble)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served(Dribble) as url:
+        yield url
 
 
 def closed_port_url() -> str:
