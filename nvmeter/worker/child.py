@@ -172,33 +172,38 @@ class _Engine:
         return sorted(times)[len(times) // 2]
 
 
+def _preload(request: dict, engine: _Engine) -> dict:
+    engine.preload()
+    return {}
+
+
+def _matmul(request: dict, engine: _Engine) -> dict:
+    keys = ("n", "operands", "seconds", "count", "check", "dtype", "marks")
+    return {"run": engine.matmul(**{k: request[k] for k in keys})}
+
+
+# The worker's own ops: request -> reply fields (a --handlers module's ops come first).
+_OPS = {
+    "ping": lambda request, engine: {"pid": os.getpid()},
+    "preload": _preload,
+    "context": lambda request, engine: {"uuid": engine.context()},
+    "calibrate": lambda request, engine: {"seconds": engine.calibrate(int(request["n"]))},
+    "matmul": _matmul,
+}
+
+
 def _serve(backend: str, handlers: dict | None = None, out=None, inp=None) -> None:
     engine = _Engine(backend)
-    handlers = handlers or {}
+    ops = {**_OPS, **(handlers or {})}
     out = out or sys.stdout
     for line in inp or sys.stdin:
         request = json.loads(line)
         op, rid = request.get("op"), request.get("id")
+        if op == "exit":
+            return
         try:
-            if op == "exit":
-                return
-            if op in handlers:
-                reply = handlers[op](request, engine)
-            elif op == "ping":
-                reply = {"pid": os.getpid()}
-            elif op == "preload":
-                engine.preload()
-                reply = {}
-            elif op == "context":
-                reply = {"uuid": engine.context()}
-            elif op == "calibrate":
-                reply = {"seconds": engine.calibrate(int(request["n"]))}
-            elif op == "matmul":
-                keys = ("n", "operands", "seconds", "count", "check", "dtype", "marks")
-                args = {k: request[k] for k in keys}
-                reply = {"run": engine.matmul(**args)}
-            else:
-                reply = {"error": f"unknown op {op!r}"}
+            handler = ops.get(op)
+            reply = handler(request, engine) if handler is not None else {"error": f"unknown op {op!r}"}
         except errors.NvmeterError as exc:  # its message is already one line for a user
             reply = {"error": str(exc), "exit_code": exc.exit_code}
         except Exception as exc:  # report, don't die: the parent decides
