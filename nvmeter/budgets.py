@@ -106,7 +106,7 @@ class Budget:
         device = d["device"]
         if device is not None and (isinstance(device, bool) or not isinstance(device, (int, str))):
             raise records.BadField(
-                f"{prefix}device is {verify.short(device)}, not a CUDA index, a GPU-… UUID or null"
+                f"{prefix}device is {records.shown(device)}, not a CUDA index, a GPU-… UUID or null"
             )
         return cls(float(budget), calls, device)
 
@@ -146,8 +146,8 @@ def judge(m, budget: Budget | None) -> Verdict:
 
     # a 0.004 mJ/call window against a 0.002 budget read "0.0 ± 0.0 exceeds 0.0" (a review)
     figure = f"{mj_text(m.per_call_mj)} ± {mj_text(m.per_call_mj_err)} mJ/call"
-    if not m.reliable:
-        return Verdict("unreliable", f"energy {figure} is not reliable: {m.reason}")
+    if (why := m.reason) is not None:  # every check of the window: once
+        return Verdict("unreliable", f"energy {figure} is not reliable: {why}")
     if budget is None:
         return Verdict("measured", f"energy {figure}")
     limit = f"the budget of {mj_text(budget.max_mj_per_call)} mJ/call"

@@ -147,8 +147,7 @@ class _State:
         if isinstance(self.idle, float):  # watts: judged once a board, here, for the same reason
             if board.identity().uuid not in self._idles:
                 try:
-                    # watts take no probe file, so no artefact bounds a span of one
-                    self._idles[board.identity().uuid] = given_idle(self.idle, board, "", 0.0)
+                    self._idles[board.identity().uuid] = given_idle(self.idle, board)
                 # over its limit, under 90% of its rest: a traceback a test, before; a little under its
                 # rest warns (once: the widened idle is what every window takes), an error under -W error
                 except (errors.UsageError, errors.NvmeterWarning) as exc:

@@ -115,7 +115,7 @@ def folder_name(text: str) -> str | None:
 def name_too_long(path) -> str:
     """The one line for a path whose name the file system refuses as too long (the path cut short)."""
     said = "a file name too long for the file system; give a shorter path"
-    return f"{_shown(str(path))}: {said}" if path else said
+    return f"{shown(str(path))}: {said}" if path else said
 
 
 def _checked_writable(path: Path, inputs: tuple, record: bool, kind: str | None) -> Path:
@@ -565,7 +565,8 @@ def building(path: Path, kind: str) -> Iterator[None]:
         raise errors.RecordError(f"{path}: damaged {kind} record: {_one_line(_what(exc))}") from exc
 
 
-def _shown(value) -> str:
+def shown(value) -> str:
+    """A field's value as a one-line message shows it: its repr, cut to 40 characters."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -594,7 +595,7 @@ def number(value, where: str, *, at_least: float | None = None, none: bool = Fal
         or (at_least is not None and value < at_least)
     ):
         need = "a finite number" + (f" >= {at_least:g}" if at_least is not None else "")
-        raise BadField(f"{where} is {_shown(value)}, not {need}")
+        raise BadField(f"{where} is {shown(value)}, not {need}")
     return value
 
 
@@ -617,7 +618,7 @@ def integer(
         else:
             need = "an integer" + (f" >= {at_least}" if at_least is not None else "")
             need += f" <= {at_most}" if at_most is not None else ""
-        raise BadField(f"{where} is {_shown(value)}, not {need}")
+        raise BadField(f"{where} is {shown(value)}, not {need}")
     return value
 
 
@@ -631,7 +632,7 @@ def text(value, where: str, *, none: bool = False):
     if value is None and none:
         return value
     if not isinstance(value, str):
-        raise BadField(f"{where} is {_shown(value)}, not a string")
+        raise BadField(f"{where} is {shown(value)}, not a string")
     return value
 
 
@@ -643,7 +644,7 @@ def items(value, where: str, check, *, empty: bool = True) -> list:
 
     """
     if not isinstance(value, list):
-        raise BadField(f"{where} is {_shown(value)}, not a list")
+        raise BadField(f"{where} is {shown(value)}, not a list")
     if not value and not empty:
         raise BadField(f"{where} is empty")
     for i, item in enumerate(value):
@@ -661,7 +662,7 @@ def mapping(value, where: str, *, none: bool = False):
     if value is None and none:
         return value
     if not isinstance(value, dict):
-        raise BadField(f"{where} is {_shown(value)}, not a mapping")
+        raise BadField(f"{where} is {shown(value)}, not a mapping")
     return value
 
 
@@ -697,7 +698,7 @@ def board(value, where: str) -> dict:
         text(value[key], f"{where}.{key}")
     if not _BOARD_UUID.fullmatch(value["uuid"]):
         raise BadField(
-            f"{where}.uuid is {_shown(value['uuid'])}, "
+            f"{where}.uuid is {shown(value['uuid'])}, "
             "not an NVML UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)"
         )
     for key in ("power_limit_w", "memory_total_mib"):  # null where NVML could not say
@@ -706,15 +707,15 @@ def board(value, where: str) -> dict:
     if value["power_limit_w"] is not None and value["power_limit_w"] > MAX_BOARD_W:
         raise BadField(f"{where}.power_limit_w is {value['power_limit_w']:g} W, above any board's")
     if not isinstance(value.get("simulated", False), bool):
-        raise BadField(f"{where}.simulated is {_shown(value['simulated'])}, not true or false")
+        raise BadField(f"{where}.simulated is {shown(value['simulated'])}, not true or false")
     return value
 
 
 # No board NVML meters draws this much: NVIDIA's datasheets give 700 W for the H200 SXM,
 # 1,000 W per B200 GPU and 2,700 W for a whole GB200 superchip (two GPUs and a CPU). A power
-# above it is a typo or a unit slip (mW) in a figure given, or a counter that jumped.
+# above it is a typo or a unit slip (mW) in a figure given, or a counter that jumped. Here, in the
+# base: a record's board and the meter's sanity checks both read it.
 MAX_BOARD_W = 5_000.0
-# (in the base: a record's board and the meter's sanity checks both read it)
 # an energy counter in mJ, as NVML gives it: an unsigned 64-bit count that numpy reads as int64
 _COUNTER_MAX = 2**63 - 1
 
@@ -735,7 +736,7 @@ def counters(raw, where: str = "") -> None:
                 for i, v in enumerate(value):
                     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _COUNTER_MAX:
                         raise BadField(
-                            f"{at}[{i}] is {_shown(v)}, not an energy counter read (mJ, 0 to 2**63-1)"
+                            f"{at}[{i}] is {shown(v)}, not an energy counter read (mJ, 0 to 2**63-1)"
                         )
             else:
                 counters(value, at)

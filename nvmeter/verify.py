@@ -89,12 +89,6 @@ def _close(stored, fresh) -> bool:
 SHOWN_CHARS = 60
 
 
-def short(value) -> str:
-    """``repr(value)``, cut to :data:`SHOWN_CHARS` (one value; two that disagree: :func:`shown`)."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
-
-
 def shown(was, now) -> tuple[str, str]:
     """Both values' reprs cut to :data:`SHOWN_CHARS`, each from a little before where they differ.
 

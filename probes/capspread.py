@@ -98,7 +98,7 @@ class CapSpread:
 
     @functools.cached_property
     def _run_steps(self) -> tuple[list[Step], ...]:
-        """Per run, (time s, counter mJ, half-width s) of each step between its first and last mark.
+        """Per run, each counter step between its first and last mark.
 
         Every block length and figure cuts the same steps: found once a run.
         """
@@ -116,7 +116,7 @@ class CapSpread:
 
     def _cuts(self, i: int, window_s: float) -> list[Step]:
         steps = self._run_steps[i]
-        period_s = float(np.median(np.diff([t for t, _, _ in steps]))) if len(steps) > 1 else 0.0
+        period_s = float(np.median(np.diff([s.t_s for s in steps]))) if len(steps) > 1 else 0.0
         return cut_at(steps, window_s - SHORT_BY_PERIODS * period_s)
 
     def run_blocks_mj(self, i: int, window_s: float) -> np.ndarray:

@@ -136,9 +136,9 @@ def _pick_simulated(host: list[Board], spec) -> Board:
     spec = device_spec(spec)
     if spec is None:
         spec = 0
-    if isinstance(spec, int) and 0 <= spec < len(host):
+    if isinstance(spec, int) and spec < len(host):
         return host[spec]
-    if isinstance(spec, str) and len(spec) > 4:
+    if isinstance(spec, str):
         hits = [b for b in host if b.identity().uuid.startswith(spec)]
         if len(hits) == 1:
             return hits[0]

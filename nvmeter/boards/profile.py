@@ -423,8 +423,6 @@ def _cached(board: BoardIdentity) -> tuple | None:
     try:
         return _rebuilt(str(path), stat.st_size, stat.st_mtime_ns, board)
     except errors.RecordError as exc:
-        if "run nvmeter probe again" in str(exc):
-            raise
         # every window on the board raised "not JSON" about a file the user never named (a breaker)
         raise errors.RecordError(
             f"{exc} (the probe record nvmeter keeps for this board: run nvmeter probe again to replace it, "
@@ -440,7 +438,7 @@ def _rebuilt(path: str, size: int, mtime_ns: int, board: BoardIdentity) -> tuple
     if isinstance(data, dict) and data.get("kind") == KIND:
         raise errors.RecordError(
             f"{path} keeps a profile without the probes it came from (nvmeter 0.3 or earlier), which "
-            "cannot be checked: run nvmeter probe again, or delete it"
+            "cannot be checked"
         )
     if isinstance(data, dict):
         data = {**data, "profile": None}  # derived again below, not compared

@@ -267,12 +267,12 @@ def device_spec(spec, what: str = "a device") -> int | str | None:
     """
     if spec is None:
         return None
-    if (index := cuda_index(spec)) is not None:
-        if index < 0:
-            raise errors.UsageError(f"{what} must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
+    index = cuda_index(spec)
+    if index is not None and index >= 0:
         return index
-    if isinstance(spec, str) and spec.strip().startswith(("GPU-", "MIG-")) and len(spec.strip()) > 4:
-        return spec.strip()
+    uuid = spec.strip() if index is None and isinstance(spec, str) else ""
+    if uuid.startswith(("GPU-", "MIG-")) and len(uuid) > 4:
+        return uuid
     raise errors.UsageError(f"{what} must be a CUDA index (0, 1, …) or a GPU-… UUID, not {spec!r}")
 
 

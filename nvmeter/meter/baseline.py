@@ -349,21 +349,18 @@ def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
             f"({limit_w:,.0f} W): give the idle of this board, in watts"
         )
     floor = rest_floor_w(board) if idle.power_w > 0 else None
-    if floor is not None and idle.power_w + idle.err_w < REST_FLOOR_SHARE * floor[0]:
-        raise errors.UsageError(
-            f"idle {idle.power_w:,.1f} W is below what {ident.short} draws at rest without a CUDA context "
-            f"({floor[0]:,.1f} W, {floor[1]}): give the idle of this board, in watts (0 for its whole energy)"
-        )
-    if floor is not None and idle.power_w + idle.err_w < floor[0]:
-        widened = replace(idle, err_w=floor[0] - idle.power_w)
-        warnings.warn(
-            f"idle {idle.power_w:,.1f} W is below what {ident.short} draws at rest without a CUDA context "
-            f"({floor[0]:,.1f} W, {floor[1]}): its bound is widened to ±{widened.err_w:,.1f} W to reach it",
-            errors.NvmeterWarning,
-            stacklevel=2,
-        )
-        return widened
-    return idle
+    if floor is None or idle.power_w + idle.err_w >= floor[0]:
+        return idle
+    below = (
+        f"idle {idle.power_w:,.1f} W is below what {ident.short} draws at rest without a CUDA context "
+        f"({floor[0]:,.1f} W, {floor[1]})"
+    )
+    if idle.power_w + idle.err_w < REST_FLOOR_SHARE * floor[0]:
+        raise errors.UsageError(f"{below}: give the idle of this board, in watts (0 for its whole energy)")
+    widened = replace(idle, err_w=floor[0] - idle.power_w)
+    said = f"{below}: its bound is widened to ±{widened.err_w:,.1f} W to reach it"
+    warnings.warn(said, errors.NvmeterWarning, stacklevel=2)
+    return widened
 
 
 # A given idle under this share of the board's rest without a context is refused (drawable). The H200's
@@ -396,7 +393,7 @@ def rest_floor_w(board: Board) -> tuple[float, str] | None:
     return rest_w, f"its probe of {report.started_utc[:10]} in the user cache"
 
 
-def given_idle(spec, board: Board, level: str, artefact_w: float) -> IdleBaseline:
+def given_idle(spec, board: Board, level: str = "context", artefact_w: float | None = None) -> IdleBaseline:
     """The idle a caller gave, for ``board``: an IdleBaseline, watts, or a probe file's span at ``level``.
 
     The one reading of a given idle for windows, ``nvmeter run --idle`` and pytest's
@@ -407,9 +404,10 @@ def given_idle(spec, board: Board, level: str, artefact_w: float) -> IdleBaselin
         spec: An :class:`IdleBaseline`, watts (a number), or a probe file's path.
         board: The board the idle is for: a given one is held to what it can draw (:func:`drawable`),
             a probe file must be its own.
-        level: Which of the probe's idle spans (:func:`context_level`: ``"context"`` for a
+        level: Which of a probe file's idle spans (:func:`context_level`: ``"context"`` for a
             process with a CUDA context, ``"no_context"`` for a command's whole life).
-        artefact_w: The board's polling artefact (its profile's), W, which bounds a probe's span.
+        artefact_w: The board's polling artefact (its profile's), W, which bounds a probe file's
+            span (None: as :meth:`IdleBaseline.from_probe` takes it).
 
     Raises:
         UsageError: a baseline whose power or bound is not finite and >= 0, watts as text, or

@@ -214,7 +214,8 @@ def describe(m) -> str:
     changes = _change_notes(m)
     if changes:
         text += " [" + "; ".join(changes) + "]"
-    return text if m.reliable else f"{text} NOT RELIABLE: {m.reason}"
+    why = m.reason  # every check of the window: once
+    return text if why is None else f"{text} NOT RELIABLE: {why}"
 
 
 def notes(m) -> tuple[str, ...]:

@@ -86,7 +86,7 @@ def check_matmul(operands: str, dtype: str) -> None:
         UsageError: ``operands`` not in :data:`OPERANDS`, or ``dtype`` not in :data:`DTYPES`.
     """
     if operands not in OPERANDS:
-        raise errors.UsageError(f"operands must be 'constant' or 'random', not {operands!r}")
+        raise errors.UsageError(f"operands must be {' or '.join(map(repr, OPERANDS))}, not {operands!r}")
     if dtype not in DTYPES:
         raise errors.UsageError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
 
