@@ -30,6 +30,7 @@ from nvmeter.boards.protocol import (
 from nvmeter.clock import Clock, RealClock
 
 T = TypeVar("T")
+S = TypeVar("S", PowerSample, ClockSample)
 
 # in Python, --simulate is a board given as the device, or Rig.open's simulate=True (a new user's trial)
 _SIMULATE_HINT = (
@@ -409,13 +410,10 @@ class NvmlBoard:
         Timestamps come from NVML in microseconds of the host's wall clock; they are
         mapped onto ``self.clock``. An empty buffer gives an empty tuple.
         """
-        raw = self._buffer(_pynvml().NVML_TOTAL_POWER_SAMPLES, "the power-sample buffer")
-        t_s = self._stamps.mapper(max((s.timeStamp for s in raw), default=None))
-        samples = sorted(
-            (PowerSample(t_s(s.timeStamp), s.sampleValue.uiVal / 1e3) for s in raw),
-            key=lambda s: s.t_s,
+        buffer = _pynvml().NVML_TOTAL_POWER_SAMPLES
+        return self._samples(
+            buffer, "the power-sample buffer", since_s, lambda t_s, mw: PowerSample(t_s, mw / 1e3)
         )
-        return tuple(s for s in samples if since_s is None or s.t_s > since_s)
 
     def clock_samples(self, since_s: float | None = None) -> tuple[ClockSample, ...]:
         """The driver's SM-clock sample buffer (``NVML_PROCESSOR_CLK_SAMPLES``), oldest first.
@@ -423,12 +421,18 @@ class NvmlBoard:
         Timestamps are mapped as :meth:`power_samples` maps them. Raises NotSupported where
         the board keeps no such buffer.
         """
-        raw = self._buffer(_pynvml().NVML_PROCESSOR_CLK_SAMPLES, "the SM-clock sample buffer")
-        t_s = self._stamps.mapper(max((s.timeStamp for s in raw), default=None))
-        samples = sorted(
-            (ClockSample(t_s(s.timeStamp), float(s.sampleValue.uiVal)) for s in raw),
-            key=lambda s: s.t_s,
+        buffer = _pynvml().NVML_PROCESSOR_CLK_SAMPLES
+        return self._samples(
+            buffer, "the SM-clock sample buffer", since_s, lambda t_s, mhz: ClockSample(t_s, float(mhz))
         )
+
+    def _samples(
+        self, sampling_type: int, what: str, since_s: float | None, sample: Callable[[float, int], S]
+    ) -> tuple[S, ...]:
+        """A driver sample buffer as ``sample(t_s, raw value)`` after ``since_s``, oldest first."""
+        raw = self._buffer(sampling_type, what)
+        t_s = self._stamps.mapper(max((s.timeStamp for s in raw), default=None))
+        samples = sorted((sample(t_s(s.timeStamp), s.sampleValue.uiVal) for s in raw), key=lambda s: s.t_s)
         return tuple(s for s in samples if since_s is None or s.t_s > since_s)
 
     def _buffer(self, sampling_type: int, what: str) -> list:
