@@ -336,6 +336,47 @@ def test_model_9_holds_on_work_that_cycles_with_its_batches_length():
     assert spread.state_halfwidth_mj(run) == spread.state_halfwidth_mj(replace(run, model_version=8))
 
 
+def capped_window_with_marks(seed: int, n: int, marks: tuple[int, ...]) -> tuple[Measurement, float]:
+    """``n`` 20 ms calls at the cap of a limiter swinging +-6% every 2 s, marked after the calls ``marks``.
+
+    Returns:
+        (the window's Measurement, the steady per-call cost above idle in mJ: the cap's mean).
+    """
+    board = SimulatedBoard(SimConfig(seed=seed, cap_swing_rel=0.06, cap_swing_period_s=2.0))
+    board.set_context(True)
+    idle_w = board.config.idle_context_w
+
+    def call():
+        board.set_load(800.0)  # demand above the 700 W cap: the limiter binds
+        board.clock.sleep(0.02)
+
+    for _ in range(int((2.5 + 0.5 * seed) / 0.02)):  # warm, and at another place in the swing each seed
+        call()
+    with EnergyWindow(board, sync="none", idle=idle_w) as w:
+        for i in range(n):
+            call()
+            w.call()
+            if i in marks:
+                w.mark()
+        board.set_load(0.0)
+    return w.result, (board.config.power_limit_w - idle_w) * 0.02 * 1e3
+
+
+@pytest.mark.parametrize(
+    "seed, marks",
+    [(7, (20, 26, 32)), (1, (20, 26, 32)), (3, (12, 24, 36)), (7, (12, 24, 36))],
+)
+def test_marks_that_do_not_stand_for_the_window_do_not_narrow_its_state_part(seed, marks):
+    # an expert review (errormodel history 12): three marks 0.12 s apart in a 1 s window at the cap set
+    # a half-width of 0 and dropped model 10's cap term: +4.8% off at a bound of +-1.8%, reliable
+    m, steady_mj = capped_window_with_marks(seed, 50, marks)
+    old = replace(m, model_version=11)
+    assert m.limited and len(m.subwindow_mj) == 3
+    assert old.reliable and abs(old.per_call_mj - steady_mj) > old.per_call_mj_err
+    assert m.model_version >= 12 and abs(m.per_call_mj - steady_mj) <= m.per_call_mj_err
+    assert m.state_err_j >= old.state_err_j  # never narrower
+
+
 def test_measure_can_wait_for_the_temperature_to_settle():
     board = make_board(thermal_tau_s=2.0)
     m = measure(call_on(board), device=board, sync="none", settle="temperature", max_window_s=3.0)

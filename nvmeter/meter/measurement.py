@@ -494,7 +494,31 @@ class Measurement:
         history too short), the baseline has no sampled idle, or it was measured around this
         window (``idle.local``: its own spans, which that stretch is part of). The figures of
         :data:`~nvmeter.meter.errormodel.MODELS` 8 and where they come from: errormodel's history.
+        From model 12, 0 where the stretch may be the work itself (:attr:`drift_ambiguous`).
         """
+        return 0.0 if self.drift_ambiguous else self._quiet_offset_w
+
+    @functools.cached_property
+    def drift_ambiguous(self) -> bool:
+        """True when the quiet stretch before the window may be its own work (error model 12).
+
+        Calls drawing less than model 8's band above idle, run up to the window, read as a
+        quiet stretch: no sample of the work (those whose ~20 ms reaches into it) rose
+        ``drift_ambiguous_k`` times the band above the baseline's sampled idle, so the samples
+        cannot tell an idle that moved from the calls. The idle is then not moved, and the
+        stretch's offset over the window joins the bound (:attr:`reading_err_j`).
+        """
+        m = self.model
+        if not (m.drift_ambiguous_k > 0 and self._quiet_offset_w != 0.0):
+            return False
+        t1_s = self.work_t1_s + self.profile.sample_spacing_s
+        work_w = [s.power_w for s in self.samples if self.work_t0_s <= s.t_s <= t1_s]
+        rise_w = m.drift_ambiguous_k * m.local_idle_band_w
+        return not work_w or max(work_w) - self.idle.samples_power_w < rise_w
+
+    @functools.cached_property
+    def _quiet_offset_w(self) -> float:
+        """The quiet stretch's mean before the first read less the baseline's sampled idle, W (0: none)."""
         m = self.model
         if self.idle.local or not (m.local_idle_s > 0 and math.isfinite(self.idle.samples_power_w)):
             return 0.0
@@ -710,14 +734,45 @@ class Measurement:
             return math.nan
         halfwidth_mj = self._subwindows_halfwidth_mj
         if halfwidth_mj is not None:
-            term = halfwidth_mj * self.calls / 1e3 + m.state_floor_rel * above
+            term = self._subwindows_state_j(halfwidth_mj * self.calls / 1e3 / self.work_s, above)
         else:
-            term = self.state_rel * above + (m.limited_rel * above if self.limited else 0.0)
+            term = self._unmarked_state_rel(self.work_s) * above
         if self.transient and self.work_s > 0:
             fixed_j = m.transient_fixed_s * self.work_w
             if m.fixed_capped:  # the burst after a pause is no more than the work's own energy
                 fixed_j = min(fixed_j, above)
             term += fixed_j + m.transient_rel * above * min(1.0, m.transient_s / self.work_s)
+        return term
+
+    def _unmarked_state_rel(self, length_s: float) -> float:
+        """The state part's share for a window of ``length_s`` without sub-windows (as :attr:`state_rel`)."""
+        m = self.model
+        return self._state_rel_at(length_s) + (m.limited_rel if self.limited else 0.0)
+
+    def _subwindows_state_j(self, halfwidth_w: float, above_j: float) -> float:
+        """The state part, J, of a window whose sub-windows' interval is ``halfwidth_w`` (W of the mean).
+
+        The interval over the work plus the model's floor (models 2-11). From model 12 (history
+        12): sub-windows under ``subwindow_min_periods`` of the counter's periods join the next,
+        and the interval is the larger of theirs and the joined ones' (too few joined ones: the
+        part is at least the whole window's without sub-windows); and the work outside the
+        sub-windows takes the larger of the interval and a window's own state part at that
+        piece's length.
+        """
+        m = self.model
+        floor_j = m.state_floor_rel * above_j
+        if not m.uncovered_state:
+            return halfwidth_w * self.work_s + floor_j
+        steps = spread.boundaries(self)
+        joined = spread.join_short(steps, m.subwindow_min_periods * self.profile.counter_period_s)
+        joined_w = halfwidth_w if joined is steps else spread.state_halfwidth_w(joined, self.idle_w, m)
+        halfwidth_w = max(halfwidth_w, joined_w or 0.0)
+        pieces_s = [max(0.0, steps[0].t_s - self.work_t0_s), max(0.0, self.work_t1_s - steps[-1].t_s)]
+        above_w = above_j / self.work_s
+        term = halfwidth_w * (self.work_s - sum(pieces_s)) + floor_j
+        term += sum(u * max(halfwidth_w, self._unmarked_state_rel(u) * above_w) for u in pieces_s if u > 0)
+        if joined_w is None:  # too few sub-windows of a length that shows a spread
+            term = max(term, self._unmarked_state_rel(self.work_s) * above_j)
         return term
 
     @functools.cached_property
@@ -734,12 +789,16 @@ class Measurement:
         (:meth:`~nvmeter.boards.profile.BoardProfile.cap_spread_rel`, the family's defaults
         where the profile has none).
         """
+        return self._state_rel_at(self.work_s)
+
+    def _state_rel_at(self, length_s: float) -> float:
+        """:attr:`state_rel` for a window of ``length_s`` on this board in this state."""
         m = self.model
-        if not (m.cap_spread_k > 0 and self.limited and self.work_s > 0):
+        if not (m.cap_spread_k > 0 and self.limited and length_s > 0):
             return m.state_rel
-        spread_rel = self.profile.cap_spread_rel(self.work_s)
+        spread_rel = self.profile.cap_spread_rel(length_s)
         if spread_rel is None:  # a profile from before the cap spread
-            spread_rel = default_profile(self.device.name).cap_spread_rel(self.work_s)
+            spread_rel = default_profile(self.device.name).cap_spread_rel(length_s)
         return max(m.state_rel, m.cap_spread_k * spread_rel)
 
     @property
@@ -747,6 +806,8 @@ class Measurement:
         """Bound on reading this window's energy above idle, J: each term a worst case, summed."""
         # other meters' counter reads inside the window drew the polling artefact too
         idle_term = self.idle.err_w * self.window_s + self.profile.polling_artefact_w * self.foreign_read_s
+        if self.drift_ambiguous:  # the idle as given, or moved by the stretch: the bound holds both
+            idle_term += abs(self._quiet_offset_w) * self.window_s
         if self.method == "samples":
             return idle_term + self._sampling_err_j() + self.profile.samples_vs_counter * abs(self.energy_j)
         t_a, t_b, _, _, hw_a, hw_b = self._edges

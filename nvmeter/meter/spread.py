@@ -107,6 +107,21 @@ def batch_steps(steps: list[Step], model: ErrorModel) -> list[Step]:
     return cuts
 
 
+def join_short(steps: list[Step], min_s: float) -> list[Step]:
+    """The steps that join each sub-window shorter than ``min_s`` to the next (error model 12).
+
+    A shorter remainder at the end joins the last sub-window; with no sub-window that short,
+    ``steps`` itself (the same list).
+    """
+    if all(b.t_s - a.t_s >= min_s for a, b in itertools.pairwise(steps)):
+        return steps
+    cuts = cut_at(steps, min_s)
+    if len(cuts) < 2:
+        return [steps[0], steps[-1]]
+    cuts[-1] = steps[-1]
+    return cuts
+
+
 def subwindow_mj(m: Measurement, steps: list[Step] | None = None) -> tuple[float, ...]:
     """Per-call energy above idle, less the control, of each sub-window, mJ, shape (k,).
 
