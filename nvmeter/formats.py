@@ -603,7 +603,12 @@ PROFILE = Format(
 # -- job: one window over several boards and ranks (nvmeter.meter.jobmeasurement) -------------------
 JOB = Format(
     "job",
-    (Version(1, "every board's Measurement (version 2), the ranks and which boards they shared, the host"),),
+    (
+        Version(
+            1,
+            "every board's Measurement (in its own format), the ranks and which boards they shared, the host",
+        ),
+    ),
 )
 
 
@@ -625,7 +630,9 @@ RUN = Format(
     "run",
     (
         Version(
-            1, "the command, its exit and signals, and one Measurement (version 2) per board around its life"
+            1,
+            "the command, its exit and signals, and one Measurement (in its own format) per board"
+            " around its life",
         ),
         Version(
             2,

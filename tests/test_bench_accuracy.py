@@ -554,6 +554,16 @@ def test_pool_plot_needs_a_pool(sim_run, tmp_path, capsys):
     assert (tmp_path / "p.png").stat().st_size > 10_000
 
 
+def test_fit_names_the_kinds_a_record_lacks_in_one_line(sim_run, tmp_path, capsys):
+    # docs/window-bench.md's dry run holds fp32 alone; fit's default kinds ended in a KeyError traceback
+    assert cli.main(["fit", str(sim_run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give --kinds" in err and "it has duty, fp32" in err
+    assert cli.main(["fit", str(tmp_path / "none.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert cli.main(["fit", str(sim_run), "--kinds", "fp32"]) == 0
+
+
 def test_pooling_refuses_unknown_names_nothing_left_and_copies(sim_run, tmp_path, capsys):
     copy = tmp_path / "copy.json"
     copy.write_bytes(sim_run.read_bytes())

@@ -415,16 +415,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {name}{text}", file=sys.stderr)
             return 2
     if args.cmd == "fit":
-        from accuracy import analysis, fitcheck
-
-        legacy = _schema(args.file) == 1
-        result = fit(args.file, args.kinds) if legacy else fitcheck.fit_v2(args.file, args.kinds)
-        result["profile_changes"] = dict(analysis.PROFILE_CHANGES)
-        text = json.dumps(result, indent=1)
-        if args.json:
-            args.json.write_text(text + "\n")
-        print(text)
-        return 0
+        try:
+            return _fit(args)
+        except (errors.NvmeterError, OSError, ValueError) as exc:
+            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            name = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
+            print(f"error: {name}{text}", file=sys.stderr)
+            return 2
     from accuracy import analysis, fitcheck
 
     constants = json.loads(args.constants.read_text())["constants"] if args.constants else None
@@ -434,6 +431,25 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     print(fitcheck.report(result))
     return 0 if result["all_hold"] else 1
+
+
+def _fit(args) -> int:
+    """``fit``: the constants as JSON, printed (and written to ``--json``)."""
+    from accuracy import analysis, fitcheck
+
+    legacy = _schema(args.file) == 1
+    held = set(args.kinds) if legacy else set(analysis.load(args.file)["kinds"])
+    if missing := [k for k in args.kinds if k not in held]:  # a dry run of one kind, say
+        raise errors.UsageError(
+            f"{args.file} holds no {', '.join(missing)} (it has {', '.join(sorted(held))}): give --kinds"
+        )
+    result = fit(args.file, args.kinds) if legacy else fitcheck.fit_v2(args.file, args.kinds)
+    result["profile_changes"] = dict(analysis.PROFILE_CHANGES)
+    text = json.dumps(result, indent=1)
+    if args.json:
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
 
 
 def _check_pool(files: list[Path], excepted: list[str]) -> None:

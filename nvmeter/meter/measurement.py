@@ -998,6 +998,8 @@ class Measurement:
             figures["since_pause_s"] = self.since_pause_s
         if self.model_version >= 10:
             figures["state_rel"] = self.state_rel
+        if self.model_version >= 12:
+            figures["drift_ambiguous"] = self.drift_ambiguous
         return figures
 
     def to_dict(self) -> dict:
