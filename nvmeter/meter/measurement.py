@@ -738,7 +738,7 @@ class Measurement:
         else:
             term = self._unmarked_state_rel(self.work_s) * above
         if self.transient and self.work_s > 0:
-            fixed_j = m.transient_fixed_s * self.work_w
+            fixed_j = m.transient_fixed_s * abs(self.work_w)  # a bound part: never negative
             if m.fixed_capped:  # the burst after a pause is no more than the work's own energy
                 fixed_j = min(fixed_j, above)
             term += fixed_j + m.transient_rel * above * min(1.0, m.transient_s / self.work_s)
