@@ -1,6 +1,6 @@
 """Ctrl-C, SIGTERM, SIGHUP and the rest of :data:`ENDING`, held back while nvmeter ends what it started.
 
-The console turns these signals into ``KeyboardInterrupt`` (:mod:`nvmeter.cli`), so that a
+The console turns these signals into ``KeyboardInterrupt`` (:mod:`nvmeter.cli.guard`), so that a
 command's cleanup runs. One landing *inside* that cleanup would cut it short: a worker whose
 group was frozen (the probe's idle with the process stopped) and interrupted before its SIGCONT
 stays stopped for ever, its group orphaned already, and what it started outside its group runs

@@ -313,11 +313,11 @@ def test_show_puts_a_transient_bar_on_a_terminal_while_many_windows_are_rebuilt(
 
     from rich.console import Console
 
-    from nvmeter import cli
+    from nvmeter.cli import console, show
 
     screen = io.StringIO()
-    monkeypatch.setattr(cli, "err", Console(file=screen, force_terminal=True, width=100))
-    with cli._RecordProgress() as progress:
+    monkeypatch.setattr(console, "err", Console(file=screen, force_terminal=True, width=100))
+    with show._RecordProgress() as progress:
         for done in range(1, 4):
             progress.on_entry(done, 3)  # too few for a bar
         assert screen.getvalue() == ""

@@ -341,7 +341,8 @@ def test_a_run_of_some_probes_keeps_what_the_cached_probes_measured_and_a_window
 
 def test_a_probe_whose_out_is_the_caches_own_file_is_refused_before_it_runs(tmp_path, monkeypatch):
     """`nvmeter probe -o <the cache's file>` probed, then called its own cache write another process's."""
-    from nvmeter import cli, records
+    from nvmeter import records
+    from nvmeter.cli import probe
 
     monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path / "cache"))
     sim = SimulatedBoard(SimConfig(seed=3))
@@ -351,10 +352,10 @@ def test_a_probe_whose_out_is_the_caches_own_file_is_refused_before_it_runs(tmp_
     kept = profiles.check_cache_writable(real)
     t0 = sim.clock.now()
     with pytest.raises(errors.UsageError, match="is the file the cache keeps for this board"):
-        cli._probe_one(rig, records.claim(kept, kind="probe"), True, ["read_cost"], True)
+        probe._probe_one(rig, records.claim(kept, kind="probe"), True, ["read_cost"], True)
     assert sim.clock.now() == t0 and not kept.exists()  # nothing probed, nothing written
     out = tmp_path / "p.json"
-    cli._probe_one(rig, records.claim(out, kind="probe"), True, ["read_cost"], True)
+    probe._probe_one(rig, records.claim(out, kind="probe"), True, ["read_cost"], True)
     assert json.loads(out.read_text())["kind"] == "probe" and kept.is_file()
 
 

@@ -376,9 +376,10 @@ def test_an_idle_that_is_a_folder_is_named_so(tmp_path):
 
 
 def test_the_probe_names_the_help_lists_are_the_probes():
-    from nvmeter import cli, probes
+    from nvmeter import probes
+    from nvmeter.cli import options
 
-    assert tuple(probes.BY_NAME) == cli.PROBE_NAMES
+    assert tuple(probes.BY_NAME) == options.PROBE_NAMES
 
 
 @pytest.mark.parametrize("command", [[], ["probe"], ["run"], ["score"], ["data"], ["data", "fetch"]])
@@ -475,7 +476,8 @@ def test_show_names_a_record_whose_kind_is_not_text(tmp_path, kind, capsys):
 def test_a_signal_after_a_record_was_written_says_it_was(tmp_path, capsys, monkeypatch):
     import typer
 
-    from nvmeter import cli, records
+    from nvmeter import records
+    from nvmeter.cli import guard
 
     monkeypatch.setattr(records, "_WRITTEN", [])  # one command a process, as from the shell
     out = tmp_path / "r.json"
@@ -485,7 +487,7 @@ def test_a_signal_after_a_record_was_written_says_it_was(tmp_path, capsys, monke
         raise KeyboardInterrupt  # Ctrl-C between the write and the exit
 
     with pytest.raises(typer.Exit) as caught:
-        cli._run(probe)
+        guard._run(probe)
     assert caught.value.exit_code == 130 and out.is_file()
     assert f"interrupted; {out} written before it" in capsys.readouterr().err
 
@@ -553,17 +555,17 @@ def test_with_stderr_closed_nvmeter_s_lines_stay_out_of_the_command_s_output(tmp
 def test_a_gone_stderr_reader_does_not_end_the_work(monkeypatch):
     import io
 
-    from nvmeter import cli
+    from nvmeter.cli import console
 
     class Gone(io.StringIO):
         def write(self, text):
             raise BrokenPipeError
 
     monkeypatch.setattr("sys.stderr", Gone())
-    assert cli._Stream("stderr", lost=None).write("progress") is None
+    assert console._Stream("stderr", lost=None).write("progress") is None
     monkeypatch.setattr("sys.stdout", Gone())
     with pytest.raises(BrokenPipeError):  # stdout's reader gone: SIGPIPE's status, as before
-        cli._Stream("stdout").write("table")
+        console._Stream("stdout").write("table")
 
 
 @pytest.mark.parametrize("name", ["read_cost", "idle", "bursts", "reference", "cadence"])
@@ -595,15 +597,15 @@ def test_only_takes_a_comma_separated_list_too(tmp_path):
 def test_a_signal_whose_exception_was_swallowed_is_raised_at_the_next_look():
     import signal as sig
 
-    from nvmeter import cli as cli_module
+    from nvmeter.cli import guard
 
-    cli_module._SIGNALLED.clear()
+    guard._SIGNALLED.clear()
     with contextlib.suppress(KeyboardInterrupt):  # as numpy.random's first import did
-        cli_module._interrupted(sig.SIGTERM, None)
-    with pytest.raises(cli_module._Terminated) as caught:
-        cli_module._raise_if_signalled()
-    assert caught.value.signum == sig.SIGTERM and not cli_module._SIGNALLED
-    cli_module._raise_if_signalled()  # nothing pending: nothing raised
+        guard._interrupted(sig.SIGTERM, None)
+    with pytest.raises(guard._Terminated) as caught:
+        guard._raise_if_signalled()
+    assert caught.value.signum == sig.SIGTERM and not guard._SIGNALLED
+    guard._raise_if_signalled()  # nothing pending: nothing raised
 
 
 def test_a_name_with_control_characters_stays_one_escaped_line():

@@ -375,7 +375,7 @@ def test_an_undamaged_run_record_shows(tmp_path, run_data):
 
 def reads_by_show(path: Path, monkeypatch) -> int:
     """How many times ``nvmeter show path``, run in this process, read the file."""
-    from nvmeter import cli
+    from nvmeter.cli import show
 
     read, seen = files.read_bytes, []
 
@@ -384,7 +384,7 @@ def reads_by_show(path: Path, monkeypatch) -> int:
         return read(where, *args, **kwargs)
 
     monkeypatch.setattr(files, "read_bytes", counted)
-    cli.show(path)
+    show.show(path)
     return seen.count(path)
 
 

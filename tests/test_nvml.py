@@ -181,19 +181,19 @@ def test_a_malformed_device_is_the_callers_to_fix_before_nvml_is_asked(monkeypat
 @pytest.mark.parametrize("device", [-1, "abc", " all "])
 def test_nvml_the_simulated_host_and_the_cli_read_a_device_alike(monkeypatch, device):
     # three readings had drifted: the simulated host called -1 a missing board, "all" was read three ways
-    from nvmeter import cli
     from nvmeter.boards.factory import open_board, open_boards
     from nvmeter.boards.protocol import names_all
+    from nvmeter.cli import options
 
     monkeypatch.setattr(nvml, "visible_uuids", lambda: ["GPU-1"])
     if names_all(device):
         with pytest.raises(errors.UsageError, match="--device all is for nvmeter probe"):
-            cli._device(device)
+            options._device(device)
         assert len(open_boards(device, simulate=True, sim_boards=2)) == 2
         return
     readers = (
         nvml.resolve_uuid,
-        cli._device,
+        options._device,
         lambda d: open_boards([d], simulate=True, sim_boards=2),
         lambda d: open_board(d, simulate=True),
     )

@@ -412,9 +412,9 @@ def test_the_worker_refuses_bad_output_and_unloadable_methods(data, monkeypatch)
 def test_the_cli_defaults_are_the_library_defaults():
     import inspect
 
-    from nvmeter import cli as cli_module
+    from nvmeter.cli import score
 
-    defaults = {k: v.default for k, v in inspect.signature(cli_module.score).parameters.items()}
+    defaults = {k: v.default for k, v in inspect.signature(score.score).parameters.items()}
     c = ScoreConfig()
     assert defaults["window_s"] == c.window_s
     assert defaults["window_warmup_s"] == c.window_warmup_s

@@ -162,12 +162,12 @@ def test_an_unknown_process_list_is_a_note_never_a_pass(scored):
 def test_the_cli_prints_a_warning_as_one_line(capsys):
     import warnings
 
-    from nvmeter import cli
+    from nvmeter.cli import guard
 
     def command():
         warnings.warn("a check left unknown", errors.NvmeterWarning, stacklevel=1)
 
-    cli._run(command)
+    guard._run(command)
     assert capsys.readouterr().err == "nvmeter: warning: a check left unknown\n"
 
 

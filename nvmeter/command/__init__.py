@@ -17,7 +17,7 @@ kills the whole group. SIGWINCH, SIGUSR1, SIGUSR2 and SIGALRM are passed on, and
 its windows have ended, a signal is noted, not acted on, until the record is written
 (:class:`LateSignals`): the figures, the record and the command's exit status are kept. The
 console then ignores SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM until it exits
-(:func:`nvmeter.cli._settle`).
+(:func:`nvmeter.cli.run._settle`).
 
 On the simulated board (``--simulate``) the child cannot drive the board's virtual clock,
 so :class:`SimulatedLife` does: while the child lives, the virtual clock follows the host's

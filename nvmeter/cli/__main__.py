@@ -1,0 +1,5 @@
+"""``python -m nvmeter.cli``: the same as the ``nvmeter`` console script."""
+
+from nvmeter.cli import main
+
+main()

@@ -1,0 +1,86 @@
+"""The ``nvmeter`` app: its commands in the order the help lists them, ``--version``, and :func:`main`."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from nvmeter.cli import check, console, data, guard, probe, run, score, show, summarize
+from nvmeter.cli.console import _OutputLost, _say, _stdout_lost
+from nvmeter.cli.options import _Command, _flag, _Group
+
+app = typer.Typer(
+    cls=_Group,
+    add_completion=False,
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+    help="What one call of GPU code really costs in energy, from NVML, with an honest error bar.",
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from nvmeter import __version__
+
+        print(f"nvmeter {__version__}", file=console._STDOUT)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        _flag("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    pass
+
+
+# the help lists them in this order
+app.command(cls=_Command)(probe.probe)
+app.command(cls=_Command)(show.show)
+app.command(cls=_Command, context_settings={"allow_interspersed_args": False})(run.run)
+app.command(cls=_Command)(check.check)
+app.command(cls=_Command)(score.score)
+app.command(cls=_Command)(summarize.summarize)
+app.add_typer(data.data_app, name="data")
+
+
+def main() -> None:
+    """Console entry point: Ctrl-C before and after the command's own code is one line too."""
+    from nvmeter import _entry
+
+    _entry.install()
+    guard._CONSOLE = True
+    try:
+        code = app(standalone_mode=False, prog_name="nvmeter")
+    except (_OutputLost, OSError) as exc:  # --version's line or typer's help (commands': guard._run)
+        if getattr(exc, "filename", None) is not None:  # a named file's error, not standard output's
+            raise
+        sys.exit(_stdout_lost(exc))
+    except Exception as exc:  # click's, which typer may vendor: known by name, not by module
+        sys.exit(_parse_failure(exc))
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _parse_failure(exc: Exception) -> int:
+    """One line for an argument click refused (it would draw a box of several); the exit code."""
+    kinds = {c.__name__ for c in type(exc).__mro__}
+    ctx = getattr(exc, "ctx", None)
+    if "NoArgsIsHelpError" in kinds:  # typer has shown the help already
+        return 2
+    if "UsageError" in kinds:
+        where = getattr(ctx, "command_path", None) or "nvmeter"
+        _say(f"nvmeter: {exc.format_message().rstrip('.')} (see '{where} --help')")
+        return exc.exit_code
+    if "ClickException" in kinds:
+        _say(f"nvmeter: {exc.format_message()}")
+        return exc.exit_code
+    if "Abort" in kinds:
+        _say("nvmeter: interrupted; nothing written")
+        return 130
+    raise exc

@@ -1,0 +1,117 @@
+"""``nvmeter run``: meter a board for a command's whole life, then settle before the exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nvmeter import errors
+from nvmeter.cli import guard
+from nvmeter.cli.console import _note, _say
+from nvmeter.cli.guard import _adopt_orphans, _guarded, _raise_if_signalled
+from nvmeter.cli.options import DeviceOpt, _devices, _flag, _out_path
+
+
+@_guarded
+def run(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(help="The command and its arguments, after --.", metavar="-- COMMAND ARGS"),
+    ] = None,
+    device: DeviceOpt = None,
+    json_path: Annotated[
+        Path | None,
+        typer.Option("--json", help="Also write the run record (JSON) to this file.", parser=_out_path),
+    ] = None,
+    idle: Annotated[
+        str | None,
+        typer.Option(
+            "--idle",
+            help="The idle subtracted: a probe file of this board (its no-context idle), watts (121.3 "
+            "or 121.3W), or measure (the default: measured for 1 s just before the command starts).",
+        ),
+    ] = None,
+    simulate: Annotated[
+        bool,
+        _flag(
+            "--simulate",
+            help="Simulated board: its clock follows real time while the command lives, and it "
+            "draws a CUDA context plus a fixed load (docs/everyday.md).",
+        ),
+    ] = False,
+) -> None:
+    """Run a command and meter the board for its whole life: how it ended, then one line per board, on stderr.
+
+    Each board's line: gross energy (J), energy above idle ± bound (J) with the idle named, mean W and
+    the window's time. nvmeter exits with the command's own status (128 + N when a signal N
+    ended it); SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 and SIGALRM are passed
+    on to the command, and what was measured is still printed and recorded. Exit 127: no such
+    command; 126: not executable.
+    """
+    _adopt_orphans()
+    from nvmeter import command as cmd
+    from nvmeter import records
+    from nvmeter.boards.factory import open_board
+    from nvmeter.meter.baseline import idle_spec
+
+    argv = list(command or [])
+    cmd.resolve_command(argv)
+    idle_given = idle_spec(idle)
+    claimed = None
+    if json_path is not None:
+        claimed = records.claim(
+            json_path, inputs=(("--idle", idle_given if isinstance(idle_given, Path) else None),), kind="run"
+        )
+    boards = [open_board(d, simulate=simulate) for d in _devices(device)]
+    life = cmd.SimulatedLife(boards[0]) if simulate else None
+    late = cmd.LateSignals()
+    _raise_if_signalled()  # before the command starts: a signal lost in the setup's imports
+    try:
+        result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late, on_note=_note)
+        _finish_run(result, claimed)
+    except BaseException:
+        _unsettled(late)
+        raise
+    _settle(late)
+    raise typer.Exit(result.exit_status)
+
+
+def _settle(late) -> None:
+    """The run's record is complete: from here to the process's exit no signal changes its status.
+
+    In the console SIGINT, SIGTERM, SIGHUP and the rest of :data:`nvmeter.interrupts.ENDING` go from
+    noted straight to ignored, for good: what
+    follows (this line, typer's exit, atexit handlers, thread joins, the interpreter's
+    finalisation) only ends the process, and a SIGTERM there ended it with 143, the record on
+    disk (10 of 10 sent as the record appeared, 9 of them without a word). No Python handler
+    could answer it: the interpreter puts SIG_DFL back in their place as it finalises, and
+    leaves SIG_IGN. SIGQUIT keeps its default, the way to end a shutdown that hangs.
+    """
+    late.release(ignoring=guard._SETTLED if guard._CONSOLE else ())
+    if late.received:
+        _say(f"nvmeter: {', '.join(late.received)} came after the command ended: its record is complete")
+
+
+def _unsettled(late) -> None:
+    """No record: the usual handlers say what was lost; a signal noted after the command ended is said too."""
+    late.release()
+    if late.received:
+        names = ", ".join(late.received)
+        _say(f"nvmeter: {names} came after the command ended, before its record was written")
+
+
+def _finish_run(result, claimed) -> None:
+    """Say a finished run's lines, then write its claimed record (a failed write loses no figure)."""
+    from nvmeter import records
+
+    for line in result.lines():
+        _say(f"nvmeter: {line}")
+    if claimed is not None:
+        try:
+            records.write_claimed(claimed, result.to_dict())
+        except errors.NvmeterError as exc:  # nvmeter's own failure keeps its code; say the command's
+            exc.args = (f"{exc} (the command's status was {result.exit_status}; its figures are above)",)
+            raise
+        _say(f"nvmeter: wrote {claimed.given}")
