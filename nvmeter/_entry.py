@@ -4,7 +4,7 @@ Until a command's own code runs (Python's imports, typer parsing the arguments, 
 otherwise turn Ctrl-C into a silent exit 130), SIGINT is handled here: one line, exit 130,
 nothing written; SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 and SIGALRM likewise (one line, exit
 128 + N), where they ended the process without a word. While the command runs,
-:func:`nvmeter.cli.guard._guarded` puts Python's own handler back, so Ctrl-C raises KeyboardInterrupt
+:func:`nvmeter.cli.guard.guarded` puts Python's own handler back, so Ctrl-C raises KeyboardInterrupt
 and the command's cleanup runs (workers reaped, finished records kept). Only the ~30 ms in which
 Python itself starts, before this module loads, are Python's.
 

@@ -487,7 +487,7 @@ def test_a_signal_after_a_record_was_written_says_it_was(tmp_path, capsys, monke
         raise KeyboardInterrupt  # Ctrl-C between the write and the exit
 
     with pytest.raises(typer.Exit) as caught:
-        guard._run(probe)
+        guard.run_guarded(probe)
     assert caught.value.exit_code == 130 and out.is_file()
     assert f"interrupted; {out} written before it" in capsys.readouterr().err
 
@@ -603,9 +603,9 @@ def test_a_signal_whose_exception_was_swallowed_is_raised_at_the_next_look():
     with contextlib.suppress(KeyboardInterrupt):  # as numpy.random's first import did
         guard._interrupted(sig.SIGTERM, None)
     with pytest.raises(guard._Terminated) as caught:
-        guard._raise_if_signalled()
+        guard.raise_if_signalled()
     assert caught.value.signum == sig.SIGTERM and not guard._SIGNALLED
-    guard._raise_if_signalled()  # nothing pending: nothing raised
+    guard.raise_if_signalled()  # nothing pending: nothing raised
 
 
 def test_a_name_with_control_characters_stays_one_escaped_line():

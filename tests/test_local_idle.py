@@ -76,19 +76,22 @@ def test_work_up_to_the_start_leaves_no_stretch(board):
     assert replace(w.result, model_version=8).idle_drift_w == 0.0
 
 
-def light_warm_window(board, idle, above_w: float, shift_w: float = 0.0):
-    """20 calls of 50 ms at ``above_w`` over idle after 3 s of the same: (Measurement, true mJ a call)."""
+def light_warm_window(board, idle, above_w: float, shift_w: float = 0.0, heavy_w: float | None = None):
+    """20 calls of 50 ms at ``above_w`` over idle after 3 s of the same: (Measurement, true mJ a call).
 
-    def call():
-        board.set_load(above_w)
+    ``heavy_w``: the eleventh call in the window draws this instead.
+    """
+
+    def call(load_w=above_w):
+        board.set_load(load_w)
         board.clock.sleep(0.05)
 
     for _ in range(60):
         call()
     with EnergyWindow(board, sync="none", idle=idle) as w:
         t0 = board.clock.now()
-        for _ in range(20):
-            call()
+        for i in range(20):
+            call(heavy_w if heavy_w is not None and i == 10 else above_w)
             w.call()
         t1 = board.clock.now()
         board.set_load(0.0)
@@ -109,6 +112,19 @@ def test_calls_lighter_than_the_band_are_not_taken_for_a_moved_idle(seed, above_
     assert old.idle_drift_w == pytest.approx(above_w, abs=0.3)
     assert old.reliable and abs(old.per_call_mj - truth_mj) > old.per_call_mj_err
     assert m.model_version >= 12 and m.drift_ambiguous and m.idle_drift_w == 0.0
+    assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
+
+
+@pytest.mark.parametrize("seed", [0, 3, 7])
+@pytest.mark.parametrize("heavy_w", [13.0, 60.0])
+def test_light_calls_run_up_to_a_heavier_one_are_held_by_the_bound(seed, heavy_w):
+    # an adversarial review of model 12: one call over twice the band cleared drift_ambiguous, and the
+    # idle moved by the light calls before it: 9.6 +- 62.9 mJ a call, reliable, for a true 223.4
+    board = context_board(seed)
+    idle_w = board.config.idle_context_w
+    probe_like = IdleBaseline(idle_w, 0.3, "probe", samples_power_w=idle_w)
+    m, truth_mj = light_warm_window(board, probe_like, 4.0, heavy_w=heavy_w)
+    assert not m.drift_ambiguous and m.idle_drift_w == pytest.approx(4.0, abs=0.5)
     assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
 
 

@@ -188,12 +188,12 @@ def test_nvml_the_simulated_host_and_the_cli_read_a_device_alike(monkeypatch, de
     monkeypatch.setattr(nvml, "visible_uuids", lambda: ["GPU-1"])
     if names_all(device):
         with pytest.raises(errors.UsageError, match="--device all is for nvmeter probe"):
-            options._device(device)
+            options.parse_device(device)
         assert len(open_boards(device, simulate=True, sim_boards=2)) == 2
         return
     readers = (
         nvml.resolve_uuid,
-        options._device,
+        options.parse_device,
         lambda d: open_boards([d], simulate=True, sim_boards=2),
         lambda d: open_board(d, simulate=True),
     )

@@ -167,7 +167,7 @@ def test_the_cli_prints_a_warning_as_one_line(capsys):
     def command():
         warnings.warn("a check left unknown", errors.NvmeterWarning, stacklevel=1)
 
-    guard._run(command)
+    guard.run_guarded(command)
     assert capsys.readouterr().err == "nvmeter: warning: a check left unknown\n"
 
 

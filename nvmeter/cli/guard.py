@@ -1,6 +1,6 @@
 """What runs around each command: Ctrl-C and the ending signals, nvmeter's errors and warnings, a lost stdout.
 
-:func:`_guarded` wraps every command: an :class:`~nvmeter.errors.NvmeterError` becomes one
+:func:`guarded` wraps every command: an :class:`~nvmeter.errors.NvmeterError` becomes one
 line on stderr and its exit code, Ctrl-C one line and exit 130 (SIGTERM, SIGHUP and the rest
 of :data:`nvmeter.interrupts.ENDING`: 128 + N). The state here (:data:`_CONSOLE`,
 :data:`_SIGNALLED`) is module state: the other modules read it at each use (``guard._CONSOLE``).
@@ -19,10 +19,10 @@ import warnings
 import typer
 
 from nvmeter import errors, interrupts
-from nvmeter.cli.console import _OutputLost, _say, _stdout_lost
+from nvmeter.cli.console import OutputLost, say_line, stdout_lost
 
 
-def _guarded(fn):
+def guarded(fn):
     """Turn nvmeter errors and Ctrl-C into one line on stderr and an exit code.
 
     While the command runs, Ctrl-C is Python's KeyboardInterrupt, so its cleanup runs
@@ -32,7 +32,7 @@ def _guarded(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         with _python_sigint():
-            return _run(fn, *args, **kwargs)
+            return run_guarded(fn, *args, **kwargs)
 
     return wrapper
 
@@ -41,7 +41,7 @@ def _guarded(fn):
 _CONSOLE = False
 
 
-def _adopt_orphans() -> None:
+def adopt_console_orphans() -> None:
     """In the console script, for the commands that start processes: adopt what they orphan.
 
     Not in a process that invokes the app (a test): the adoption is for good
@@ -95,7 +95,7 @@ class _Terminated(KeyboardInterrupt):
 
 # The signals _interrupted raised for: compiled code can swallow the exception (a Ctrl-C during
 # numpy.random's first import went nowhere, and the command ran on as if never interrupted), so
-# the commands look here before they start anything that outlives them (_raise_if_signalled).
+# the commands look here before they start anything that outlives them (raise_if_signalled).
 _SIGNALLED: list[int] = []
 
 
@@ -108,7 +108,7 @@ def _interrupted(signum, _frame) -> None:
     raise _interruption(signum)
 
 
-def _raise_if_signalled() -> None:
+def raise_if_signalled() -> None:
     """Raise now for a signal whose exception something swallowed."""
     if _SIGNALLED:
         signum = _SIGNALLED[-1]
@@ -131,7 +131,7 @@ def _one_line_warnings(python_s):
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
         if issubclass(category, errors.NvmeterWarning):
-            _say(f"nvmeter: warning: {message}")
+            say_line(f"nvmeter: warning: {message}")
         else:
             python_s(message, category, filename, lineno, file, line)
 
@@ -145,14 +145,15 @@ def _what_was_written() -> str:
     return f"{', '.join(map(str, wrote))} written before it" if wrote else "nothing written"
 
 
-def _run(fn, *args, **kwargs):
+def run_guarded(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with nvmeter's errors, signals and warnings each one line; the exit code."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default", errors.NvmeterWarning)  # once per place it is raised
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
             return fn(*args, **kwargs)
     except errors.NvmeterError as exc:
-        _say(f"nvmeter: {exc}")
+        say_line(f"nvmeter: {exc}")
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt as exc:
         _SIGNALLED.clear()
@@ -160,12 +161,12 @@ def _run(fn, *args, **kwargs):
         # and a signal may still come between that write and the exit
         kept = "records of finished runs kept" if fn.__name__ == "score" else _what_was_written()
         if isinstance(exc, _Terminated):
-            _say(f"nvmeter: ended by {signal.Signals(exc.signum).name}; {kept}")
+            say_line(f"nvmeter: ended by {signal.Signals(exc.signum).name}; {kept}")
             raise typer.Exit(128 + exc.signum) from None
-        _say(f"nvmeter: interrupted; {kept}")
+        say_line(f"nvmeter: interrupted; {kept}")
         raise typer.Exit(130) from None
-    except (BrokenPipeError, _OutputLost) as exc:
-        raise typer.Exit(_stdout_lost(exc)) from None
+    except (BrokenPipeError, OutputLost) as exc:
+        raise typer.Exit(stdout_lost(exc)) from None
     except OSError as exc:
         if exc.errno != errno.ENAMETOOLONG:
             raise
@@ -173,5 +174,5 @@ def _run(fn, *args, **kwargs):
         # option could end in a traceback (a breaker's trial: a name of 260 bytes)
         from nvmeter.records import name_too_long
 
-        _say(f"nvmeter: {name_too_long(exc.filename)}")
+        say_line(f"nvmeter: {name_too_long(exc.filename)}")
         raise typer.Exit(errors.UsageError.exit_code) from None

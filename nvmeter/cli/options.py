@@ -1,8 +1,8 @@
 """How the commands' options and arguments are parsed and shown, and what the shared ones mean.
 
-Paths (:func:`_path`, :func:`_out_path`), flags without typer's ``<bool>`` (:func:`_flag`,
-:class:`_Command`, :class:`_Group`), ``--device`` (:func:`_device`, :func:`_devices`,
-:func:`_open_rig`), ``--band`` (:func:`_band`) and the probe names ``--only`` takes.
+Paths (:func:`parse_path`, :func:`parse_out_path`), flags without typer's ``<bool>`` (:func:`bool_flag`,
+:class:`Command`, :class:`Group`), ``--device`` (:func:`parse_device`, :func:`parse_devices`,
+:func:`open_rig`), ``--band`` (:func:`pick_band`) and the probe names ``--only`` takes.
 """
 
 from __future__ import annotations
@@ -42,15 +42,15 @@ class _HelpWithoutValue:
         return option
 
 
-class _Command(_HelpWithoutValue, typer.core.TyperCommand):
-    pass
+class Command(_HelpWithoutValue, typer.core.TyperCommand):
+    """A command whose help shows a flag without typer's ``<bool>``."""
 
 
-class _Group(_HelpWithoutValue, typer.core.TyperGroup):
-    pass
+class Group(_HelpWithoutValue, typer.core.TyperGroup):
+    """A group whose help shows a flag without typer's ``<bool>``."""
 
 
-def _path(value: str | Path) -> Path:
+def parse_path(value: str | Path) -> Path:
     """A path option's or argument's value; an empty one is refused (it would mean the current folder).
 
     Only the empty text, and text that starts as an option does: a name of spaces is a legal
@@ -67,21 +67,21 @@ def _path(value: str | Path) -> Path:
     return Path(text)
 
 
-def _out_path(text: str | Path) -> Path:
-    """A path to write (``--out``, ``--json``, ``--plot``): as :func:`_path`, and not a folder's name.
+def parse_out_path(text: str | Path) -> Path:
+    """A path to write (``--out``, ``--json``, ``--plot``): as :func:`parse_path`, and not a folder's name.
 
     ``--json x.json/`` wrote ``x.json`` without a word: the trailing slash names a folder (a
     breaker's trial, 2026-12-07).
     """
     from nvmeter.records import folder_name
 
-    path = _path(text)
+    path = parse_path(text)
     if why := folder_name(os.fspath(text)):
         raise typer.BadParameter(why)
     return path
 
 
-def _flag(*names: str, **kwargs):
+def bool_flag(*names: str, **kwargs):
     """A typer option for an on/off flag, without typer's ``<bool>`` (which reads as if it took a value)."""
     return typer.Option(*names, metavar="", **kwargs)
 
@@ -100,17 +100,18 @@ ProbeDeviceOpt = Annotated[
     ),
 ]
 SimulateOpt = Annotated[
-    bool, _flag("--simulate", help="Use the simulated board (virtual time; no GPU needed).")
+    bool, bool_flag("--simulate", help="Use the simulated board (virtual time; no GPU needed).")
 ]
 
 
-def _bands():
+def known_bands():
+    """The J/TFLOP bands by family (imported when asked: the probes' package is not light)."""
     from nvmeter.probes.bands import BANDS
 
     return BANDS
 
 
-def _band(name: str | None, known) -> str | None:
+def pick_band(name: str | None, known) -> str | None:
     """A band's name as BANDS spells it (h200 is H200); UsageError for one not known."""
     if name is None:
         return None
@@ -120,7 +121,8 @@ def _band(name: str | None, known) -> str | None:
     return spelled[name.casefold()]
 
 
-def _device(spec: str | None) -> int | str | None:
+def parse_device(spec: str | None) -> int | str | None:
+    """``--device`` as one board: a CUDA index, a UUID, or None; UsageError for ``all`` or a bad one."""
     from nvmeter.boards.protocol import device_spec, names_all
 
     if names_all(spec):
@@ -130,13 +132,14 @@ def _device(spec: str | None) -> int | str | None:
     return device_spec(spec, "--device")
 
 
-def _open_rig(device: str | None, simulate: bool):
+def open_rig(device: str | None, simulate: bool):
+    """The board and GPU worker (``Rig``) that ``--device`` and ``--simulate`` name."""
     from nvmeter.worker.rig import Rig
 
-    return Rig.open(_device(device), simulate=simulate)
+    return Rig.open(parse_device(device), simulate=simulate)
 
 
-def _devices(spec: str | None) -> list[int | str | None]:
+def parse_devices(spec: str | None) -> list[int | str | None]:
     """The boards ``--device`` names: one for now (``all`` comes with several-board windows)."""
     from nvmeter.boards.protocol import names_all
 
@@ -145,4 +148,4 @@ def _devices(spec: str | None) -> list[int | str | None]:
             "--device all: nvmeter run meters one board; give one CUDA index or GPU-… UUID "
             "(for several boards, nvmeter.JobWindow(devices='all') in Python)"
         )
-    return [_device(spec)]
+    return [parse_device(spec)]

@@ -11,9 +11,9 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from nvmeter import errors
 from nvmeter.cli import console
-from nvmeter.cli.console import _say, _table
-from nvmeter.cli.guard import _adopt_orphans, _guarded
-from nvmeter.cli.options import PROBE_NAMES, ProbeDeviceOpt, SimulateOpt, _flag, _open_rig, _out_path
+from nvmeter.cli.console import make_table, say_line
+from nvmeter.cli.guard import adopt_console_orphans, guarded
+from nvmeter.cli.options import PROBE_NAMES, ProbeDeviceOpt, SimulateOpt, bool_flag, open_rig, parse_out_path
 
 
 class _ProbeProgress:
@@ -56,15 +56,16 @@ class _ProbeProgress:
         self._tick(f"[{self._i}/{self._n}] {self._title}: {text}")
 
 
-@_guarded
+@guarded
 def probe(
     out_path: Annotated[
-        Path, typer.Option("--out", "-o", help="Where to write the probe record (JSON).", parser=_out_path)
+        Path,
+        typer.Option("--out", "-o", help="Where to write the probe record (JSON).", parser=parse_out_path),
     ] = Path("probe.json"),
     device: ProbeDeviceOpt = None,
     quick: Annotated[
         bool,
-        _flag(
+        bool_flag(
             "--quick",
             help="About 20 s: read cost, idle (1 s spans), isolated bursts (3 of each size), "
             "reference (constant operands only), cadence (1 s phases); skips polling, "
@@ -81,7 +82,7 @@ def probe(
     ] = None,
     cache: Annotated[
         bool,
-        _flag(
+        bool_flag(
             "--cache/--no-cache",
             help="Keep the probe record in the user cache (NVMETER_CACHE_DIR): windows on this board take "
             "their profile from it, checked against its raw series (not a simulated board's).",
@@ -89,7 +90,7 @@ def probe(
     ] = True,
     cap_spread: Annotated[
         bool,
-        _flag(
+        bool_flag(
             "--cap-spread",
             help="Also run the cap-spread probe: ~30 s of bf16 products at the power cap, which measure "
             "how far a short window's calls cost from steady state there (its figure widens the bound of "
@@ -99,7 +100,7 @@ def probe(
     sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,
 ) -> None:
     """Characterise the board's telemetry and write a probe record (a minute a board; simulated, a second)."""
-    _adopt_orphans()
+    adopt_console_orphans()
     from nvmeter import records
     from nvmeter.probes.report import selection
 
@@ -118,7 +119,7 @@ def probe(
     if not names_all(device):
         # before the board: a path that cannot be written is bad input
         claimed = records.claim(out_path, kind="probe")
-        _probe_one(_open_rig(device, simulate), claimed, quick, only, cache)
+        _probe_one(open_rig(device, simulate), claimed, quick, only, cache)
         return
     from nvmeter.boards.factory import open_boards
     from nvmeter.worker.rig import Rig
@@ -135,7 +136,7 @@ def probe(
             _probe_one(Rig.around(board), claimed, quick, only, cache)
         # the other boards still get probed; a record kept beside another's (UsageError) too
         except (errors.TelemetryError, errors.WorkerError, errors.UsageError) as exc:
-            _say(f"nvmeter: {board.identity().uuid}: {exc}")
+            say_line(f"nvmeter: {board.identity().uuid}: {exc}")
             failed.append(exc)
     if failed:
         raise typer.Exit(failed[0].exit_code)
@@ -168,7 +169,7 @@ def _probe_one(rig, claimed, quick: bool, only: list[str] | None, cache: bool) -
         rig.on_phase = progress.on_phase
         report = run_probes(rig, quick=quick, only=tuple(only or ()), on_probe=progress.on_probe)
     # the figures first: a record kept beside another's (written there meanwhile) loses none of them
-    console.out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
+    console.out.print(make_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
     if cache and not board.simulated:
         from nvmeter.boards.profile import store_probe
         from nvmeter.probes.report import for_cache

@@ -8,11 +8,11 @@ from typing import Annotated
 import typer
 
 from nvmeter.cli import check, console, data, guard, probe, run, score, show, summarize
-from nvmeter.cli.console import _OutputLost, _say, _stdout_lost
-from nvmeter.cli.options import _Command, _flag, _Group
+from nvmeter.cli.console import OutputLost, say_line, stdout_lost
+from nvmeter.cli.options import Command, Group, bool_flag
 
 app = typer.Typer(
-    cls=_Group,
+    cls=Group,
     add_completion=False,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -26,7 +26,7 @@ def _show_version(value: bool) -> None:
     if value:
         from nvmeter import __version__
 
-        print(f"nvmeter {__version__}", file=console._STDOUT)
+        print(f"nvmeter {__version__}", file=console.STDOUT)
         raise typer.Exit()
 
 
@@ -34,19 +34,19 @@ def _show_version(value: bool) -> None:
 def _main(
     version: Annotated[
         bool,
-        _flag("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
+        bool_flag("--version", is_eager=True, callback=_show_version, help="Print the version and exit."),
     ] = False,
 ) -> None:
     pass
 
 
 # the help lists them in this order
-app.command(cls=_Command)(probe.probe)
-app.command(cls=_Command)(show.show)
-app.command(cls=_Command, context_settings={"allow_interspersed_args": False})(run.run)
-app.command(cls=_Command)(check.check)
-app.command(cls=_Command)(score.score)
-app.command(cls=_Command)(summarize.summarize)
+app.command(cls=Command)(probe.probe)
+app.command(cls=Command)(show.show)
+app.command(cls=Command, context_settings={"allow_interspersed_args": False})(run.run)
+app.command(cls=Command)(check.check)
+app.command(cls=Command)(score.score)
+app.command(cls=Command)(summarize.summarize)
 app.add_typer(data.data_app, name="data")
 
 
@@ -58,10 +58,10 @@ def main() -> None:
     guard._CONSOLE = True
     try:
         code = app(standalone_mode=False, prog_name="nvmeter")
-    except (_OutputLost, OSError) as exc:  # --version's line or typer's help (commands': guard._run)
+    except (OutputLost, OSError) as exc:  # --version's line or typer's help (commands': guard.run_guarded)
         if getattr(exc, "filename", None) is not None:  # a named file's error, not standard output's
             raise
-        sys.exit(_stdout_lost(exc))
+        sys.exit(stdout_lost(exc))
     except Exception as exc:  # click's, which typer may vendor: known by name, not by module
         sys.exit(_parse_failure(exc))
     sys.exit(code if isinstance(code, int) else 0)
@@ -75,12 +75,12 @@ def _parse_failure(exc: Exception) -> int:
         return 2
     if "UsageError" in kinds:
         where = getattr(ctx, "command_path", None) or "nvmeter"
-        _say(f"nvmeter: {exc.format_message().rstrip('.')} (see '{where} --help')")
+        say_line(f"nvmeter: {exc.format_message().rstrip('.')} (see '{where} --help')")
         return exc.exit_code
     if "ClickException" in kinds:
-        _say(f"nvmeter: {exc.format_message()}")
+        say_line(f"nvmeter: {exc.format_message()}")
         return exc.exit_code
     if "Abort" in kinds:
-        _say("nvmeter: interrupted; nothing written")
+        say_line("nvmeter: interrupted; nothing written")
         return 130
     raise exc

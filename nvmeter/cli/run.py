@@ -9,12 +9,12 @@ import typer
 
 from nvmeter import errors
 from nvmeter.cli import guard
-from nvmeter.cli.console import _note, _say
-from nvmeter.cli.guard import _adopt_orphans, _guarded, _raise_if_signalled
-from nvmeter.cli.options import DeviceOpt, _devices, _flag, _out_path
+from nvmeter.cli.console import note_line, say_line
+from nvmeter.cli.guard import adopt_console_orphans, guarded, raise_if_signalled
+from nvmeter.cli.options import DeviceOpt, bool_flag, parse_devices, parse_out_path
 
 
-@_guarded
+@guarded
 def run(
     command: Annotated[
         list[str] | None,
@@ -23,7 +23,7 @@ def run(
     device: DeviceOpt = None,
     json_path: Annotated[
         Path | None,
-        typer.Option("--json", help="Also write the run record (JSON) to this file.", parser=_out_path),
+        typer.Option("--json", help="Also write the run record (JSON) to this file.", parser=parse_out_path),
     ] = None,
     idle: Annotated[
         str | None,
@@ -35,7 +35,7 @@ def run(
     ] = None,
     simulate: Annotated[
         bool,
-        _flag(
+        bool_flag(
             "--simulate",
             help="Simulated board: its clock follows real time while the command lives, and it "
             "draws a CUDA context plus a fixed load (docs/everyday.md).",
@@ -50,7 +50,7 @@ def run(
     on to the command, and what was measured is still printed and recorded. Exit 127: no such
     command; 126: not executable.
     """
-    _adopt_orphans()
+    adopt_console_orphans()
     from nvmeter import command as cmd
     from nvmeter import records
     from nvmeter.boards.factory import open_board
@@ -64,12 +64,12 @@ def run(
         claimed = records.claim(
             json_path, inputs=(("--idle", idle_given if isinstance(idle_given, Path) else None),), kind="run"
         )
-    boards = [open_board(d, simulate=simulate) for d in _devices(device)]
+    boards = [open_board(d, simulate=simulate) for d in parse_devices(device)]
     life = cmd.SimulatedLife(boards[0]) if simulate else None
     late = cmd.LateSignals()
-    _raise_if_signalled()  # before the command starts: a signal lost in the setup's imports
+    raise_if_signalled()  # before the command starts: a signal lost in the setup's imports
     try:
-        result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late, on_note=_note)
+        result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late, on_note=note_line)
         _finish_run(result, claimed)
     except BaseException:
         _unsettled(late)
@@ -91,7 +91,7 @@ def _settle(late) -> None:
     """
     late.release(ignoring=guard._SETTLED if guard._CONSOLE else ())
     if late.received:
-        _say(f"nvmeter: {', '.join(late.received)} came after the command ended: its record is complete")
+        say_line(f"nvmeter: {', '.join(late.received)} came after the command ended: its record is complete")
 
 
 def _unsettled(late) -> None:
@@ -99,7 +99,7 @@ def _unsettled(late) -> None:
     late.release()
     if late.received:
         names = ", ".join(late.received)
-        _say(f"nvmeter: {names} came after the command ended, before its record was written")
+        say_line(f"nvmeter: {names} came after the command ended, before its record was written")
 
 
 def _finish_run(result, claimed) -> None:
@@ -107,11 +107,11 @@ def _finish_run(result, claimed) -> None:
     from nvmeter import records
 
     for line in result.lines():
-        _say(f"nvmeter: {line}")
+        say_line(f"nvmeter: {line}")
     if claimed is not None:
         try:
             records.write_claimed(claimed, result.to_dict())
         except errors.NvmeterError as exc:  # nvmeter's own failure keeps its code; say the command's
             exc.args = (f"{exc} (the command's status was {result.exit_status}; its figures are above)",)
             raise
-        _say(f"nvmeter: wrote {claimed.given}")
+        say_line(f"nvmeter: wrote {claimed.given}")

@@ -12,9 +12,9 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from nvmeter import errors
 from nvmeter.cli import console
-from nvmeter.cli.console import _say
-from nvmeter.cli.guard import _adopt_orphans, _guarded
-from nvmeter.cli.options import DeviceOpt, _band, _bands, _device, _flag, _path
+from nvmeter.cli.console import say_line
+from nvmeter.cli.guard import adopt_console_orphans, guarded
+from nvmeter.cli.options import DeviceOpt, bool_flag, known_bands, parse_device, parse_path, pick_band
 
 
 class _ScoreProgress:
@@ -46,17 +46,17 @@ class _ScoreProgress:
         if self._live:
             self._progress.update(self._task, description=line)
         else:
-            _say(f"[{time.monotonic() - self._t0:7.1f} s] {line}")
+            say_line(f"[{time.monotonic() - self._t0:7.1f} s] {line}")
 
     def on_run(self, record, path: Path) -> None:
         text = f"{record!r} -> {path}"
         if self._live:
             self._progress.console.print(text, soft_wrap=True, highlight=False)
         else:
-            _say(f"[{time.monotonic() - self._t0:7.1f} s] {text}")
+            say_line(f"[{time.monotonic() - self._t0:7.1f} s] {text}")
 
 
-@_guarded
+@guarded
 def score(
     method: Annotated[
         str,
@@ -79,7 +79,7 @@ def score(
             "--json",
             help="Folder for the run records (run-001.json, …) and score.log; runs already there "
             "(same method) are kept and numbering continues. Default: score-METHOD-dN.",
-            parser=_path,
+            parser=parse_path,
         ),
     ] = None,
     window_s: Annotated[
@@ -126,7 +126,7 @@ def score(
     device: DeviceOpt = None,
     simulate: Annotated[
         bool,
-        _flag(
+        bool_flag(
             "--simulate",
             help="Simulated board (virtual time); the method runs for real on CPU in the worker.",
         ),
@@ -152,7 +152,7 @@ def score(
     run failed the judge or its energy was voided by a check; 2: bad input (also a method
     returning bad output); 4: the method raised or its worker died or hung (that run is recorded).
     """
-    _adopt_orphans()
+    adopt_console_orphans()
     from nvmeter.score import procedure as scoring
     from nvmeter.score.config import ScoreConfig
     from nvmeter.score.summarize import summarize as group
@@ -173,7 +173,7 @@ def score(
         idle_settle_s=settle_s,
         idle_s=idle_s,
         reference=reference,
-        band=_band(band, _bands()),
+        band=pick_band(band, known_bands()),
         call_timeout_s=call_timeout_s,
         mnist_draws=mnist_draws,
         holdout_draws=holdout_draws,
@@ -189,7 +189,7 @@ def score(
         scoring.next_run(out_dir, target, level)  # a bad folder fails before the GPU is touched
         held.enter_context(scoring.folder_lock(out_dir))  # so does a folder another scorer writes into
         scoring.check_data(None)  # and missing or damaged data (verified once; the runs reuse it)
-        board, make_worker = scoring.open_board(_device(device), simulate, config.call_timeout_s)
+        board, make_worker = scoring.open_board(parse_device(device), simulate, config.call_timeout_s)
         ident = board.identity()
         console.err.print(
             f"scoring {target.name} at difficulty {level} on {ident.name} {ident.uuid}: "
@@ -210,16 +210,16 @@ def score(
                 on_run=progress.on_run,
             )
         earlier = len(scoring.run_paths(out_dir)) - len(done)  # under the lock: no other scorer's run
-    print(to_markdown(group(done)), file=console._STDOUT)
+    print(to_markdown(group(done)), file=console.STDOUT)
     if earlier > 0:  # the table holds this call's runs only
-        _say(
+        say_line(
             f"{earlier} earlier run{'s' if earlier > 1 else ''} in {out_dir} not in this table: "
             f"`nvmeter summarize {out_dir}` tables them all"
         )
     bad = [r for r in done if not r.energy_valid]
     for r in bad:
         why = "; ".join(r.reasons()) or f"energy {r.energy_note}"
-        _say(f"nvmeter: run {r.run}: {why}")
+        say_line(f"nvmeter: run {r.run}: {why}")
     if bad:
         raise typer.Exit(1)
 

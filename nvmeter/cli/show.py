@@ -10,12 +10,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from nvmeter import errors
 from nvmeter.cli import console
-from nvmeter.cli.console import _printable, _table
-from nvmeter.cli.guard import _guarded
-from nvmeter.cli.options import _path
+from nvmeter.cli.console import make_table, printable_line
+from nvmeter.cli.guard import guarded
+from nvmeter.cli.options import parse_path
 
 
-@_guarded
+@guarded
 def show(
     record_file: Annotated[
         Path,
@@ -23,7 +23,7 @@ def show(
             help="A probe record (nvmeter probe), a run record (nvmeter run --json), an energy-budget "
             "record (pytest --energy-json), a window record (Measurement.save) or a job record "
             "(JobMeasurement.save).",
-            parser=_path,
+            parser=parse_path,
             metavar="RECORD",
         ),
     ],
@@ -51,14 +51,14 @@ def show(
         )
     if kind != "probe":
         # built whole and made printable first: an error leaves no half-printed record behind
-        lines = [_printable(line) for line in _record_lines(record_file, kind, data)]
-        print("\n".join(lines), file=console._STDOUT)
+        lines = [printable_line(line) for line in _record_lines(record_file, kind, data)]
+        print("\n".join(lines), file=console.STDOUT)
         return
     from nvmeter.probes.report import load_report
 
     report = load_report(record_file, parsed=data)
     board = report.board
-    console.out.print(_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
+    console.out.print(make_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
 
 
 def _record_lines(path: Path, kind: str, data: dict) -> list[str]:

@@ -9,16 +9,16 @@ import typer
 
 from nvmeter import errors
 from nvmeter.cli import console
-from nvmeter.cli.console import _say
-from nvmeter.cli.guard import _guarded
-from nvmeter.cli.options import _out_path, _path
+from nvmeter.cli.console import say_line
+from nvmeter.cli.guard import guarded
+from nvmeter.cli.options import parse_out_path, parse_path
 
 
-@_guarded
+@guarded
 def summarize(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Folders of score records (or record files).", parser=_path, metavar="PATH"),
+        typer.Argument(help="Folders of score records (or record files).", parser=parse_path, metavar="PATH"),
     ],
     fmt: Annotated[str, typer.Option("--format", help="md (two markdown tables) or json.")] = "md",
     plot_path: Annotated[
@@ -26,7 +26,7 @@ def summarize(
         typer.Option(
             "--plot",
             help="Also draw energy per call against time per call (.png, .svg, .pdf).",
-            parser=_out_path,
+            parser=parse_out_path,
         ),
     ] = None,
 ) -> None:
@@ -48,17 +48,17 @@ def summarize(
     def skipped(folder: Path, below: list[Path]) -> None:
         # a folder of a session's runs kept one level down read as a fault (a new user's trial)
         hint = f" (its subfolders hold runs: give {folder}/* to read them)" if below else ""
-        _say(f"skipped {folder}: no run-*.json or run-*.json.gz in it{hint}")
+        say_line(f"skipped {folder}: no run-*.json or run-*.json.gz in it{hint}")
 
     loaded = summ.load_records(paths, on_empty=skipped)
     summaries = summ.summarize([r for _, r in loaded])
     if plot_path is not None:
         summ.plot(summaries, plot_path)
     if fmt == "json":
-        print(json.dumps(summ.to_json(summaries), indent=1, allow_nan=False), file=console._STDOUT)
+        print(json.dumps(summ.to_json(summaries), indent=1, allow_nan=False), file=console.STDOUT)
     else:
-        print(summ.to_markdown(summaries), file=console._STDOUT)
+        print(summ.to_markdown(summaries), file=console.STDOUT)
     for line in summ.disagreement_lines(summaries):
-        _say(line)
+        say_line(line)
     if plot_path is not None:
-        _say(f"wrote {plot_path}")
+        say_line(f"wrote {plot_path}")
