@@ -258,7 +258,26 @@ def _change_notes(m) -> tuple[str, ...]:
         if m.foreign_read_s > 0
         else ()
     )
-    return tuple(m.state_changes) + significant + foreign
+    return tuple(m.state_changes) + significant + foreign + _idle_stretch_note(m)
+
+
+# The share of the bound the quiet stretch's offset must take before a window's line names it.
+IDLE_STRETCH_NOTE_SHARE = 0.25
+
+
+def _idle_stretch_note(m) -> tuple[str, ...]:
+    """Where the quiet stretch before the window (error model 12) takes much of the bound, what it is."""
+    offset_w = m._quiet_offset_w
+    held_j = abs(offset_w) * m.window_s
+    if not (m.model.drift_ambiguous_k > 0 and held_j > IDLE_STRETCH_NOTE_SHARE * m.err_j):
+        return ()
+    how = (
+        "calls that light, or an idle that moved: not moved" if m.drift_ambiguous else "the idle moved by it"
+    )
+    return (
+        f"the board read {offset_w:+.1f} W against the idle right before the window ({how}); "
+        f"{held_j:,.1f} J of the bound holds either reading",
+    )
 
 
 def _transient_note(m) -> str:
