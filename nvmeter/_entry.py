@@ -35,7 +35,8 @@ def _interrupted(signum, _frame) -> None:
 def install() -> None:
     """SIGINT and :data:`ENDING` go to :func:`_interrupted` (console script, ``python -m nvmeter.cli``)."""
     for sig in (signal.SIGINT, *ENDING):
-        signal.signal(sig, _interrupted)
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # one ignored stays so (interrupts.not_ignored)
+            signal.signal(sig, _interrupted)
 
 
 def main() -> None:

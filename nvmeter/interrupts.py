@@ -31,6 +31,16 @@ ENDING = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.
 HELD = (signal.SIGINT, *ENDING)
 
 
+def not_ignored(signums) -> tuple[int, ...]:
+    """Those of ``signums`` this process does not ignore.
+
+    One ignored (``nohup``, a script's background job) stays ignored, for nvmeter and for what it
+    starts (a new user's trial: ``nohup nvmeter probe`` ended on SIGHUP, and ``nohup nvmeter run``
+    passed it on to its command).
+    """
+    return tuple(s for s in signums if signal.getsignal(s) is not signal.SIG_IGN)
+
+
 class Held:
     """The signals that came while held (``signums``, in order); true once one has."""
 

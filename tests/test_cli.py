@@ -169,6 +169,15 @@ def test_damaged_series_are_one_line_errors(probe_file, tmp_path):
     assert "a counter series without reads (at reference.trials.constant.load.start)" in line
 
 
+def test_python_m_nvmeter_cli_has_its_handler_before_typer_loads():
+    # a Ctrl-C in the ~0.1 s `import typer` takes was a traceback under `python -m nvmeter.cli`
+    code = "import sys, nvmeter.cli; print('typer' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
+    main = (Path(__file__).parent.parent / "nvmeter" / "cli" / "__main__.py").read_text()
+    assert "from nvmeter._entry import main" in main
+
+
 def test_ctrl_c_anywhere_in_the_console_script_is_one_line(monkeypatch, capsys):
     from nvmeter import _entry, cli
 
@@ -507,6 +516,27 @@ def test_a_probe_with_stdout_closed_writes_its_file(tmp_path):
     )
     assert proc.returncode == 0 and out.is_file(), proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", ["--help", "--version", "run --help"])
+def test_help_and_version_whose_reader_went_away_exit_as_sigpipe_not_as_a_failed_check(args):
+    # click and rich answered `nvmeter --help | true` with exit 1, "a check failed" (a new user's trial)
+    result = subprocess.run(
+        f"{sys.executable} -m nvmeter {args} | true; echo ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.stdout.strip() in ("0", "141") and "Traceback" not in result.stderr, result.stderr
+
+
+def test_a_probe_whose_reader_went_away_still_writes_its_file(tmp_path):
+    # `nvmeter probe … | head -1`: the table met a closed pipe and ended the command before the write
+    out = tmp_path / "p.json"
+    result = subprocess.run(
+        f"{sys.executable} -m nvmeter probe --simulate --quick --out {out} | true; echo ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.stdout.strip() in ("0", "141")  # 0 when the table fitted in the pipe before it closed
+    assert out.is_file() and "Traceback" not in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(

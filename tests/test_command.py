@@ -361,6 +361,20 @@ def test_a_signal_mid_run_reaches_the_command_and_the_record_says_so(tmp_path, p
     assert state(noted(pids, "child")) in GONE
 
 
+def test_a_signal_ignored_when_nvmeter_started_stays_ignored_for_it_and_its_command(tmp_path, pids):
+    # `nohup nvmeter run -- …`: SIGHUP ended nvmeter and was passed on to the command (a new user's trial)
+    def ignore_sighup():
+        os.setsid()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc, out = start_metered(tmp_path, sleeper(1.5, before=note_pid(pids)), preexec_fn=ignore_sighup)
+    os.kill(proc.pid, signal.SIGHUP)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    data = json.loads(out.read_text())
+    assert data["signals"] == [] and data["derived"]["exit_status"] == 0 and data["wall_s"] >= 1.4
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGQUIT])
 def test_a_command_that_handles_the_signal_keeps_its_own_exit_status(tmp_path, sig):
     handler = f"signal.signal(signal.{sig.name}, lambda *a: (print('bye', flush=True), exit(0)))"

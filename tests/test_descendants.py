@@ -164,6 +164,11 @@ def test_what_a_marked_process_started_without_the_marker_is_found_under_it(tmp_
     unmarked, orphan = pids_in(file, count=2)
     started[1].extend([unmarked, orphan])
     root.wait(timeout=30)
+    # $! is env's pid: its environment is the marked one until it has exec'd sleep (a run that looked
+    # sooner failed, a new user's trial and a reviewer's)
+    deadline = time.monotonic() + 10
+    while psutil.Process(unmarked).name() != "sleep" and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert psutil.Process(orphan).environ().get(MARKER) == token
     assert MARKER not in psutil.Process(unmarked).environ() and psutil.Process(unmarked).ppid() == orphan
     assert Descendants(root.pid).end() == () and running(orphan) and running(unmarked)

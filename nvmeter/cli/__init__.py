@@ -19,8 +19,17 @@ The modules, each owning one thing:
   :mod:`~nvmeter.cli.summarize` and :mod:`~nvmeter.cli.data` (the ``data`` sub-app).
 
 The command modules import none of root's: it imports them and registers their functions.
+``app`` and ``main`` load root when first asked for, so that ``python -m nvmeter.cli`` puts its
+Ctrl-C handler in place (:mod:`nvmeter._entry`) before typer is imported (a new user's trial: a
+Ctrl-C in those ~0.1 s was a traceback).
 """
 
-from nvmeter.cli.root import app, main
-
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from nvmeter.cli import root
+
+        return getattr(root, name)
+    raise AttributeError(f"module 'nvmeter.cli' has no attribute {name!r}")

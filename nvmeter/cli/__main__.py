@@ -1,5 +1,5 @@
 """``python -m nvmeter.cli``: the same as the ``nvmeter`` console script."""
 
-from nvmeter.cli import main
+from nvmeter._entry import main
 
 main()

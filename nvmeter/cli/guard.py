@@ -70,18 +70,17 @@ def _python_sigint():
         yield
         return
     _SIGNALLED.clear()
-    previous = signal.signal(signal.SIGINT, _interrupted)
     # `timeout`, a batch system or a closed terminal ends a command as Ctrl-C does: cleanup runs,
     # finished records are kept, and one line says so (nvmeter run forwards these itself)
-    others = {sig: signal.signal(sig, _interrupted) for sig in interrupts.ENDING}
+    taken = interrupts.not_ignored(interrupts.HELD)
+    saved = {sig: signal.signal(sig, _interrupted) for sig in taken}
     hook, sys.unraisablehook = sys.unraisablehook, _unraisable(sys.unraisablehook)
     try:
         yield
     finally:
         sys.unraisablehook = hook
         # not the entry's handlers: their "nothing written" would no longer be true
-        signal.signal(signal.SIGINT, signal.SIG_IGN if _CONSOLE else previous)
-        for sig, handler in others.items():
+        for sig, handler in saved.items():
             signal.signal(sig, signal.SIG_IGN if _CONSOLE else handler)
 
 

@@ -168,13 +168,19 @@ def _probe_one(rig, claimed, quick: bool, only: list[str] | None, cache: bool) -
     with _ProbeProgress(expected_s, sum(s.NAME in steps for s in schedule.STEPS)) as progress:
         rig.on_phase = progress.on_phase
         report = run_probes(rig, quick=quick, only=tuple(only or ()), on_probe=progress.on_probe)
-    # the figures first: a record kept beside another's (written there meanwhile) loses none of them
-    console.out.print(make_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
-    if cache and not board.simulated:
-        from nvmeter.boards.profile import store_probe
-        from nvmeter.probes.report import for_cache
+    # the record before the table: a reader gone from standard output (`| head -1`) ended the
+    # command at the table and lost a minute's probe (a new user's trial); the table whatever the
+    # write did: a record kept beside another's (written there meanwhile) loses none of its figures
+    kept = None
+    try:
+        if cache and not board.simulated:
+            from nvmeter.boards.profile import store_probe
+            from nvmeter.probes.report import for_cache
 
-        path = store_probe(for_cache(report).to_dict(), board)
-        console.out.print(f"windows on this board now use its profile: {path}")
-    records.write_claimed(claimed, report.to_dict())
+            kept = store_probe(for_cache(report).to_dict(), board)
+        records.write_claimed(claimed, report.to_dict())
+    finally:
+        console.out.print(make_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
+        if kept is not None:
+            console.out.print(f"windows on this board now use its profile: {kept}")
     console.out.print(f"wrote {claimed.given}")

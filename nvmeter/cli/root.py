@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from typing import Annotated
 
@@ -58,6 +60,12 @@ def main() -> None:
     guard._CONSOLE = True
     try:
         code = app(standalone_mode=False, prog_name="nvmeter")
+    except SystemExit as exc:
+        # click and rich end their own output's lost reader (the help, --version: `| true`) with
+        # exit 1, this command's "a check failed"
+        if exc.code == 1 and _stdout_quieted():
+            sys.exit(128 + signal.SIGPIPE)
+        raise
     except (OutputLost, OSError) as exc:  # --version's line or typer's help (commands': guard.run_guarded)
         if getattr(exc, "filename", None) is not None:  # a named file's error, not standard output's
             raise
@@ -65,6 +73,16 @@ def main() -> None:
     except Exception as exc:  # click's, which typer may vendor: known by name, not by module
         sys.exit(_parse_failure(exc))
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _stdout_quieted() -> bool:
+    """True once click (its flush wrapper) or rich (/dev/null over the descriptor) quieted a lost stdout."""
+    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        return True
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _parse_failure(exc: Exception) -> int:

@@ -202,8 +202,8 @@ class Forwarding:
         if threading.current_thread() is threading.main_thread():
             handlers = {sig: self._handle for sig in FORWARDED}
             handlers |= {sig: self._pass_on for sig in PASSED_ON} | {signal.SIGTSTP: self._suspend}
-            for sig, handler in handlers.items():
-                self._saved[sig] = signal.signal(sig, handler)
+            for sig in interrupts.not_ignored(handlers):  # one ignored stays so, for the command too
+                self._saved[sig] = signal.signal(sig, handlers[sig])
         return self
 
     def __exit__(self, exc_type, *exc) -> None:
