@@ -100,14 +100,19 @@ def light_warm_window(board, idle, above_w: float, shift_w: float = 0.0, heavy_w
     return w.result, (board.true_energy_j(t0, t1) - idle_now_w * (t1 - t0)) * 1e3 / 20
 
 
+def board_with_exact_idle(seed: int):
+    """A context board and its true idle given as a probe's would be (exact, with its sampled figure)."""
+    board = context_board(seed)
+    idle_w = board.config.idle_context_w
+    return board, IdleBaseline(idle_w, 0.3, "probe", samples_power_w=idle_w)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("above_w", [2.0, 3.0])
 def test_calls_lighter_than_the_band_are_not_taken_for_a_moved_idle(seed, above_w):
     # an expert review (errormodel history 12): model 8 read the calls before the window as a quiet
     # stretch and moved the idle by their power: -14.0 +- 63.1 mJ a call, reliable, for a true 150.8
-    board = context_board(seed)
-    idle_w = board.config.idle_context_w
-    probe_like = IdleBaseline(idle_w, 0.3, "probe", samples_power_w=idle_w)
+    board, probe_like = board_with_exact_idle(seed)
     m, truth_mj = light_warm_window(board, probe_like, above_w)
     old = replace(m, model_version=11)
     assert old.idle_drift_w == pytest.approx(above_w, abs=0.3)
@@ -122,9 +127,7 @@ def test_calls_lighter_than_the_band_are_not_taken_for_a_moved_idle(seed, above_
 def test_light_calls_run_up_to_a_heavier_one_are_held_by_the_bound(seed, heavy_w):
     # an adversarial review of model 12: one call over twice the band cleared drift_ambiguous, and the
     # idle moved by the light calls before it: 9.6 +- 62.9 mJ a call, reliable, for a true 223.4
-    board = context_board(seed)
-    idle_w = board.config.idle_context_w
-    probe_like = IdleBaseline(idle_w, 0.3, "probe", samples_power_w=idle_w)
+    board, probe_like = board_with_exact_idle(seed)
     m, truth_mj = light_warm_window(board, probe_like, 4.0, heavy_w=heavy_w)
     assert not m.drift_ambiguous and m.idle_drift_w == pytest.approx(4.0, abs=0.5)
     assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
