@@ -168,7 +168,7 @@ def _narrows(m) -> str:
     idle_mj = m.idle_part_mj
     if idle_mj >= m.per_call_mj_err / 2:
         return (
-            f"(±{idle_mj:,.1f} mJ of the bound is the idle's, ±{m.idle.err_w:.2f} W over each call's time: "
+            f"(±{idle_mj:,.1f} mJ of the bound is the idle's, ±{m.idle_bound_w:.2f} W over each call's time: "
             "more calls do not narrow that part; the budget is too close to the figure to decide)"
         )
     return "(more calls in the window, or a warm start rather than a cold or transient one, narrow the bound)"

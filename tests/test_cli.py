@@ -528,15 +528,21 @@ def test_help_and_version_whose_reader_went_away_exit_as_sigpipe_not_as_a_failed
     assert result.stdout.strip() in ("0", "141") and "Traceback" not in result.stderr, result.stderr
 
 
-def test_a_probe_whose_reader_went_away_still_writes_its_file(tmp_path):
-    # `nvmeter probe … | head -1`: the table met a closed pipe and ended the command before the write
+@pytest.mark.parametrize("boards", [1, 3])
+def test_a_probe_whose_reader_went_away_still_writes_its_files(tmp_path, boards):
+    # `nvmeter probe … | head -1`: the table met a closed pipe and ended the command before the write;
+    # with --device all, before the other boards were probed (a review)
     out = tmp_path / "p.json"
+    every = f"--device all --sim-boards {boards}" if boards > 1 else ""
     result = subprocess.run(
-        f"{sys.executable} -m nvmeter probe --simulate --quick --out {out} | true; echo ${{PIPESTATUS[0]}}",
+        f"{sys.executable} -m nvmeter probe --simulate --quick {every} --out {out} | true; "
+        "echo ${PIPESTATUS[0]}",
         shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.stdout.strip() in ("0", "141")  # 0 when the table fitted in the pipe before it closed
-    assert out.is_file() and "Traceback" not in result.stderr, result.stderr
+    written = [out] if boards == 1 else sorted(tmp_path.glob("p-GPU-*.json"))
+    assert len(written) == boards and all(p.is_file() for p in written), result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(

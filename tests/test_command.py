@@ -369,6 +369,7 @@ def test_a_signal_ignored_when_nvmeter_started_stays_ignored_for_it_and_its_comm
 
     proc, out = start_metered(tmp_path, sleeper(1.5, before=note_pid(pids)), preexec_fn=ignore_sighup)
     os.kill(proc.pid, signal.SIGHUP)
+    os.kill(noted(pids, "child"), signal.SIGHUP)  # the command inherited it ignored
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     data = json.loads(out.read_text())

@@ -133,6 +133,26 @@ def test_light_calls_run_up_to_a_heavier_one_are_held_by_the_bound(seed, heavy_w
     assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
 
 
+def test_the_stretch_is_a_part_of_the_bound_that_more_calls_do_not_narrow():
+    # a review of model 12: measure() ran light calls to max_window_s (30 s) for a figure it could not
+    # make reliable, and a budget's verdict said more calls would narrow the bound
+    from nvmeter import budgets
+    from nvmeter.meter.adaptive import measure
+
+    board, probe_like = board_with_exact_idle(0)
+
+    def call():
+        board.set_load(3.0)
+        board.clock.sleep(0.05)
+
+    for _ in range(60):
+        call()
+    m = measure(call, device=board, sync="none", idle=probe_like, target_rel_err=0.2, max_window_s=30.0)
+    assert m.work_s < 10 and not m.reliable and "at any run length" in m.reason
+    assert m.idle_bound_w == pytest.approx(probe_like.err_w + m.idle_stretch_w) and m.idle_stretch_w > 2.5
+    assert "more calls do not narrow that part" in budgets._narrows(m)
+
+
 def test_light_calls_after_a_real_idle_shift_hold_either_reading(board):
     baseline = IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
     board.shift_idle(-1.8)

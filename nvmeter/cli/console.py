@@ -16,6 +16,9 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+# The exit status once standard output's reader has gone: SIGPIPE's, as other tools end
+STDOUT_GONE = 128 + signal.SIGPIPE
+
 
 class OutputLost(Exception):
     """Standard output could not be written (a full disk, /dev/full): not a failed check."""
@@ -101,7 +104,7 @@ def stdout_lost(exc: Exception) -> int:
     """
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if isinstance(exc, BrokenPipeError):
-        return 128 + signal.SIGPIPE
+        return STDOUT_GONE
     say_line(f"nvmeter: cannot write standard output: {getattr(exc, 'strerror', None) or exc}")
     return 2
 

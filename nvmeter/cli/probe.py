@@ -131,6 +131,7 @@ def probe(
     # every file checked before the first board is touched
     claims = [records.claim(path, kind="probe") for path in paths]
     failed: list[errors.NvmeterError] = []
+    gone: SystemExit | None = None
     for board, claimed in zip(boards, claims, strict=True):
         try:
             _probe_one(Rig.around(board), claimed, quick, only, cache)
@@ -138,6 +139,12 @@ def probe(
         except (errors.TelemetryError, errors.WorkerError, errors.UsageError) as exc:
             say_line(f"nvmeter: {board.identity().uuid}: {exc}")
             failed.append(exc)
+        except SystemExit as exc:  # stdout's reader went (`| head -1`) after this board's record was
+            if exc.code != console.STDOUT_GONE:  # written: the others are probed and written unseen
+                raise  # (the console is quiet from then on; a review, 2026-12-07)
+            gone = exc
+    if gone is not None:
+        raise gone
     if failed:
         raise typer.Exit(failed[0].exit_code)
 

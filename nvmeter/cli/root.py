@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from typing import Annotated
 
@@ -64,7 +63,7 @@ def main() -> None:
         # click and rich end their own output's lost reader (the help, --version: `| true`) with
         # exit 1, this command's "a check failed"
         if exc.code == 1 and _stdout_quieted():
-            sys.exit(128 + signal.SIGPIPE)
+            sys.exit(console.STDOUT_GONE)
         raise
     except (OutputLost, OSError) as exc:  # --version's line or typer's help (commands': guard.run_guarded)
         if getattr(exc, "filename", None) is not None:  # a named file's error, not standard output's

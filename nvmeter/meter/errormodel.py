@@ -291,8 +291,9 @@ class ErrorModel:
             window may be the work: the idle is not moved; and moved or not, the stretch's offset
             joins the bound (0: moved regardless, no offset in the bound, models 8-11).
         subwindow_min_periods: A sub-window shorter than this many of the board's counter
-            periods makes the state part at least a window's without sub-windows (0: any
-            length, models 2-11).
+            periods joins the next; the interval is the larger of the sub-windows' and the joined
+            ones', and with fewer than ``min_subwindows`` joined ones the state part is at least
+            a window's without sub-windows (0: any length, models 2-11).
         uncovered_state: The work outside the sub-windows takes, pro rata, the larger of their
             interval and a window's state part at its own length (models 2-11: the sub-windows'
             interval over all the work).

@@ -125,9 +125,22 @@ class Measurement:
     def idle_part_mj(self) -> float:
         """The idle's bound over the window, per call, mJ: the part of the bound no run length narrows.
 
-        ``idle.err_w`` over the window's time, which grows with the calls (0 without calls).
+        :attr:`idle_bound_w` over the window's time, which grows with the calls (0 without calls).
         """
-        return self.idle.err_w * self.window_s * 1e3 / self.calls if self.calls else 0.0
+        return self.idle_bound_w * self.window_s * 1e3 / self.calls if self.calls else 0.0
+
+    @property
+    def idle_bound_w(self) -> float:
+        """How far the idle subtracted may be from the board's, W: ``idle.err_w`` + :attr:`idle_stretch_w`."""
+        return self.idle.err_w + self.idle_stretch_w
+
+    @property
+    def idle_stretch_w(self) -> float:
+        """The quiet stretch's offset before the window that the bound holds, W (error model 12; else 0).
+
+        The idle moved by it or not (:attr:`drift_ambiguous`), the bound holds both readings.
+        """
+        return abs(self._quiet_offset_w) if self.model.drift_ambiguous_k > 0 else 0.0
 
     @property
     def idle_artefact_w(self) -> float | None:
@@ -806,9 +819,7 @@ class Measurement:
     def reading_err_j(self) -> float:
         """Bound on reading this window's energy above idle, J: each term a worst case, summed."""
         # other meters' counter reads inside the window drew the polling artefact too
-        idle_term = self.idle.err_w * self.window_s + self.profile.polling_artefact_w * self.foreign_read_s
-        if self.model.drift_ambiguous_k > 0:  # the idle as given or moved: the bound holds both
-            idle_term += abs(self._quiet_offset_w) * self.window_s
+        idle_term = self.idle_bound_w * self.window_s + self.profile.polling_artefact_w * self.foreign_read_s
         if self.method == "samples":
             return idle_term + self._sampling_err_j() + self.profile.samples_vs_counter * abs(self.energy_j)
         t_a, t_b, _, _, hw_a, hw_b = self._edges

@@ -174,7 +174,7 @@ def _fixed_note(m) -> str:
     idle_rel = m.idle_part_mj / figure
     if floor + idle_rel <= m.max_rel_err:
         return ""
-    idle = f"the idle's own bound, ±{m.idle.err_w:.2f} W, {idle_rel:.1%} of the figure,"
+    idle = f"the idle's own bound, ±{m.idle_bound_w:.2f} W, {idle_rel:.1%} of the figure,"
     parts = f"{idle} and the error model's floor, {floor:.1%}, exceed" if floor else f"{idle} exceeds"
     too_little = ": the calls draw too little above idle for it" if idle_rel > m.max_rel_err else ""
     return f" ({parts} the target at any run length{too_little})"
@@ -261,7 +261,8 @@ def _change_notes(m) -> tuple[str, ...]:
     return tuple(m.state_changes) + significant + foreign + _idle_stretch_note(m)
 
 
-# The share of the bound the quiet stretch's offset must take before a window's line names it.
+# The share of the bound the quiet stretch's offset must take before a window's line names it: a
+# chosen share (not fitted), where it is the largest part of a light call's bound or close to it.
 IDLE_STRETCH_NOTE_SHARE = 0.25
 
 
@@ -269,7 +270,7 @@ def _idle_stretch_note(m) -> tuple[str, ...]:
     """Where the quiet stretch before the window (error model 12) takes much of the bound, what it is."""
     offset_w = m._quiet_offset_w
     held_j = abs(offset_w) * m.window_s
-    if not (m.model.drift_ambiguous_k > 0 and held_j > IDLE_STRETCH_NOTE_SHARE * m.err_j):
+    if not (m.model.drift_ambiguous_k > 0 and held_j >= IDLE_STRETCH_NOTE_SHARE * m.err_j > 0):
         return ()
     how = (
         "calls that light, or an idle that moved: not moved" if m.drift_ambiguous else "the idle moved by it"
