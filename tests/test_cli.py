@@ -528,6 +528,19 @@ def test_help_and_version_whose_reader_went_away_exit_as_sigpipe_not_as_a_failed
     assert result.stdout.strip() in ("0", "141") and "Traceback" not in result.stderr, result.stderr
 
 
+def test_every_board_of_a_probe_with_a_full_stdout_is_written(tmp_path):
+    # `--device all > /dev/full` stopped after the first board's table (a review)
+    out = tmp_path / "p.json"
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "nvmeter", "probe", "--simulate", "--quick", "--device", "all",
+             "--sim-boards", "3", "--out", str(out)],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=300,
+        )  # fmt: skip
+    assert proc.returncode == 2 and "cannot write standard output" in proc.stderr.splitlines()[-1]
+    assert len(list(tmp_path.glob("p-GPU-*.json"))) == 3 and "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize("boards", [1, 3])
 def test_a_probe_whose_reader_went_away_still_writes_its_files(tmp_path, boards):
     # `nvmeter probe … | head -1`: the table met a closed pipe and ended the command before the write;

@@ -377,6 +377,23 @@ def test_marks_that_do_not_stand_for_the_window_do_not_narrow_its_state_part(see
     assert m.state_err_j >= old.state_err_j  # never narrower
 
 
+def test_the_first_look_does_not_hold_back_a_run_at_its_shortest_max_window():
+    # the first look (error model 12's quiet stretch) pushed the next back by its cost: runs of heavy
+    # calls at max_window_s 2 s, the least for three 0.5 s sub-windows, went to the limit (a review)
+    stopped = []
+    for seed in (0, 1, 3, 6):
+        board = SimulatedBoard(SimConfig(seed=seed))
+        board.set_context(True)
+
+        def call(board=board):
+            board.set_load(300.0)
+            board.clock.sleep(0.05)
+
+        m = measure(call, device=board, sync="none", idle=board.config.idle_context_w, max_window_s=2.0)
+        stopped.append(m.work_s < 1.95)
+    assert any(stopped)
+
+
 def test_measure_can_wait_for_the_temperature_to_settle():
     board = make_board(thermal_tau_s=2.0)
     m = measure(call_on(board), device=board, sync="none", settle="temperature", max_window_s=3.0)
@@ -675,7 +692,7 @@ def test_measure_s_stopping_rule_looks_at_a_mark_once_its_step_is_in(monkeypatch
     board = make_board()
     seen = []
 
-    def look(w, target):
+    def look(w, target, _first=None):
         p = w.provisional()
         seen.append((p.work_t1_s, w._marks[-1][0], len(w._inner), len(w.inner_steps())))
         return len(seen) == 3
@@ -739,7 +756,11 @@ def test_once_the_looks_end_the_estimate_alone_stops_the_run(monkeypatch):
     board = make_board()
     looks = adaptive._Looks(board)
     looks.took(1.0)
-    monkeypatch.setattr(adaptive, "_bound_within", lambda w, t: pytest.fail("no look once they ended"))
+
+    def no_look(w, target, _first=None):
+        pytest.fail("no look once they ended")
+
+    monkeypatch.setattr(adaptive, "_bound_within", no_look)
     with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
         marked_calls(w, call_on(board), 100, 12)
         board.clock.sleep(0.3)
@@ -1027,5 +1048,5 @@ def test_measure_s_rule_stops_where_no_run_length_meets_the_target(monkeypatch):
         marked_calls(w, call_on(board), 100, 12)
         board.clock.sleep(0.3)
         assert adaptive._spread_within(w, _stop(0.005), looks, 0.03)  # under the model's 0.7% floor
-        monkeypatch.setattr(adaptive, "_bound_within", lambda w, t: False)
+        monkeypatch.setattr(adaptive, "_bound_within", lambda w, t, _first=None: False)
         assert not adaptive._spread_within(w, _stop(0.05), looks, 0.03)  # reachable: the look decides

@@ -460,8 +460,7 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     net = mean - control_w
     if halfwidth is None:
         return False
-    if looks.stretch_w is None and looks.due():
-        looks.stretch_w = _stretch_w(w, looks)
+    first = _first_look(w, looks) if looks.stretch_w is None and looks.due() else None
     idle_err_w += looks.stretch_w or 0.0
     if _unreachable(model.state_floor_rel * mean + idle_err_w + control_err_w, net + halfwidth, stop.target):
         looks.why = "unreachable"
@@ -478,12 +477,13 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     looks.rel_err = rel
     if looks.ended:
         within = rel <= ESTIMATE_SHARE * stop.target
-    elif rel > stop.target or not looks.due():
+    elif rel > stop.target or not (first is not None or looks.due()):
         return False
-    else:
+    else:  # the first look's Measurement, where it was just made: a second would hold the run back
         began = time.perf_counter()
-        within = _bound_within(w, stop.target)
-        looks.took(time.perf_counter() - began)
+        within = _bound_within(w, stop.target, first)
+        if first is None:
+            looks.took(time.perf_counter() - began)
         if within is None:
             looks.why = "unreachable"
             return True
@@ -491,12 +491,19 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     return within
 
 
-def _stretch_w(w: EnergyWindow, looks: _Looks) -> float | None:
-    """The quiet stretch's offset the window's bound holds, W, from a provisional look (None: none yet)."""
+def _first_look(w: EnergyWindow, looks: _Looks) -> Measurement | None:
+    """The first provisional look (None: no mark's step yet), which sets ``looks.stretch_w``.
+
+    The quiet stretch's offset the window's bound holds (error model 12) is a part no estimate
+    sees; the look's Measurement also serves that round's bound check, which a second look would
+    have pushed back by its cost over ``LOOK_SHARE`` (runs at the shortest ``max_window_s`` went
+    to it and ended not reliable: a review, 2026-12-07).
+    """
     began = time.perf_counter()
     m = w.provisional()
     looks.took(time.perf_counter() - began)
-    return None if m is None else m.idle_stretch_w
+    looks.stretch_w = None if m is None else m.idle_stretch_w
+    return m
 
 
 def _run_s_for(windows: int, window_s: float) -> float:
@@ -534,7 +541,7 @@ def _unreachable(fixed_w: float, net_top_w: float, target: float) -> bool:
     return fixed_w > target * max(net_top_w, 0.0)
 
 
-def _bound_within(w: EnergyWindow, target: float) -> bool | None:
+def _bound_within(w: EnergyWindow, target: float, m: Measurement | None = None) -> bool | None:
     """True when the window's own bound, were it to end at its latest sub-window, fits ``target``.
 
     None when its parts no run length narrows exceed ``target`` already (:func:`_unreachable`):
@@ -545,9 +552,10 @@ def _bound_within(w: EnergyWindow, target: float) -> bool | None:
     this check two of three duty-cycled H200 runs at 2% stopped after ~3 s with bounds of
     2.05% and 2.33% (docs/window.md, call 16). The idle's part is counted twice (the span
     after the work joins it, and often reads higher); ``PROVISIONAL_SHARE`` of the target
-    leaves room for the end edge, which falls elsewhere. Per call, less the control.
+    leaves room for the end edge, which falls elsewhere. Per call, less the control. ``m``: the
+    provisional Measurement, where one was just made.
     """
-    m = w.provisional()
+    m = m or w.provisional()
     if m is None:  # no mark with a call before it has its step: nothing to judge yet
         return False
     figure_mj = abs(m.per_call_mj)  # less the control, whose bound per_call_mj_err holds
