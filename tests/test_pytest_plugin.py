@@ -397,6 +397,7 @@ class FakeMeasurement:
         self.reliable = reason is None
         self.idle = SimpleNamespace(err_w=idle_err_w)
         self.idle_part_mj = idle_err_w * 1e3 / 100  # over 1 s, 100 calls
+        self.idle_bound_w = idle_err_w
 
 
 @pytest.mark.parametrize(("idle_err_w", "words"), [(0.0, "more calls in the window"), (1.0, "do not narrow")])
