@@ -379,5 +379,5 @@ def test_a_limited_window_with_too_few_sub_windows_for_their_interval_says_whose
         calls(board, 0.6, CAP_LOAD_W, window=w)
     board.set_load(0.0)
     m = w.result
-    assert m.limited and m.subwindow_mj and m._subwindows_halfwidth_mj is None
+    assert m.limited and m.subwindow_mj and m.subwindow_halfwidth_w is None
     assert m.state_rel > m.model.state_rel and any(n.startswith("limited: state part") for n in m.notes)

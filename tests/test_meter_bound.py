@@ -379,7 +379,8 @@ def test_marks_that_do_not_stand_for_the_window_do_not_narrow_its_state_part(see
 
 def test_the_first_look_does_not_hold_back_a_run_at_its_shortest_max_window():
     # the first look (error model 12's quiet stretch) pushed the next back by its cost: runs of heavy
-    # calls at max_window_s 2 s, the least for three 0.5 s sub-windows, went to the limit (a review)
+    # calls at max_window_s 2 s, the least for three 0.5 s sub-windows, went to the limit (a review);
+    # heavy calls now take no such look, and a light run's serves its round's check too
     stopped = []
     for seed in (0, 1, 3, 6):
         board = SimulatedBoard(SimConfig(seed=seed))

@@ -403,24 +403,13 @@ def main(argv: list[str] | None = None) -> int:
     except (errors.NvmeterError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.cmd == "analyze":
+    reads = {"analyze": _analyze, "fit": _fit}
+    if args.cmd in reads:
         try:
-            return _analyze(args)
+            return reads[args.cmd](args)
         except (errors.NvmeterError, OSError, ValueError, KeyError) as exc:
             # a missing, unreadable or foreign file: one line, nothing written
-            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            if isinstance(exc, KeyError):  # a JSON file of another kind (a summary, say)
-                text = f"not a window-accuracy bench record (it has no {exc} field)"
-            name = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
-            print(f"error: {name}{text}", file=sys.stderr)
-            return 2
-    if args.cmd == "fit":
-        try:
-            return _fit(args)
-        except (errors.NvmeterError, OSError, ValueError) as exc:
-            text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            name = f"{exc.filename}: " if isinstance(exc, OSError) and exc.filename else ""
-            print(f"error: {name}{text}", file=sys.stderr)
+            print(f"error: {_one_line(exc)}", file=sys.stderr)
             return 2
     from accuracy import analysis, fitcheck
 
@@ -431,6 +420,15 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     print(fitcheck.report(result))
     return 0 if result["all_hold"] else 1
+
+
+def _one_line(exc: Exception) -> str:
+    """A file's failure to be read as a bench record, in one line."""
+    if isinstance(exc, KeyError):  # a JSON file of another kind (a summary, say)
+        return f"not a window-accuracy bench record (it has no {exc} field)"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)
 
 
 def _fit(args) -> int:

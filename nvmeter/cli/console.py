@@ -24,6 +24,10 @@ class OutputLost(Exception):
     """Standard output could not be written (a full disk, /dev/full): not a failed check."""
 
 
+class ReaderGone(OutputLost):
+    """Standard output's reader went away (`| head -1`), as rich's console saw it."""
+
+
 class _Stream:
     """The current ``sys.stdout`` or ``sys.stderr`` (looked up at each write, as rich does)."""
 
@@ -59,9 +63,10 @@ class _Stdout(Console):
     """rich's console, ending with SIGPIPE's conventional status when the reader goes away."""
 
     def on_broken_pipe(self) -> None:
-        # `nvmeter show … | head`: rich ends quietly with status 1, which reads as a failure
+        # `nvmeter show … | head`: rich ends with SystemExit(1), which reads as a failure and passes
+        # every handler; the console is quiet from then on, and the guard ends the command with 141
         self.quiet = True
-        raise SystemExit(stdout_lost(BrokenPipeError()))
+        raise ReaderGone("standard output's reader went away")
 
 
 # plain text on standard output (markdown, JSON, a path) goes through it too: a full or broken
@@ -103,7 +108,7 @@ def stdout_lost(exc: Exception) -> int:
     /dev/null, so that Python's flush at exit does not fail again.
     """
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    if isinstance(exc, BrokenPipeError):
+    if isinstance(exc, (BrokenPipeError, ReaderGone)):
         return STDOUT_GONE
     say_line(f"nvmeter: cannot write standard output: {getattr(exc, 'strerror', None) or exc}")
     return 2

@@ -131,7 +131,7 @@ def probe(
     # every file checked before the first board is touched
     claims = [records.claim(path, kind="probe") for path in paths]
     failed: list[errors.NvmeterError] = []
-    lost: BaseException | None = None
+    lost: console.OutputLost | None = None
     for board, claimed in zip(boards, claims, strict=True):
         try:
             _probe_one(Rig.around(board), claimed, quick, only, cache)
@@ -139,11 +139,9 @@ def probe(
         except (errors.TelemetryError, errors.WorkerError, errors.UsageError) as exc:
             say_line(f"nvmeter: {board.identity().uuid}: {exc}")
             failed.append(exc)
-        # stdout's reader went (`| head -1`: rich exits 141, quiet from then on) or stdout is full, after
-        # this board's record was written: the others are still probed and written (reviews, 2026-12-07)
-        except (SystemExit, console.OutputLost) as exc:
-            if isinstance(exc, SystemExit) and exc.code != console.STDOUT_GONE:
-                raise
+        # stdout's reader went (`| head -1`) or stdout is full, after this board's record was
+        # written: the others are still probed and written (reviews, 2026-12-07)
+        except console.OutputLost as exc:
             lost = lost or exc
     if failed:  # a board's failure, said on stderr, outranks the lost output in the exit status
         raise typer.Exit(failed[0].exit_code)

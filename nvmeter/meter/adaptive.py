@@ -428,7 +428,7 @@ class _Looks:
         self.rel_err: float | None = None  # the stopping rule's latest estimate (for progress)
         self.why = ""  # why the run ended, once it has (for progress)
         # the quiet stretch's offset before the run that its bound holds, W, once a look read it
-        # (error model 12; no estimate sees it: light calls ran to max_window_s, a review 2026-12-07)
+        # (error model 12, light calls only; no estimate sees it: they ran to max_window_s, a review)
         self.stretch_w: float | None = None
 
     def due(self) -> bool:
@@ -460,7 +460,10 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     net = mean - control_w
     if halfwidth is None:
         return False
-    first = _first_look(w, looks) if looks.stretch_w is None and looks.due() else None
+    # a quiet stretch before the run is light calls' only (heavier warm-up calls break it): no look,
+    # which holds the next call back, for calls that draw more than the model's ambiguous rise
+    light = mean < model.drift_ambiguous_k * model.local_idle_band_w
+    first = _first_look(w, looks) if light and looks.stretch_w is None and looks.due() else None
     idle_err_w += looks.stretch_w or 0.0
     if _unreachable(model.state_floor_rel * mean + idle_err_w + control_err_w, net + halfwidth, stop.target):
         looks.why = "unreachable"

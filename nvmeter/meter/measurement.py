@@ -53,7 +53,7 @@ from nvmeter.boards.profile import H200_V1, BoardProfile, default_profile
 from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample
 from nvmeter.meter import errormodel, fold, reasons, sanity, spread
 from nvmeter.meter.baseline import IdleBaseline
-from nvmeter.meter.series import CounterSeries, integrate_samples_j, samples_from_dict, samples_to_dict
+from nvmeter.meter.series import CounterSeries, Step, integrate_samples_j, samples_from_dict, samples_to_dict
 from nvmeter.meter.span import AlignedSpan
 
 SCHEMA_VERSION = 7
@@ -526,9 +526,9 @@ class Measurement:
         if not (m.drift_ambiguous_k > 0 and self._quiet_offset_w != 0.0):
             return False
         t1_s = self.work_t1_s + self.profile.sample_spacing_s
-        work_w = [s.power_w for s in self.samples if self.work_t0_s <= s.t_s <= t1_s]
+        powers_w = [s.power_w for s in self.samples if self.work_t0_s <= s.t_s <= t1_s]
         rise_w = m.drift_ambiguous_k * m.local_idle_band_w
-        return not work_w or max(work_w) - self.idle.samples_power_w < rise_w
+        return not powers_w or max(powers_w) - self.idle.samples_power_w < rise_w
 
     @functools.cached_property
     def _quiet_offset_w(self) -> float:
@@ -746,9 +746,9 @@ class Measurement:
         above, m = abs(self.above_idle_j), self.model
         if not math.isfinite(above):
             return math.nan
-        halfwidth_mj = self._subwindows_halfwidth_mj
-        if halfwidth_mj is not None:
-            term = self._subwindows_state_j(halfwidth_mj * self.calls / 1e3 / self.work_s, above)
+        halfwidth_w = self.subwindow_halfwidth_w
+        if halfwidth_w is not None:
+            term = self._subwindows_state_j(halfwidth_w, above)
         else:
             term = self._unmarked_state_rel(self.work_s) * above
         if self.transient and self.work_s > 0:
@@ -777,7 +777,7 @@ class Measurement:
         floor_j = m.state_floor_rel * above_j
         if not m.uncovered_state:
             return halfwidth_w * self.work_s + floor_j
-        steps = spread.boundaries(self)
+        steps = self.subwindow_steps
         joined = spread.join_short(steps, m.subwindow_min_periods * self.profile.counter_period_s)
         joined_w = halfwidth_w if joined is steps else spread.state_halfwidth_w(joined, self.idle_w, m)
         halfwidth_w = max(halfwidth_w, joined_w or 0.0)
@@ -790,9 +790,16 @@ class Measurement:
         return term
 
     @functools.cached_property
-    def _subwindows_halfwidth_mj(self) -> float | None:
-        """The sub-windows' interval, mJ a call, where there are enough of them to set the state part."""
-        return spread.state_halfwidth_mj(self)
+    def subwindow_steps(self) -> list[Step]:
+        """The in-work counter steps that cut the sub-windows, in time order (:func:`spread.boundaries`)."""
+        return spread.boundaries(self)
+
+    @functools.cached_property
+    def subwindow_halfwidth_w(self) -> float | None:
+        """The sub-windows' Student-t half-width, W of the run's mean power (None: too few of them)."""
+        if not self.calls or not self.work_s > 0:
+            return None
+        return spread.state_halfwidth_w(self.subwindow_steps, self.idle_w, self.model)
 
     @functools.cached_property
     def state_rel(self) -> float:

@@ -168,7 +168,7 @@ def _fixed_note(m) -> str:
     figure = abs(m.per_call_mj)
     if m.max_rel_err is None or not figure > 0:
         return ""
-    floor = m.model.state_floor_rel if m._subwindows_halfwidth_mj is not None else 0.0
+    floor = m.model.state_floor_rel if m.subwindow_halfwidth_w is not None else 0.0
     if floor > m.max_rel_err:
         return f" (under the error model's floor of {floor:.1%} for a run of sub-windows, at any length)"
     idle_rel = m.idle_part_mj / figure
@@ -232,7 +232,7 @@ def notes(m) -> tuple[str, ...]:
 def _cap_note(m) -> tuple[str, ...]:
     """Where a limited window's state part came from (error model 10), when the spread set it."""
     model = m.model
-    if m.calls == 0 or m._subwindows_halfwidth_mj is not None or not m.state_rel > model.state_rel:
+    if m.calls == 0 or m.subwindow_halfwidth_w is not None or not m.state_rel > model.state_rel:
         return ()
     measured = bool(m.profile.cap_spread)
     whose = (
@@ -268,15 +268,14 @@ IDLE_STRETCH_NOTE_SHARE = 0.25
 
 def _idle_stretch_note(m) -> tuple[str, ...]:
     """Where the quiet stretch before the window (error model 12) takes much of the bound, what it is."""
-    offset_w = m._quiet_offset_w
-    held_j = abs(offset_w) * m.window_s
-    if not (m.model.drift_ambiguous_k > 0 and held_j >= IDLE_STRETCH_NOTE_SHARE * m.err_j > 0):
+    held_j = m.idle_stretch_w * m.window_s  # 0 before error model 12
+    if not held_j >= IDLE_STRETCH_NOTE_SHARE * m.err_j > 0:
         return ()
     how = (
         "calls that light, or an idle that moved: not moved" if m.drift_ambiguous else "the idle moved by it"
     )
     return (
-        f"the board read {offset_w:+.1f} W against the idle right before the window ({how}); "
+        f"the board read {m._quiet_offset_w:+.1f} W against the idle right before the window ({how}); "
         f"{held_j:,.1f} J of the bound holds either reading",
     )
 

@@ -130,7 +130,7 @@ def subwindow_mj(m: Measurement, steps: list[Step] | None = None) -> tuple[float
     if not m.calls or not m.work_s > 0:
         return ()
     mj_per_w = m.work_s / m.calls * 1e3
-    steps = boundaries(m) if steps is None else steps
+    steps = m.subwindow_steps if steps is None else steps
     return tuple(above_w * mj_per_w - m.control_mj for above_w, _ in powers_above(steps, m.idle_w))
 
 
@@ -142,9 +142,7 @@ def state_halfwidth_mj(m: Measurement) -> float | None:
     of sub-windows, at the model's confidence (:func:`state_halfwidth_w`, per call). None
     with fewer than ``min_subwindows``.
     """
-    if not m.calls or not m.work_s > 0:
-        return None
-    halfwidth_w = state_halfwidth_w(boundaries(m), m.idle_w, m.model)
+    halfwidth_w = m.subwindow_halfwidth_w  # None without calls or time
     return None if halfwidth_w is None else halfwidth_w * m.work_s / m.calls * 1e3
 
 
@@ -230,7 +228,7 @@ def drift(m: Measurement) -> Drift | None:
         return None
     from scipy import stats
 
-    edges = boundaries(m)
+    edges = m.subwindow_steps
     mids = [(a[0] + b[0]) / 2 for a, b in itertools.pairwise(edges) if b[0] > a[0]][: len(values)]
     fit = stats.linregress(mids, values)
     halfwidth = state_halfwidth_mj(m)
