@@ -234,6 +234,16 @@ def _family_coverage(d: dict) -> dict:
     return d
 
 
+def _family_run_level(d: dict) -> dict:
+    """Probe v8 and profile v3 had no run level: their board family's default, as they derive today."""
+    from nvmeter.boards.profile import default_profile
+
+    if isinstance(d.get("profile"), dict) and isinstance(d.get("board"), dict):
+        level = default_profile(str(d["board"].get("name", ""))).run_level_rel
+        d["profile"].setdefault("run_level_rel", level)
+    return d
+
+
 PROBE = Format(
     "probe",
     (
@@ -274,6 +284,13 @@ PROBE = Format(
             "`profile.counter_coverage`: the share of each counter period the counter senses (error "
             "model 11); the family's default when upgraded",
             _family_coverage,
+        ),
+        Version(
+            9,
+            "the run-level probe (`probes.run_levels`, opt-in: `nvmeter probe --run-levels`); "
+            "`profile.run_level_rel`: how far one run's per-call energy may sit from the same calls' "
+            "other runs (error model 13); the family's default when upgraded",
+            _family_run_level,
         ),
     ),
     verifier="nvmeter.probes.report:load_report",
@@ -595,6 +612,11 @@ PROFILE = Format(
             3,
             "`profile.counter_coverage` (error model 11); the family's default when upgraded",
             _family_coverage,
+        ),
+        Version(
+            4,
+            "`profile.run_level_rel` (error model 13); the family's default when upgraded",
+            _family_run_level,
         ),
     ),
 )

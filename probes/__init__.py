@@ -10,9 +10,9 @@ The schedule, not this order, decides when each thing is measured: the no-contex
 measurements first, each span made once for every probe that uses it.
 """
 
-from . import bursts, cadence, capspread, idle, polling, read_cost, reference, samples, step
+from . import bursts, cadence, capspread, idle, polling, read_cost, reference, runlevels, samples, step
 
-ALL = (read_cost, polling, idle, samples, step, bursts, reference, cadence, capspread)
+ALL = (read_cost, polling, idle, samples, step, bursts, reference, cadence, capspread, runlevels)
 BY_NAME = {m.NAME: m for m in ALL}
 RECORDS = {
     "read_cost": read_cost.ReadCost,
@@ -24,6 +24,7 @@ RECORDS = {
     "reference": reference.Reference,
     "cadence": cadence.Cadence,
     "cap_spread": capspread.CapSpread,
+    "run_levels": runlevels.RunLevels,
 }
 
 
@@ -35,7 +36,7 @@ def offered(quick: bool) -> tuple:
 def selected(quick: bool) -> tuple:
     """The probes a run makes unless told which: those offered, less the opt-in ones.
 
-    The cap-spread probe is opt-in (``--cap-spread``, or named in ``--only``): its ~30 s at the
-    power cap would take a full run past issue 16's 60 s.
+    The cap-spread and run-level probes are opt-in (``--cap-spread``, ``--run-levels``, or named in
+    ``--only``): their ~30 s and ~45 s would take a full run past issue 16's 60 s.
     """
     return tuple(m for m in offered(quick) if not getattr(m, "OPT_IN", False))

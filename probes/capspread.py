@@ -220,7 +220,7 @@ class CapSpread:
         )
 
 
-def check_marks(run) -> None:
+def check_marks(run, what: str = "the cap-spread load") -> None:
     """Refuse a load whose marks no worker writes (they decide every block's products).
 
     Raises:
@@ -229,7 +229,7 @@ def check_marks(run) -> None:
             ending at the run's products.
     """
     if not isinstance(run, MarkedRun) or run.dtype not in DTYPES:
-        raise errors.RecordError(f"the cap-spread load is not a marked run of {'/'.join(DTYPES)} products")
+        raise errors.RecordError(f"{what} is not a marked run of {'/'.join(DTYPES)} products")
     t, n = np.asarray(run.mark_t_s, dtype=float), np.asarray(run.mark_products)
     fine = (
         len(t) > 1
@@ -245,7 +245,7 @@ def check_marks(run) -> None:
     )
     if not fine:
         raise errors.RecordError(
-            "the cap-spread load's marks are not a worker's: each chunk's end must be finite, rising "
+            f"{what}'s marks are not a worker's: each chunk's end must be finite, rising "
             f"and inside the run, its products whole, rising by at most {CHUNK} and ending at the "
             f"run's {run.matmuls}"
         )

@@ -62,4 +62,17 @@ def _cap_spread(d: dict, _base: BoardProfile) -> dict:
     return {"cap_spread": spread} if spread else {}
 
 
-_FIGURES = {"cadence": _cadence, "polling": _polling, "samples": _samples, "cap_spread": _cap_spread}
+def _run_levels(d: dict, _base: BoardProfile) -> dict:
+    from nvmeter.probes.runlevels import profile_level
+
+    level = profile_level(d)
+    return {} if level is None else {"run_level_rel": level}
+
+
+_FIGURES = {
+    "cadence": _cadence,
+    "polling": _polling,
+    "samples": _samples,
+    "cap_spread": _cap_spread,
+    "run_levels": _run_levels,
+}

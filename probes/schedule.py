@@ -90,6 +90,10 @@ class Plan:
         cap_lead_s: bf16 products before each run's poll: the limiter's overshoot after a start,
             and the 2 s look-back of error model 6, are over.
         cap_s: Each run's poll through those products.
+        level_starts: The run-level probe's runs of FP32 products, each after a pause.
+        level_pause_s: The board idle (context open) before each of those runs.
+        level_lead_s: FP32 products before each run's poll: ``measure()``'s own warm-up.
+        level_s: Each run's poll through those products.
 
     """
 
@@ -111,6 +115,13 @@ class Plan:
     cap_pause_s: float = 1.0
     cap_lead_s: float = 2.5
     cap_s: float = 6.0
+    # eight runs after a short pause, as measure() runs follow one another: 2.5 s of warm-up as
+    # measure()'s own, then 2 s polled (its three 0.5 s sub-windows and their edges); a second
+    # level showed from the first 0.25 s of a run to its end (results/enclose/call79-*-levels.txt)
+    level_starts: int = 8
+    level_pause_s: float = 0.5
+    level_lead_s: float = 2.5
+    level_s: float = 2.0
 
 
 # The full run. What each length does to today's figures, from the raw series of the committed
@@ -186,7 +197,7 @@ class Load:
 
 @dataclass(frozen=True)
 class CapLoad:
-    """The cap-spread probe's runs: per run the counter's reads around each step and the job; the states."""
+    """Marked runs (cap spread, run levels): per run the counter reads about each step and the job; states."""
 
     counters: tuple
     runs: tuple
@@ -402,30 +413,60 @@ CAP_N = 8192
 CAP_STATE_EVERY_S = 1.0
 
 
+@dataclass(frozen=True)
+class MarkedLoad:
+    """Runs of marked products, each after a pause: how many, of what, and for how long.
+
+    Attributes:
+        n: The products' size (n x n).
+        dtype: ``"fp32"`` or ``"bf16"``.
+        starts: Runs.
+        pause_s: The board idle (context open) before each run, s.
+        lead_s: Products before each run's poll, s.
+        poll_s: Each run's poll through the products, s.
+    """
+
+    n: int
+    dtype: str
+    starts: int
+    pause_s: float
+    lead_s: float
+    poll_s: float
+
+
 def _cap_load(s: Session) -> CapLoad:
     p = s.plan
+    return _marked_load(s, MarkedLoad(CAP_N, "bf16", p.cap_starts, p.cap_pause_s, p.cap_lead_s, p.cap_s))
+
+
+def _level_load(s: Session) -> CapLoad:
+    p = s.plan
+    load = MarkedLoad(LOAD_N, "fp32", p.level_starts, p.level_pause_s, p.level_lead_s, p.level_s)
+    return _marked_load(s, load)
+
+
+def _marked_load(s: Session, load: MarkedLoad) -> CapLoad:
     worker = s.context()
     counters, runs, states = [], [], []
-    for k in range(p.cap_starts):
+    for k in range(load.starts):
         s.after_load()
-        s.clock.sleep(p.cap_pause_s)  # the pause each window after a pause follows
-        s.rig.on_phase(f"run {k + 1} of {p.cap_starts}: {p.cap_lead_s:g} s to settle, {p.cap_s:g} s polled")
-        counter, run = _cap_run(s, worker, states)
+        s.clock.sleep(load.pause_s)  # the pause each window after a pause follows
+        s.rig.on_phase(f"run {k + 1} of {load.starts}: {load.lead_s:g} s to settle, {load.poll_s:g} s polled")
+        counter, run = _marked_run(s, worker, states, load)
         counters.append(counter)
         runs.append(run)
     return CapLoad(tuple(counters), tuple(runs), tuple(states))
 
 
-def _cap_run(s: Session, worker, states: list):
-    """One run of bf16 products: the lead, then the counter polled (the state read between polls)."""
-    p = s.plan
+def _marked_run(s: Session, worker, states: list, load: MarkedLoad):
+    """One run of products: the lead, then the counter polled (the state read between polls)."""
     job = worker.matmul(
-        CAP_N, "random", seconds=p.cap_lead_s + p.cap_s + JOB_SLACK_S, dtype="bf16", marks=True
+        load.n, "random", seconds=load.lead_s + load.poll_s + JOB_SLACK_S, dtype=load.dtype, marks=True
     )
     try:
-        s.clock.sleep(p.cap_lead_s)
+        s.clock.sleep(load.lead_s)
         kept = []
-        end_s = s.clock.now() + p.cap_s
+        end_s = s.clock.now() + load.poll_s
         while (left_s := end_s - s.clock.now()) > 0:
             states.append(s.board.state())
             kept.append(_bracketing(poll_counter(s.board, s.clock, min(CAP_STATE_EVERY_S, left_s))))
@@ -488,6 +529,7 @@ STEPS = (
     Step("context_poll", "counter polled, context", True, _context_poll),
     # last: an idle span after ~30 s at the cap would read a board still warm
     Step("cap_load", "bf16 products at the power cap", True, _cap_load),
+    Step("level_load", "FP32 products, restarted", True, _level_load),
 )
 BY_NAME = {s.NAME: s for s in STEPS}
 
@@ -540,6 +582,7 @@ def expected_s(quick: bool, needs: set[str], plan_: Plan | None = None) -> float
         "step": sum(step_s),
         "context_poll": cadence_s,
         "cap_load": p.cap_starts * (p.after_load_s + p.cap_pause_s + p.cap_lead_s + p.cap_s),
+        "level_load": p.level_starts * (p.after_load_s + p.level_pause_s + p.level_lead_s + p.level_s),
     }
     total = sum(costs[name] for name in needs)
     context_steps = [s.NAME for s in STEPS if s.context and s.NAME in needs]

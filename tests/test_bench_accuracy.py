@@ -1299,7 +1299,7 @@ def test_the_step_log_note_counts_logged_windows_that_found_no_step():
 
 
 def test_measure_at_two_percent_stops_only_once_its_own_bound_fits(tmp_path):
-    """The bench's duty-cycled twin at measure()'s default 2%: reliable, or run to its longest window.
+    """The bench's duty-cycled twin at 5% (measure()'s default): reliable, or run to its longest window.
 
     Before the provisional check, 2 of 3 such runs stopped after ~3 s with bounds of 2.2-2.3%
     (and 2 of 3 on an H200: docs/window.md, call 16).
@@ -1307,7 +1307,7 @@ def test_measure_at_two_percent_stops_only_once_its_own_bound_fits(tmp_path):
     out = tmp_path / "m.json"
     config = runner.Config(
         kinds=("duty",), budget_s=120.0, verbose=False, only=("measure",), measure_runs=3,
-        target_rel_err=0.02, measure_max_window_s=12.0, exit="return", enclose=True, zeus=False,
+        target_rel_err=0.05, measure_max_window_s=12.0, exit="return", enclose=True, zeus=False,
     )  # fmt: skip
     runner.run(out, config, board=_board(seed=config.seed))  # the seed `run --simulate` uses
     units = [u for u in json.loads(out.read_text())["kinds"]["duty"]["units"] if u["type"] == "measure"]

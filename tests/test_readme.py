@@ -40,4 +40,4 @@ def test_the_simulated_board_example_runs_as_written_and_reads_its_40_ms_at_550_
     per_call_mj, err_mj = float(figure.replace(",", "")), float(err.replace(",", ""))
     truth_mj = 550.0 * 0.04 * 1e3
     assert abs(window.per_call_mj - truth_mj) <= window.per_call_mj_err
-    assert abs(per_call_mj - truth_mj) <= err_mj and err_mj / per_call_mj < 0.02  # measure()'s default target
+    assert abs(per_call_mj - truth_mj) <= err_mj and err_mj / per_call_mj < 0.05  # measure()'s default target

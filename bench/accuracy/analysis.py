@@ -42,6 +42,9 @@ PROFILE_CHANGES: dict = {}
 # A board's cap spread by UUID, from its cap-spread probe (``analyze --cap-probe``): replaces the
 # profile's (model 10 reads it), so windows recorded before the probe are read with its figure.
 CAP_SPREADS: dict[str, tuple] = {}
+# A board's run level by UUID, from its run-level probe (``analyze --level-probe``): replaces the
+# profile's (model 13 reads it), so windows recorded before the probe are read with its figure.
+RUN_LEVELS: dict[str, float] = {}
 # Read every window without a probe's figure with its family's current cap-spread defaults, not the
 # ones it was recorded with (``analyze --cap-defaults``: what an unprobed board is told now).
 CAP_DEFAULTS = False
@@ -139,6 +142,8 @@ def measurement(raw: dict, idle, model_version: int | None = None):
         m = replace(m, profile=m.profile.with_(cap_spread=CAP_SPREADS[m.device.uuid]))
     elif CAP_DEFAULTS:
         m = replace(m, profile=m.profile.with_(cap_spread=default_profile(m.device.name).cap_spread))
+    if m.device.uuid in RUN_LEVELS:
+        m = replace(m, profile=m.profile.with_(run_level_rel=RUN_LEVELS[m.device.uuid]))
     return m
 
 

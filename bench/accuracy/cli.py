@@ -306,6 +306,14 @@ def _parser() -> argparse.ArgumentParser:
             "(error model 10; repeatable, one a board)",
         )
         q.add_argument(
+            "--level-probe",
+            type=Path,
+            action="append",
+            default=[],
+            help="a probe file with the run-level probe: its board's windows read with its run level "
+            "(error model 13; repeatable, one a board)",
+        )
+        q.add_argument(
             "--cap-defaults",
             action="store_true",
             help="read the other boards' windows with their family's current cap-spread defaults, not "
@@ -326,6 +334,11 @@ def _profile_changes(args) -> None:
         if "cap_spread" not in report.probes:
             raise errors.UsageError(f"{path} holds no cap-spread probe (nvmeter probe --cap-spread)")
         analysis.CAP_SPREADS[report.board.uuid] = report.profile().cap_spread
+    for path in args.level_probe:
+        report = load_report(path)
+        if "run_levels" not in report.probes:
+            raise errors.UsageError(f"{path} holds no run-level probe (nvmeter probe --run-levels)")
+        analysis.RUN_LEVELS[report.board.uuid] = report.profile().run_level_rel
     analysis.CAP_DEFAULTS = args.cap_defaults
 
 

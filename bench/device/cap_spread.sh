@@ -14,6 +14,10 @@
 #            150; MEASURE_RUNS of them): the H100s' one measure() cell under 95% (10 of 11), and
 #            GPU-0e2e6fe6's 2 of 8 (call 67). FP32M_MAX_S (default 8), FP32M_WARMUP_S and
 #            FP32M_MIN_WINDOWS set measure()'s max_window_s, warmup_s and min_windows.
+#   levels:  error model 13's check: `nvmeter probe --only run_levels` (kept in the user cache, as a
+#            user's would be), then measure() runs at 2% of LEVELS_KINDS (default fp32,copy,duty;
+#            MEASURE_RUNS each, default 6) against enclosing references (LEVELS_S of budget, default
+#            240): the probe's figure held by work it was not measured on.
 # Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [MEASURE_RUNS=4] [LEAD10_S=120]
 #   [STEPS="probe enclose gpu rest"] bash bench/device/cap_spread.sh
 #   (short of device time: STEPS="probe gpu enclose" runs the tests before the bench)
@@ -67,6 +71,20 @@ step_fp32measure() {
   tail -2 "$W/fp32measure.log"
 }
 
+step_levels() {
+  { header 0; timeout 120 nvmeter probe --only run_levels --out "$W/levels-probe.json"; echo "probe rc=$?"; } \
+    > "$W/levels-probe.log" 2>&1
+  tail -3 "$W/levels-probe.log"
+  {
+    header 0
+    timeout $((${LEVELS_S:-240} + 45)) python3 bench/window_accuracy.py run --kinds "${LEVELS_KINDS:-fp32,copy,duty}" \
+      --only measure --enclose --no-zeus --quiet --budget-s "${LEVELS_S:-240}" --measure-runs "${MEASURE_RUNS:-6}" \
+      --measure-target 0.02 --measure-max-s 8 --out "$W/levels.json"
+    echo "run rc=$?"
+  } > "$W/levels.log" 2>&1
+  tail -2 "$W/levels.log"
+}
+
 step_gpu() { gpu_tests "$W/gpu-tests.log" 200 tests/test_gpu.py; }
 
 step_rest() {
@@ -77,7 +95,7 @@ step_rest() {
 
 STEPS=${STEPS:-probe enclose gpu rest}
 for step in $STEPS; do  # before the install: a typo costs no device time
-  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, gpu, rest)"; exit 2; }
+  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, levels, gpu, rest)"; exit 2; }
 done
 install
 mkdir -p "$W"

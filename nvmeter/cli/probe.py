@@ -97,6 +97,15 @@ def probe(
             "windows the board limits; without it, the family's wider defaults).",
         ),
     ] = False,
+    run_levels: Annotated[
+        bool,
+        bool_flag(
+            "--run-levels",
+            help="Also run the run-level probe: ~45 s of FP32 products restarted eight times, which "
+            "measure how far one whole run's calls may cost from another's on this board (its figure is "
+            "the floor of every window's state part; without it, the family's wider default, 3% on Hopper).",
+        ),
+    ] = False,
     sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,
 ) -> None:
     """Characterise the board's telemetry and write a probe record (a minute a board; simulated, a second)."""
@@ -108,10 +117,15 @@ def probe(
     names = [name.strip() for given in only or () for name in given.split(",") if name.strip()]
     if only is not None and not names:
         raise errors.UsageError(f"--only takes probe names: {', '.join(PROBE_NAMES)}")
-    if cap_spread:
+    # (wanted, its flag, the probe's name, in words)
+    opted = (
+        (cap_spread, "--cap-spread", "cap_spread", "cap-spread"),
+        (run_levels, "--run-levels", "run_levels", "run-level"),
+    )
+    for _, flag, name, label in (o for o in opted if o[0]):
         if quick:
-            raise errors.UsageError("--quick skips the cap-spread probe; run --cap-spread without --quick")
-        names = list(dict.fromkeys([*(names or [m.NAME for m in selection(False)]), "cap_spread"]))
+            raise errors.UsageError(f"--quick skips the {label} probe; run {flag} without --quick")
+        names = list(dict.fromkeys([*(names or [m.NAME for m in selection(False)]), name]))
     only = names or None
     selection(quick, tuple(only or ()))  # bad names fail before a board is opened
     from nvmeter.boards.protocol import names_all

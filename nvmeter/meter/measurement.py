@@ -774,7 +774,7 @@ class Measurement:
         piece's length.
         """
         m = self.model
-        floor_j = m.state_floor_rel * above_j
+        floor_j = self.floor_rel * above_j
         if not m.uncovered_state:
             return halfwidth_w * self.work_s + floor_j
         steps = self.subwindow_steps
@@ -815,12 +815,28 @@ class Measurement:
     def _state_rel_at(self, length_s: float) -> float:
         """:attr:`state_rel` for a window of ``length_s`` on this board in this state."""
         m = self.model
+        least = max(m.state_rel, self.run_level_rel)
         if not (m.cap_spread_k > 0 and self.limited and length_s > 0):
-            return m.state_rel
+            return least
         spread_rel = self.profile.cap_spread_rel(length_s)
         if spread_rel is None:  # a profile from before the cap spread
             spread_rel = default_profile(self.device.name).cap_spread_rel(length_s)
-        return max(m.state_rel, m.cap_spread_k * spread_rel)
+        return max(least, m.cap_spread_k * spread_rel)
+
+    @functools.cached_property
+    def run_level_rel(self) -> float:
+        """How far this run's level may sit from the calls' steady one, share of the energy above idle.
+
+        The profile's run level (the family's where it has none) from error model 13; 0 before.
+        """
+        if not self.model.run_level:
+            return 0.0
+        return self.profile.run_level_or(self.device.name)
+
+    @property
+    def floor_rel(self) -> float:
+        """The state part's floor for a window of sub-windows (:func:`errormodel.floor_rel`)."""
+        return errormodel.floor_rel(self.model, self.run_level_rel)
 
     @property
     def reading_err_j(self) -> float:
@@ -869,7 +885,7 @@ class Measurement:
         (head, tail), (head_0, tail_0) = self._cuts_j, self._pro_rata_cuts_j
         shift_j = (head - tail) - (head_0 - tail_0)
         m = self.model
-        shares = self.state_rel + m.state_floor_rel + m.limited_rel + m.transient_rel
+        shares = self.state_rel + self.floor_rel + m.limited_rel + m.transient_rel
         return abs(shift_j) * (1 + shares) if math.isfinite(shift_j) else 0.0
 
     def _outside_w(self, t_s: float, edge_w: float, before: bool) -> float:

@@ -168,16 +168,27 @@ def _fixed_note(m) -> str:
     figure = abs(m.per_call_mj)
     if m.max_rel_err is None or not figure > 0:
         return ""
-    floor = m.model.state_floor_rel if m.subwindow_halfwidth_w is not None else 0.0
+    floor = m.floor_rel if m.subwindow_halfwidth_w is not None else 0.0
     if floor > m.max_rel_err:
+        if floor > m.model.state_floor_rel:
+            return f" (under {_run_level_words(m)}, at any length)"
         return f" (under the error model's floor of {floor:.1%} for a run of sub-windows, at any length)"
     idle_rel = m.idle_part_mj / figure
     if floor + idle_rel <= m.max_rel_err:
         return ""
     idle = f"the idle's own bound, ±{m.idle_bound_w:.2f} W, {idle_rel:.1%} of the figure,"
-    parts = f"{idle} and the error model's floor, {floor:.1%}, exceed" if floor else f"{idle} exceeds"
+    name = "the board's run level" if floor > m.model.state_floor_rel else "the error model's floor"
+    parts = f"{idle} and {name}, {floor:.1%}, exceed" if floor else f"{idle} exceeds"
     too_little = ": the calls draw too little above idle for it" if idle_rel > m.max_rel_err else ""
     return f" ({parts} the target at any run length{too_little})"
+
+
+def _run_level_words(m) -> str:
+    """The run level as a reason names it: its share, where it comes from, and what narrows it."""
+    words = f"the board's run level, {m.run_level_rel:.1%} ({m.profile.source})"
+    if m.profile.source.startswith("defaults:"):
+        words += ": `nvmeter probe --run-levels` measures this board's own"
+    return words
 
 
 def _control_note(m) -> str:
@@ -232,7 +243,8 @@ def notes(m) -> tuple[str, ...]:
 def _cap_note(m) -> tuple[str, ...]:
     """Where a limited window's state part came from (error model 10), when the spread set it."""
     model = m.model
-    if m.calls == 0 or m.subwindow_halfwidth_w is not None or not m.state_rel > model.state_rel:
+    least = max(model.state_rel, m.run_level_rel)  # what the window's part is without the cap
+    if m.calls == 0 or m.subwindow_halfwidth_w is not None or not m.state_rel > least:
         return ()
     measured = bool(m.profile.cap_spread)
     whose = (

@@ -1,0 +1,114 @@
+"""Run levels: the board profile's figure, the probe that measures it, error model 13."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+from simboards import LEVEL_PROBED
+from test_meter_bound import CALL_S, LOAD_W, call_on, calls, idle_of, make_board
+
+from nvmeter import errors, probes, records
+from nvmeter.boards import profile as profiles
+from nvmeter.boards.simulated import SimConfig, SimulatedBoard
+from nvmeter.meter import errormodel
+from nvmeter.meter.adaptive import measure
+from nvmeter.meter.window import EnergyWindow
+from nvmeter.probes import runlevels
+from nvmeter.probes.report import load_report, run_probes
+from nvmeter.worker.rig import Rig
+from nvmeter.worker.simulated import SimWorker
+
+# As on the H100 of call 79: whole runs 2.5% above the level the references took, about one in three
+SECOND = {"second_level_rel": 0.025, "second_level_p": 0.4}
+TRUTH_MJ = LOAD_W * CALL_S * 1e3  # the lower level's per-call energy above idle
+
+
+def probe(seed: int, **config):
+    board = SimulatedBoard(SimConfig(seed=seed, **config))
+    return run_probes(Rig(board, lambda: SimWorker(board)), only=("run_levels",))
+
+
+def runs_of(board, n: int, **kwargs) -> list:
+    """``n`` measure() runs, each after its own idle span (a pause: a new start, a new level)."""
+    return [measure(call_on(board), device=board, sync="none", **kwargs) for _ in range(n)]
+
+
+def test_model_13_holds_runs_at_a_second_level_that_model_12_misses():
+    runs = runs_of(make_board(**SECOND), 6)
+    upper = [m for m in runs if m.per_call_mj > TRUTH_MJ * 1.015]
+    assert 1 <= len(upper) < len(runs)  # both levels ran (1 of 6 upper when written, +2.58%)
+    for m in runs:
+        assert m.model_version == errormodel.CURRENT == 13 and m.reliable, m.reason
+        assert abs(m.per_call_mj - TRUTH_MJ) <= m.per_call_mj_err  # the family's 3%: the unprobed board
+        assert m.floor_rel == m.run_level_rel == profiles.HOPPER.run_level_rel
+    old = [replace(m, model_version=12) for m in upper]
+    assert all(abs(m.per_call_mj - TRUTH_MJ) > m.per_call_mj_err for m in old)  # their own runs agreed
+    assert all(m.floor_rel == m.model.state_floor_rel == 0.007 for m in old)  # records keep their model
+
+
+def test_a_window_without_sub_windows_takes_the_run_level_as_its_least_state_share():
+    board = make_board()
+    calls(board, 2.5)
+    with EnergyWindow(board, idle=idle_of(board), sync="none") as w:
+        calls(board, 0.5, window=w)
+    m = w.result
+    assert not m.transient and not m.limited and m.subwindow_halfwidth_w is None
+    assert m.state_rel == profiles.HOPPER.run_level_rel > errormodel.model(13).state_rel
+    assert m.state_err_j == pytest.approx(0.03 * m.above_idle_j)
+    assert replace(m, model_version=12).state_rel == errormodel.model(12).state_rel == 0.007
+
+
+def test_the_probe_sees_a_second_level_and_the_profile_keeps_its_figure():
+    plain, leveled = probe(3), probe(3, **SECOND)
+    flat, two = plain.probes["run_levels"].derived(), leveled.probes["run_levels"].derived()
+    assert flat["runs"] == two["runs"] == 8
+    # no second level: the runs' scatter, under the error model's own floor
+    assert flat["run_level_rel"] < errormodel.model(13).state_floor_rel
+    assert 0.02 < two["max_offset_rel"] < 0.03  # 2.5% apart (which level the median took does not matter)
+    assert two["run_level_rel"] == pytest.approx(runlevels.MARGIN * two["max_offset_rel"])
+    assert leveled.profile().run_level_rel == pytest.approx(two["run_level_rel"])
+    assert "run_levels" in leveled.profile().source
+    # a board whose probe kept a figure: a window on it takes that, not the family's
+    board = make_board(**SECOND)
+    m = measure(call_on(board), device=board, sync="none", profile=leveled.profile())
+    assert m.run_level_rel == pytest.approx(two["run_level_rel"]) and m.floor_rel == m.run_level_rel
+
+
+def test_a_probe_record_of_the_run_levels_survives_json_and_is_verified(tmp_path):
+    out = tmp_path / "p.json"
+    report = probe(4, **SECOND)
+    records.write_json(out, report.to_dict())
+    again = load_report(out)
+    assert again.profile().run_level_rel == report.profile().run_level_rel
+    data = json.loads(out.read_text())
+    data["profile"]["run_level_rel"] = 0.001  # a narrower floor than the probe measured
+    out.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match=r"profile\.run_level_rel disagrees with its recomputation"):
+        load_report(out)
+
+
+def test_a_profile_from_before_the_run_level_reads_the_family_s():
+    old = {k: v for k, v in profiles.HOPPER.to_dict().items() if k != "run_level_rel"}
+    prof = profiles.BoardProfile.from_dict(old)
+    assert prof.run_level_rel is None and prof.run_level_or("NVIDIA H200") == 0.03
+    assert prof.run_level_or("NVIDIA A100-SXM4-80GB") == pytest.approx(1.5 * 0.03)
+    with pytest.raises(errors.RecordError, match="run_level_rel"):
+        profiles.HOPPER.with_(run_level_rel=0.9)
+
+
+def test_every_family_has_a_run_level_and_the_unmeasured_ones_are_wider():
+    hopper = profiles.HOPPER.run_level_rel
+    assert (
+        hopper == 0.03 and profiles.AMPERE.run_level_rel > hopper and profiles.GENERIC.run_level_rel > hopper
+    )
+    assert LEVEL_PROBED.run_level_rel < errormodel.model(13).state_floor_rel  # the tests' probed board
+
+
+def test_the_run_level_probe_is_opt_in_and_refused_with_quick(tmp_path):
+    cmd = [sys.executable, "-m", "nvmeter", "probe", "--simulate", "--quick", "--run-levels", "--out"]
+    done = subprocess.run([*cmd, str(tmp_path / "q.json")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--quick skips the run-level probe" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "q.json").exists()
+    assert "run_levels" not in [m.NAME for m in probes.selected(False)]
