@@ -85,7 +85,7 @@ step_levels() {
   tail -2 "$W/levels.log"
 }
 
-step_gpu() { gpu_tests "$W/gpu-tests.log" 200 tests/test_gpu.py; }
+step_gpu() { gpu_tests "$W/gpu-tests.log" 300 tests/test_gpu.py; }  # ~210 s with the run-level probe
 
 step_rest() {
   gpu_tests "$W/gpu-tests.log" 50 tests/test_command_gpu.py
