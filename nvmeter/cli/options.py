@@ -28,6 +28,7 @@ PROBE_NAMES = (
     "reference",
     "cadence",
     "cap_spread",
+    "run_levels",
 )
 
 
