@@ -25,16 +25,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from nvmeter import errors
-from nvmeter.boards.protocol import BoardState
-from nvmeter.meter.series import CounterSeries
-from nvmeter.meter.span import AlignedSpan
 from nvmeter.probes import schedule
-from nvmeter.probes.capspread import check_marks
-from nvmeter.worker.protocol import MarkedRun, job_run
+from nvmeter.probes.marked import MarkedRecord
 from nvmeter.worker.rig import Rig
 
 NAME = "run_levels"
@@ -59,27 +55,10 @@ def needs(quick: bool) -> set[str]:
 
 
 @dataclass(frozen=True)
-class RunLevels:
-    """The context idle, and for each start the counter's steps, the job and the board's states.
+class RunLevels(MarkedRecord):
+    """The run-level probe's record: its runs of FP32 products, each after a pause (:class:`MarkedRecord`)."""
 
-    Attributes:
-        idle: The context idle span (the energy above idle is above it).
-        counters: Per start, the counter reads either side of each step seen while polling.
-        runs: Per start, the job, with when each chunk of products ended.
-        states: The board's state read about once a second through every poll.
-
-    """
-
-    idle: AlignedSpan
-    counters: tuple[CounterSeries, ...]
-    runs: tuple[MarkedRun, ...]
-    states: tuple[BoardState, ...]
-
-    def __post_init__(self) -> None:
-        if not self.runs or len(self.runs) != len(self.counters):
-            raise errors.RecordError("the run-level probe needs one counter series for each of its runs")
-        for run in self.runs:
-            check_marks(run, "the run-level load")
+    LOAD: ClassVar[str] = "the run-level load"
 
     def run_mj(self, i: int) -> float:
         """Run ``i``'s energy above idle per product, mJ (nan: under two steps inside its marks).
@@ -129,28 +108,6 @@ class RunLevels:
                 f"{100 * d['run_level_rel']:.2f}% (the profile keeps it)",
             )
         ]
-
-    def to_dict(self) -> dict:
-        """Raw JSON form."""
-        return {
-            "idle": self.idle.to_dict(),
-            "counters": [c.to_dict() for c in self.counters],
-            "runs": [
-                {**run.__dict__, "mark_t_s": list(run.mark_t_s), "mark_products": list(run.mark_products)}
-                for run in self.runs
-            ],
-            "states": [s.to_dict() for s in self.states],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> RunLevels:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
-            AlignedSpan.from_dict(data["idle"]),
-            tuple(CounterSeries.from_dict(c) for c in data["counters"]),
-            tuple(job_run(r) for r in data["runs"]),
-            tuple(BoardState.from_dict(s) for s in data["states"]),
-        )
 
 
 def profile_level(derived: dict) -> float | None:

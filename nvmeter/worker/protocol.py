@@ -63,7 +63,7 @@ class MarkedRun(MatmulRun):
 
     def __post_init__(self) -> None:
         # JSON gives lists: stored as tuples, so that a record read back equals the one written;
-        # text, booleans and fractions are no marks (checked where used: probes.capspread.check_marks)
+        # text, booleans and fractions are no marks (checked where used: probes.marked.check_marks)
         for name, kind in (("mark_t_s", (int, float)), ("mark_products", int)):
             values = getattr(self, name)
             if not isinstance(values, (list, tuple)) or any(
