@@ -112,3 +112,25 @@ def test_the_run_level_probe_is_opt_in_and_refused_with_quick(tmp_path):
     assert done.returncode == 2 and "--quick skips the run-level probe" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "q.json").exists()
     assert "run_levels" not in [m.NAME for m in probes.selected(False)]
+
+
+def test_the_reason_names_where_the_run_level_came_from_and_what_narrows_it():
+    """New users' trials: the run level's source (a repository path) and a probe hint that did nothing."""
+    board = make_board()
+    m = measure(call_on(board), device=board, sync="none", target_rel_err=0.02)
+    real = replace(m, device=replace(m.device, simulated=False))
+    assert "the run level is the family's default: `nvmeter probe --run-levels` measures" in real.reason
+    probed = replace(m, profile=m.profile.with_(source="probe GPU-x 2026: cadence, run_levels"))
+    assert "the run level is this board's own, probed" in probed.reason
+    given = replace(m, profile=m.profile.with_(source="mine.json", run_level_rel=0.04))
+    assert (
+        "the board's run level alone, 4.0%" in given.reason and "given profile's (mine.json)" in given.reason
+    )
+    # with the idle's part: the same source, not a different story
+    assert "the run level is the family's default" in replace(m, max_rel_err=0.031).reason
+
+
+def test_a_bound_just_over_the_target_is_not_printed_as_equal_to_it():
+    from nvmeter.meter.reasons import figure_reason
+
+    assert "bound 1.020% exceeds the accepted 1.000%" in figure_reason(100.0, 1.02, 0.01, "a call")

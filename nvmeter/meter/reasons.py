@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from nvmeter.boards.profile import default_profile
 from nvmeter.meter.sanity import SAMPLES_COUNTER_RATIO, plausible_w
 
 
@@ -31,10 +32,13 @@ def figure_reason(value: float, err: float, max_rel_err: float | None, unit: str
         return f"{value:,.1f} mJ {unit} is below minus its bound: a control subtracted is more than it costs"
     rel = abs(err / value) if value else math.inf
     if max_rel_err is not None and rel > max_rel_err:
+        shown, accepted = _percent(rel), _percent(max_rel_err)
+        if shown == accepted:  # "bound 1.0% exceeds the accepted 1.0%" (a new user's trial, 2026-12-07)
+            shown, accepted = f"{rel:.3%}", f"{max_rel_err:.3%}"
         # which setting accepted it, and the bound in mJ: ±1.3 mJ on calls that draw ~0 read as a
         # failure without either (a new user's trial, 2026-12-06)
         return (
-            f"bound {_percent(rel)} exceeds the accepted {_percent(max_rel_err)} (EnergyWindow's "
+            f"bound {shown} exceeds the accepted {accepted} (EnergyWindow's "
             f"max_rel_err, measure()'s target_rel_err): ±{mj_text(err)} mJ {unit}"
         )
     return None
@@ -169,26 +173,36 @@ def _fixed_note(m) -> str:
     if m.max_rel_err is None or not figure > 0:
         return ""
     floor = m.floor_rel if m.subwindow_halfwidth_w is not None else 0.0
+    level = floor > m.model.state_floor_rel  # the board's run level set the floor (error model 13)
     if floor > m.max_rel_err:
-        if floor > m.model.state_floor_rel:
-            return f" (under {_run_level_words(m)}, at any length)"
+        if level:
+            alone = f"the board's run level alone, {floor:.1%}, is over the target at any run length"
+            return f" ({alone}; {_level_source(m)})"
         return f" (under the error model's floor of {floor:.1%} for a run of sub-windows, at any length)"
     idle_rel = m.idle_part_mj / figure
     if floor + idle_rel <= m.max_rel_err:
         return ""
     idle = f"the idle's own bound, ±{m.idle_bound_w:.2f} W, {idle_rel:.1%} of the figure,"
-    name = "the board's run level" if floor > m.model.state_floor_rel else "the error model's floor"
+    name = "the board's run level" if level else "the error model's floor"
     parts = f"{idle} and {name}, {floor:.1%}, exceed" if floor else f"{idle} exceeds"
     too_little = ": the calls draw too little above idle for it" if idle_rel > m.max_rel_err else ""
-    return f" ({parts} the target at any run length{too_little})"
+    source = f"; {_level_source(m)}" if level else ""
+    return f" ({parts} the target at any run length{too_little}{source})"
 
 
-def _run_level_words(m) -> str:
-    """The run level as a reason names it: its share, where it comes from, and what narrows it."""
-    words = f"the board's run level, {m.run_level_rel:.1%} ({m.profile.source})"
-    if m.profile.source.startswith("defaults:"):
-        words += ": `nvmeter probe --run-levels` measures this board's own"
-    return words
+def _level_source(m) -> str:
+    """Where the run level came from, and what would narrow it (new users' trials, 2026-12-07)."""
+    prof = m.profile
+    if "run_levels" in prof.source:  # a probe's profile names the probes it took figures from
+        return "the run level is this board's own, probed: one run can cost that much off another"
+    if prof.run_level_rel not in (None, default_profile(m.device.name).run_level_rel):
+        return f"the run level is the given profile's ({prof.source})"
+    if m.device.simulated:  # its probe is not cached: windows on it take no probe of their own
+        return (
+            "the run level is the family's default: give profile= the file of "
+            "`nvmeter probe --simulate --run-levels` (a simulated board's probe is not cached)"
+        )
+    return "the run level is the family's default: `nvmeter probe --run-levels` measures this board's own"
 
 
 def _control_note(m) -> str:
