@@ -102,14 +102,12 @@ class CapSpread(MarkedRecord):
 
     def run_blocks_mj(self, i: int, window_s: float) -> np.ndarray:
         """Energy above idle per product of run ``i``'s consecutive ~``window_s`` blocks, mJ, shape (k,)."""
-        cuts, run = self._cuts(i, window_s), self.runs[i]
+        cuts = self._cuts(i, window_s)
         if len(cuts) < 2:
             return np.empty(0)
-        t_marks = np.concatenate([[run.t0_s], run.mark_t_s])
-        n_marks = np.concatenate([[0], run.mark_products])
         t = np.array([c[0] for c in cuts])
         e_j = np.array([c[1] for c in cuts]) / 1e3
-        products = np.diff(np.interp(t, t_marks, n_marks))
+        products = np.diff(self.products_at(i, t))
         above_j = np.diff(e_j) - self.idle.power_w * np.diff(t)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(products > 0, above_j / products * 1e3, np.nan)

@@ -58,6 +58,13 @@ class MarkedRecord:
             "states": [s.to_dict() for s in self.states],
         }
 
+    def products_at(self, i: int, t_s) -> np.ndarray:
+        """Products run ``i`` had done by each time of ``t_s`` (s), from its marks: linear within a chunk."""
+        run = self.runs[i]
+        t_marks = np.concatenate([[run.t0_s], run.mark_t_s])
+        n_marks = np.concatenate([[0], run.mark_products])
+        return np.interp(np.asarray(t_s, dtype=float), t_marks, n_marks)
+
     @classmethod
     def from_dict(cls, data: dict):
         """Inverse of :meth:`to_dict`."""

@@ -11,14 +11,14 @@ after ``level_pause_s`` of idle (as ``measure()`` runs follow one another), lets
 when each chunk of 8 products ended. Each run's figure is its energy above the context idle
 between its first and last counter step inside the marks, over the products done between them.
 
-The board's run level is :data:`MARGIN` times the largest distance of a run's figure from the
-runs' median, as a share of that median; the profile keeps it (``BoardProfile.run_level_rel``),
-which error model 13 holds every window's state part to. The median, not the mean: with two
-levels it sits at the level most runs took, and the distance then reaches the other. A board
-none of whose runs took another level reads about twice the runs' scatter (~0.2% on the H100s'
-runs), under the error model's own 0.7% floor. Eight runs see a level that one run in eight
-takes with a chance of 1 - (7/8)^8, about two in three: a board whose probe showed none may still
-have a rare one.
+The board's run level is :data:`MARGIN` times the runs' range (largest less smallest) as a share of
+their median; the profile keeps it (``BoardProfile.run_level_rel``), which error model 13 holds every
+window's state part to. The range, not the distance from the median: with two levels taken about as
+often the median falls between them. A board none of whose runs took another level reads its runs'
+scatter (~0.2-0.5% on the H100s' runs), near the error model's own 0.7% floor. Eight runs see a level
+that one run in eight takes with a chance of 1 - (7/8)^8, about two in three: a board whose probe showed
+none may still have a rare one. A load the board limited (a clock-event reason in half the state reads
+or more) keeps the family's default: the limiter, not the level, set its power.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from nvmeter import errors
+from nvmeter.boards.profile import RUN_LEVEL_MAX
 from nvmeter.probes import schedule
 from nvmeter.probes.marked import MarkedRecord
 from nvmeter.worker.rig import Rig
@@ -40,13 +42,15 @@ IN_QUICK = False
 # full run past issue 16's minute.
 OPT_IN = True
 
-# The profile's figure is this multiple of the largest distance seen: a chosen margin (half as wide
-# again, as the families no board was measured on take over Hopper's), not fitted.
-MARGIN = 1.5
-# Fewest runs with a figure for the profile to keep one (a median and a distance need a few).
+# The profile's figure is this multiple of the runs' range: a chosen margin (a quarter again, for a
+# level a little further off than the probe's runs reached), not fitted.
+MARGIN = 1.25
+# Fewest runs with a figure for the profile to keep one (a range needs a few).
 MIN_RUNS = 4
-# The profile's figure is at most this (BoardProfile's limit); a larger distance is not a level.
-MAX_REL = 0.5
+# The load held at a limit (a clock-event reason) in at least this share of the state reads: the
+# limiter, not the level, set its power, so the probe cannot see the level (an adversarial review:
+# a simulated board capped at 450 W read 0.58% for a level of 2.5%).
+LIMITED_SHARE = 0.5
 
 
 def needs(quick: bool) -> set[str]:
@@ -60,60 +64,88 @@ class RunLevels(MarkedRecord):
 
     LOAD: ClassVar[str] = "the run-level load"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        sizes = {(run.dtype, run.n) for run in self.runs}
+        if len(sizes) != 1 or next(iter(sizes))[0] != "fp32":
+            raise errors.RecordError(
+                f"{self.LOAD} must be runs of FP32 products of one size, not {sorted(sizes)}"
+            )
+
     def run_mj(self, i: int) -> float:
         """Run ``i``'s energy above idle per product, mJ (nan: under two steps inside its marks).
 
         Between its first and last counter step inside the marks, over the products done between.
         """
         run, steps = self.runs[i], self.counters[i].steps
-        inside = (steps.t_s >= run.mark_t_s[0]) & (steps.t_s <= run.mark_t_s[-1])
-        t_s, energy_mj = np.asarray(steps.t_s)[inside], np.asarray(steps.energy_mj)[inside]
+        t_s, energy_mj = np.asarray(steps.t_s), np.asarray(steps.energy_mj)
+        inside = (t_s >= run.mark_t_s[0]) & (t_s <= run.mark_t_s[-1])
+        t_s, energy_mj = t_s[inside], energy_mj[inside]
         if len(t_s) < 2:
             return math.nan
-        t_marks = np.concatenate([[run.t0_s], run.mark_t_s])
-        n_marks = np.concatenate([[0], run.mark_products])
-        products = float(np.diff(np.interp(t_s[[0, -1]], t_marks, n_marks))[0])
+        products = float(np.diff(self.products_at(i, t_s[[0, -1]]))[0])
         above_j = (energy_mj[-1] - energy_mj[0]) / 1e3 - self.idle.power_w * (t_s[-1] - t_s[0])
-        return above_j / products * 1e3 if products > 0 else math.nan
+        return float(above_j / products * 1e3) if products > 0 else math.nan
+
+    @property
+    def limited_share(self) -> float:
+        """Share of the state reads that reported a limiting clock-event reason (nan with none)."""
+        flags = [s.limited for s in self.states]
+        return sum(flags) / len(flags) if flags else math.nan
 
     def derived(self) -> dict:
-        """Each run's figure (mJ a product), their median, the largest distance from it, the profile's."""
+        """Each run's figure (mJ a product), their median, their range as a share of it, the profile's figure.
+
+        The range, not the distance from the median: with two levels taken about as often, the
+        median falls between them and the distance is half the gap (an adversarial review).
+        """
         runs_mj = [self.run_mj(i) for i in range(len(self.runs))]
         kept = [v for v in runs_mj if math.isfinite(v)]
         median = float(np.median(kept)) if kept else math.nan
-        spread = max((abs(v - median) for v in kept), default=math.nan) / median if median > 0 else math.nan
-        limited = [s.limited for s in self.states]
+        range_rel = (max(kept) - min(kept)) / median if kept and median > 0 else math.nan
+        usable = (
+            len(kept) >= MIN_RUNS and math.isfinite(range_rel) and not self.limited_share >= LIMITED_SHARE
+        )
         return {
             "runs": len(self.runs),
+            "runs_with_figure": len(kept),
             "run_mj": runs_mj,
             "median_mj": median,
-            "max_offset_rel": spread,
-            "run_level_rel": MARGIN * spread if len(kept) >= MIN_RUNS and math.isfinite(spread) else None,
-            "limited_share": sum(limited) / len(limited) if limited else math.nan,
+            "range_rel": range_rel,
+            "limited_share": self.limited_share,
+            "run_level_rel": min(RUN_LEVEL_MAX, MARGIN * range_rel) if usable else None,
         }
 
     def rows(self) -> list[tuple[str, str]]:
         """Summary-table rows."""
         d = self.derived()
+        runs = f"{d['runs']} starts"
+        if d["runs_with_figure"] < d["runs"]:
+            runs += f" ({d['runs'] - d['runs_with_figure']} with under two counter steps: no figure)"
         if d["run_level_rel"] is None:
-            return [("run levels", f"{d['runs']} starts, too few with a figure: the family's default kept")]
+            why = (
+                f"the load was limited in {100 * d['limited_share']:.0f}% of the state reads "
+                "(the limiter hides a level)"
+                if d["limited_share"] >= LIMITED_SHARE
+                else f"under {MIN_RUNS} runs with a figure"
+            )
+            return [("run levels", f"{runs}: {why}; the family's default kept")]
         offsets = ", ".join(
             f"{100 * (v / d['median_mj'] - 1):+.2f}%" for v in d["run_mj"] if math.isfinite(v)
         )
         return [
             (
                 "run levels",
-                f"{d['runs']} starts, {d['median_mj']:,.1f} mJ a product (median); each run against it: "
-                f"{offsets}; run level {MARGIN:g} x {100 * d['max_offset_rel']:.2f}% = "
+                f"{runs}, {d['median_mj']:,.1f} mJ a product (median); each run against it: {offsets}; "
+                f"run level {MARGIN:g} x the range {100 * d['range_rel']:.2f}% = "
                 f"{100 * d['run_level_rel']:.2f}% (the profile keeps it)",
             )
         ]
 
 
 def profile_level(derived: dict) -> float | None:
-    """``BoardProfile.run_level_rel`` from :meth:`RunLevels.derived` (None: too few runs)."""
-    level = derived["run_level_rel"]
-    return None if level is None else min(MAX_REL, level)
+    """``BoardProfile.run_level_rel`` from :meth:`RunLevels.derived` (None: too few runs, or limited)."""
+    return derived["run_level_rel"]
 
 
 def assemble(m: dict, quick: bool) -> RunLevels:

@@ -63,17 +63,41 @@ def test_a_window_without_sub_windows_takes_the_run_level_as_its_least_state_sha
 def test_the_probe_sees_a_second_level_and_the_profile_keeps_its_figure():
     plain, leveled = probe(3), probe(3, **SECOND)
     flat, two = plain.probes["run_levels"].derived(), leveled.probes["run_levels"].derived()
-    assert flat["runs"] == two["runs"] == 8
+    assert flat["runs"] == two["runs"] == two["runs_with_figure"] == 8
     # no second level: the runs' scatter, under the error model's own floor
     assert flat["run_level_rel"] < errormodel.model(13).state_floor_rel
-    assert 0.02 < two["max_offset_rel"] < 0.03  # 2.5% apart (which level the median took does not matter)
-    assert two["run_level_rel"] == pytest.approx(runlevels.MARGIN * two["max_offset_rel"])
+    assert 0.02 < two["range_rel"] < 0.03  # the two levels, 2.5% apart
+    assert two["run_level_rel"] == pytest.approx(runlevels.MARGIN * two["range_rel"])
     assert leveled.profile().run_level_rel == pytest.approx(two["run_level_rel"])
     assert "run_levels" in leveled.profile().source
     # a board whose probe kept a figure: a window on it takes that, not the family's
     board = make_board(**SECOND)
     m = measure(call_on(board), device=board, sync="none", profile=leveled.profile())
     assert m.run_level_rel == pytest.approx(two["run_level_rel"]) and m.floor_rel == m.run_level_rel
+
+
+@pytest.mark.parametrize("seed", [2, 9, 10])
+def test_a_board_that_takes_each_level_half_the_time_reads_the_whole_gap(seed):
+    """A review: the largest distance from the median read half the gap when the runs split 4/4."""
+    d = probe(seed, second_level_rel=0.025, second_level_p=0.5).probes["run_levels"].derived()
+    assert d["range_rel"] > 0.022 and d["run_level_rel"] > 0.025
+
+
+def test_a_load_the_board_limited_keeps_the_family_s_run_level():
+    """A review: a board capped at 450 W read 0.58% for a level of 2.5%; the limiter hides it."""
+    report = probe(3, power_limit_w=450.0, **SECOND)
+    d = report.probes["run_levels"].derived()
+    assert d["limited_share"] >= runlevels.LIMITED_SHARE and d["run_level_rel"] is None
+    assert report.profile().run_level_rel == profiles.HOPPER.run_level_rel
+    assert "limiter hides a level" in report.probes["run_levels"].rows()[0][1]
+
+
+def test_runs_of_another_dtype_are_refused_as_a_record_error():
+    rec = probe(3).probes["run_levels"]
+    data = rec.to_dict()
+    data["runs"][0]["dtype"] = "bf16"
+    with pytest.raises(errors.RecordError, match="FP32 products of one size"):
+        runlevels.RunLevels.from_dict(data)
 
 
 def test_a_probe_record_of_the_run_levels_survives_json_and_is_verified(tmp_path):

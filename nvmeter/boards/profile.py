@@ -34,6 +34,8 @@ _LIMITS = {
     "counter_coverage": (0.01, 1.0),
     "run_level_rel": (0.0, 0.5),
 }
+# The largest run level a profile holds: a board whose runs differ more is not at a level but broken.
+RUN_LEVEL_MAX = _LIMITS["run_level_rel"][1]
 # A cap-spread entry: (window length s, relative SD); lengths from a counter period to a minute.
 _SPREAD_WINDOW_S = (0.05, 60.0)
 _SPREAD_REL = (0.0, 0.5)

@@ -140,8 +140,9 @@ def measure(
     the work (nothing idles the board). The window ends once it holds ``min_windows``
     sub-windows and an estimate of the bound, with the sub-windows' Student-t spread as its
     state part, is within ``target_rel_err`` of the per-call energy, or at ``max_window_s``, or
-    as soon as the parts of the bound that no run length narrows (the model's floor, 0.7% under
-    model 2 onwards; the idle's bound; the control's) exceed the target at the top of the
+    as soon as the parts of the bound that no run length narrows (the floor: the board's run
+    level under error model 13, 3% on an unprobed Hopper board, never under model 2's 0.7%; the
+    idle's bound; the control's) exceed the target at the top of the
     net power's interval: the figure is then not reliable and its reason names the part.
     ``min_windows`` sets the shortest run.
     Once the estimate fits, the window's own bound as if it ended at the latest sub-window
@@ -233,7 +234,10 @@ def measure(
     said("warm-up")
     _warm_up(fn, board, warmup_s, sync_fn)
     control_mj = (null.per_call_mj, null.per_call_mj_err) if null else (0.0, 0.0)
-    stop = _Stop(min_window_s, min_windows, target_rel_err, max_window_s, control_mj)
+    floor_rel = errormodel.floor_rel(
+        errormodel.model(errormodel.CURRENT), prof.run_level_or(board.identity().name)
+    )
+    stop = _Stop(min_window_s, min_windows, target_rel_err, max_window_s, control_mj, floor_rel)
     result = _run(fn, board, window_idle, sync, prof, stop, said)
     result = replace(result, problems=result.problems + _too_few(result, min_windows, min_window_s))
     if before is not None:
@@ -352,6 +356,7 @@ class _Stop:
         target: The accepted relative bound on the per-call energy less the control.
         max_s: The longest run, s.
         control_mj: The control's per-call cost and its bound, mJ ((0, 0) without one).
+        floor_rel: The state part's floor, share of the net power (:func:`errormodel.floor_rel`).
     """
 
     window_s: float
@@ -359,6 +364,7 @@ class _Stop:
     target: float
     max_s: float
     control_mj: tuple[float, float] = (0.0, 0.0)
+    floor_rel: float = errormodel.model(errormodel.CURRENT).state_floor_rel
 
 
 class _Said:
@@ -467,8 +473,7 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     light = mean < model.drift_ambiguous_k * model.local_idle_band_w
     first = _first_look(w, looks) if light and looks.stretch_w is None and looks.due() else None
     idle_err_w += looks.stretch_w or 0.0
-    floor_rel = errormodel.floor_rel(model, w.profile.run_level_or(w.board.identity().name))
-    if _unreachable(floor_rel * mean + idle_err_w + control_err_w, net + halfwidth, stop.target):
+    if _unreachable(stop.floor_rel * mean + idle_err_w + control_err_w, net + halfwidth, stop.target):
         looks.why = "unreachable"
         return True
     if not net > 0:
@@ -479,7 +484,7 @@ def _spread_within(w: EnergyWindow, stop: _Stop, looks: _Looks, call_s: float) -
     edges_w = EDGE_ALLOWANCE_S * (mean + 2 * idle_w) / span_s
     # the idle span after the work often reads higher than the one before (a warm board):
     # allow twice the error known so far
-    rel = (halfwidth + floor_rel * mean + 2 * idle_err_w + edges_w + control_err_w) / net
+    rel = (halfwidth + stop.floor_rel * mean + 2 * idle_err_w + edges_w + control_err_w) / net
     looks.rel_err = rel
     if looks.ended:
         within = rel <= ESTIMATE_SHARE * stop.target

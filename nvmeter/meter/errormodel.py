@@ -244,8 +244,8 @@ History:
        step (calls 58-59, 69-70, 73: every run within 1.3% of its references). The family's
        default is the largest such offset, rounded up to a whole percent: 3%
        (``boards.profile``). A board's own figure comes from ``nvmeter probe --run-levels``
-       (``probes.runlevels``: eight restarts of FP32 products, 1.5 times the largest distance of
-       a run from their median); three such probes of GPU-fbada89d read 3.56%, 3.76% and 1.65%
+       (``probes.runlevels``: eight restarts of FP32 products, 1.25 times their range, a load the
+       board limited keeping the default); three such probes of GPU-fbada89d read 3.09%, 3.46% and 1.81%
        (calls 80-82: one, one and two of eight runs apart, at -2.37%, -2.51%, -1.00% and -1.10%),
        so one probe of a rare level can read it low. Never narrower than model 12; current at
        once. Read on the committed H100 pool it changes no figure and widens every bound that

@@ -758,10 +758,13 @@ class Measurement:
             term += fixed_j + m.transient_rel * above * min(1.0, m.transient_s / self.work_s)
         return term
 
-    def _unmarked_state_rel(self, length_s: float) -> float:
-        """The state part's share for a window of ``length_s`` without sub-windows (as :attr:`state_rel`)."""
+    def _unmarked_state_rel(self, length_s: float, run_level: bool = True) -> float:
+        """The state part's share for a window of ``length_s`` without sub-windows (as :attr:`state_rel`).
+
+        ``run_level=False``: without the board's run level (a piece of a run whose floor holds it).
+        """
         m = self.model
-        return self._state_rel_at(length_s) + (m.limited_rel if self.limited else 0.0)
+        return self._state_rel_at(length_s, run_level) + (m.limited_rel if self.limited else 0.0)
 
     def _subwindows_state_j(self, halfwidth_w: float, above_j: float) -> float:
         """The state part, J, of a window whose sub-windows' interval is ``halfwidth_w`` (W of the mean).
@@ -784,7 +787,9 @@ class Measurement:
         pieces_s = [max(0.0, steps[0].t_s - self.work_t0_s), max(0.0, self.work_t1_s - steps[-1].t_s)]
         above_w = above_j / self.work_s
         term = halfwidth_w * (self.work_s - sum(pieces_s)) + floor_j
-        term += sum(u * max(halfwidth_w, self._unmarked_state_rel(u) * above_w) for u in pieces_s if u > 0)
+        # the floor holds the run level over the whole run: the pieces take it no second time
+        for u in (u for u in pieces_s if u > 0):
+            term += u * max(halfwidth_w, self._unmarked_state_rel(u, run_level=False) * above_w)
         if joined_w is None:  # too few sub-windows of a length that shows a spread
             term = max(term, self._unmarked_state_rel(self.work_s) * above_j)
         return term
@@ -812,10 +817,13 @@ class Measurement:
         """
         return self._state_rel_at(self.work_s)
 
-    def _state_rel_at(self, length_s: float) -> float:
-        """:attr:`state_rel` for a window of ``length_s`` on this board in this state."""
+    def _state_rel_at(self, length_s: float, run_level: bool = True) -> float:
+        """:attr:`state_rel` for a window of ``length_s`` on this board in this state.
+
+        ``run_level=False``: without the board's run level (error model 13).
+        """
         m = self.model
-        least = max(m.state_rel, self.run_level_rel)
+        least = max(m.state_rel, self.run_level_rel if run_level else 0.0)
         if not (m.cap_spread_k > 0 and self.limited and length_s > 0):
             return least
         spread_rel = self.profile.cap_spread_rel(length_s)
@@ -885,6 +893,7 @@ class Measurement:
         (head, tail), (head_0, tail_0) = self._cuts_j, self._pro_rata_cuts_j
         shift_j = (head - tail) - (head_0 - tail_0)
         m = self.model
+        # both shares hold the run level from model 13: a widening of a small term, counted twice
         shares = self.state_rel + self.floor_rel + m.limited_rel + m.transient_rel
         return abs(shift_j) * (1 + shares) if math.isfinite(shift_j) else 0.0
 
