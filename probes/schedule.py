@@ -196,7 +196,7 @@ class Load:
 
 
 @dataclass(frozen=True)
-class CapLoad:
+class MarkedRuns:
     """Marked runs (cap spread, run levels): per run the counter reads about each step and the job; states."""
 
     counters: tuple
@@ -434,18 +434,18 @@ class MarkedLoad:
     poll_s: float
 
 
-def _cap_load(s: Session) -> CapLoad:
+def _cap_load(s: Session) -> MarkedRuns:
     p = s.plan
     return _marked_load(s, MarkedLoad(CAP_N, "bf16", p.cap_starts, p.cap_pause_s, p.cap_lead_s, p.cap_s))
 
 
-def _level_load(s: Session) -> CapLoad:
+def _level_load(s: Session) -> MarkedRuns:
     p = s.plan
     load = MarkedLoad(LOAD_N, "fp32", p.level_starts, p.level_pause_s, p.level_lead_s, p.level_s)
     return _marked_load(s, load)
 
 
-def _marked_load(s: Session, load: MarkedLoad) -> CapLoad:
+def _marked_load(s: Session, load: MarkedLoad) -> MarkedRuns:
     worker = s.context()
     counters, runs, states = [], [], []
     for k in range(load.starts):
@@ -455,7 +455,7 @@ def _marked_load(s: Session, load: MarkedLoad) -> CapLoad:
         counter, run = _marked_run(s, worker, states, load)
         counters.append(counter)
         runs.append(run)
-    return CapLoad(tuple(counters), tuple(runs), tuple(states))
+    return MarkedRuns(tuple(counters), tuple(runs), tuple(states))
 
 
 def _marked_run(s: Session, worker, states: list, load: MarkedLoad):
