@@ -250,7 +250,7 @@ History:
        so one probe of a rare level can read it low. Never narrower than model 12; current at
        once. Read on the committed H100 pool it changes no figure and widens every bound that
        the cap term did not already set by 2.3 points (warm 0.5 s FP32 +-3.4-3.8% to
-       +-5.7-6.1%, ``measure()`` +-1.8-4.0% to +-4.3-6.3%). The level's cause is not known: the
+       +-5.7-6.1%, ``measure()`` +-1.8-4.0% to +-4.1-6.3%). The level's cause is not known: the
        references of all three boards sat at the one level, and so did runs right after a
        reference (5 of 5).
 """
