@@ -17,7 +17,9 @@ window's state part to. The range, not the distance from the median: with two le
 often the median falls between them. A board none of whose runs took another level reads its runs'
 scatter (~0.2-0.5% on the H100s' runs), near the error model's own 0.7% floor. Eight runs see a level
 that one run in eight takes with a chance of 1 - (7/8)^8, about two in three: a board whose probe showed
-none may still have a rare one. A load the board limited (a clock-event reason in half the state reads
+none may still have a rare one: the profile keeps the probe's figure only where it is wider than the
+family's default (``nvmeter.probes.profile``), so the probe widens the floor on a board with a larger
+level and never narrows it. A load the board limited (a clock-event reason in half the state reads
 or more) keeps the family's default: the limiter, not the level, set its power.
 """
 
@@ -138,7 +140,7 @@ class RunLevels(MarkedRecord):
                 "run levels",
                 f"{runs}, {d['median_mj']:,.1f} mJ a product (median); each run against it: {offsets}; "
                 f"run level {MARGIN:g} x the range {100 * d['range_rel']:.2f}% = "
-                f"{100 * d['run_level_rel']:.2f}% (the profile keeps it)",
+                f"{100 * d['run_level_rel']:.2f}% (kept where over the family's default)",
             )
         ]
 

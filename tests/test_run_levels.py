@@ -64,8 +64,11 @@ def test_the_probe_sees_a_second_level_and_the_profile_keeps_its_figure():
     plain, leveled = probe(3), probe(3, **SECOND)
     flat, two = plain.probes["run_levels"].derived(), leveled.probes["run_levels"].derived()
     assert flat["runs"] == two["runs"] == two["runs_with_figure"] == 8
-    # no second level: the runs' scatter, under the error model's own floor
+    # no second level: the runs' scatter, under the error model's own floor; the profile keeps the
+    # family's default all the same (eight runs cannot rule out a rarer level)
     assert flat["run_level_rel"] < errormodel.model(13).state_floor_rel
+    assert plain.profile().run_level_rel == profiles.HOPPER.run_level_rel
+    assert "run_levels" not in plain.profile().source
     assert 0.02 < two["range_rel"] < 0.03  # the two levels, 2.5% apart
     assert two["run_level_rel"] == pytest.approx(runlevels.MARGIN * two["range_rel"])
     assert leveled.profile().run_level_rel == pytest.approx(two["run_level_rel"])
@@ -142,10 +145,15 @@ def test_the_reason_names_where_the_run_level_came_from_and_what_narrows_it():
     """New users' trials: the run level's source (a repository path) and a probe hint that did nothing."""
     board = make_board()
     m = measure(call_on(board), device=board, sync="none", target_rel_err=0.02)
-    real = replace(m, device=replace(m.device, simulated=False))
-    assert "the run level is the family's default: `nvmeter probe --run-levels` measures" in real.reason
-    probed = replace(m, profile=m.profile.with_(source="probe GPU-x 2026: cadence, run_levels"))
-    assert "the run level is this board's own, probed" in probed.reason
+    assert "the run level is the family's default, the largest seen on its boards" in m.reason
+    assert "cannot narrow it" in m.reason
+    probed = replace(
+        m, profile=m.profile.with_(source="probe GPU-x 2026: cadence, run_levels", run_level_rel=0.04)
+    )
+    assert "the run level is this board's own, probed, wider than its family's" in probed.reason
+    # a path may hold any word: only the probes the source lists count (a breaker's trial)
+    named = m.profile.with_(source="my_run_levels.json (probe GPU-x 2026: cadence)", run_level_rel=0.04)
+    assert "given profile's (my_run_levels.json" in replace(m, profile=named).reason
     given = replace(m, profile=m.profile.with_(source="mine.json", run_level_rel=0.04))
     assert (
         "the board's run level alone, 4.0%" in given.reason and "given profile's (mine.json)" in given.reason

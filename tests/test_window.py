@@ -809,8 +809,7 @@ def test_an_unprobed_board_s_run_level_stops_a_tighter_target_at_once_and_says_h
     m = measure(_loaded(board, 0.03), device=board, sync="none", target_rel_err=0.02)
     assert not m.reliable and m.work_s < 5 and m.run_level_rel == HOPPER.run_level_rel == 0.03
     assert "the board's run level alone, 3.0%, is over the target at any run length" in m.reason
-    # a simulated board's probe is not cached: the reason says what does narrow it
-    assert "give profile= the file of `nvmeter probe --simulate --run-levels`" in m.reason
+    assert "the run level is the family's default, the largest seen on its boards" in m.reason
     probed = measure(
         _loaded(board, 0.03), device=board, sync="none", target_rel_err=0.02, profile=LEVEL_PROBED
     )

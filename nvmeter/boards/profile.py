@@ -79,9 +79,10 @@ class BoardProfile:
         run_level_rel: How far one run's per-call energy may sit from the same calls' steady
             value for the whole run, share of the energy above idle: some boards settle into
             one of two power levels after each start, at the same clocks and temperature, and
-            a run's own windows cannot see which (``nvmeter.probes.runlevels``). Error model 13
-            holds every window's state part to at least this. None: not known (a profile from
-            before it; the meter takes the family's).
+            a run's own windows cannot see which (``nvmeter.probes.runlevels``: a probe's figure
+            is kept only where wider than the family's). Error model 13 holds every window's
+            state part to at least this. None: not known (a profile from before it; the meter
+            takes the family's).
 
     """
 

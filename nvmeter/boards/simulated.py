@@ -749,7 +749,8 @@ class SimulatedBoard:
         self._advance(self.clock.now())
         c, now = self.config, self.clock.now()
         busy = self._level_load_w > 0 and not self._frozen
-        demand_w = self._level_idle_w + self._level_load_w
+        # the run's level is demand too: a limit that clips only the upper level binds (a breaker's trial)
+        demand_w = self._level_idle_w + self._level_load_w * self._run_level
         capped = busy and demand_w > self._target_w + 1e-9
         # power goes roughly as the cube of the clock at the cap (voltage follows frequency)
         sm_mhz = c.sm_boost_mhz * (self._target_w / demand_w) ** (1 / 3) if capped else c.sm_boost_mhz

@@ -102,8 +102,8 @@ def probe(
         bool_flag(
             "--run-levels",
             help="Also run the run-level probe: ~45 s of FP32 products restarted eight times, which "
-            "measure how far one whole run's calls may cost from another's on this board (its figure is "
-            "the floor of every window's state part; without it, the family's wider default, 3% on Hopper).",
+            "measure how far one whole run's calls may cost from another's on this board (where over the "
+            "family's default, 3% on Hopper, its figure widens the floor of every window's state part).",
         ),
     ] = False,
     sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,

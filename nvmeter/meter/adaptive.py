@@ -162,9 +162,10 @@ def measure(
         min_window_s: Length of a sub-window, s.
         target_rel_err: Accepted relative bound on the per-call energy. 5% by default: the
             floor of a run's state part is the board's run level (error model 13), 3% under
-            the Hopper defaults, and the idle either side adds its own; on a board whose own
-            run level was probed (``nvmeter probe --run-levels``) the floor can be the error
-            model's 0.7% (model 2, fitted on an H200), and 2% is within reach.
+            the Hopper defaults (the run-level probe only widens it), and the idle either side
+            adds its own. A profile whose run level its owner sets lower (``profile=``, on a
+            board known to run at one level) brings the floor down to the error model's 0.7%
+            (model 2, fitted on an H200), and 2% within reach.
         max_window_s: Longest run, s (default 30); a target not reached by then leaves the
             figure marked not reliable, with the bound it reached as the reason.
         warmup_s: Unmetered calls for this long first, s (at least one call; ``WARMUP_S``,

@@ -193,18 +193,27 @@ def _fixed_note(m) -> str:
 
 
 def _level_source(m) -> str:
-    """Where the run level came from, and what would narrow it (new users' trials, 2026-12-07)."""
-    prof = m.profile
-    if "run_levels" in prof.source:  # a probe's profile names the probes it took figures from
-        return "the run level is this board's own, probed: one run can cost that much off another"
-    if prof.run_level_rel not in (None, default_profile(m.device.name).run_level_rel):
-        return f"the run level is the given profile's ({prof.source})"
-    if m.device.simulated:  # its probe is not cached: windows on it take no probe of their own
+    """Where the run level came from (new users' trials and a breaker's, 2026-12-07)."""
+    prof, family = m.profile, default_profile(m.device.name).run_level_rel
+    if prof.run_level_rel in (None, family):
         return (
-            "the run level is the family's default: give profile= the file of "
-            "`nvmeter probe --simulate --run-levels` (a simulated board's probe is not cached)"
+            "the run level is the family's default, the largest seen on its boards; a run-level probe "
+            "widens it on a board with a larger one, and cannot narrow it (docs/probe.md)"
         )
-    return "the run level is the family's default: `nvmeter probe --run-levels` measures this board's own"
+    if "run_levels" in _probes_named(prof.source) and prof.run_level_rel > family:
+        return "the run level is this board's own, probed, wider than its family's: runs differed that much"
+    return f"the run level is the given profile's ({prof.source})"
+
+
+def _probes_named(source: str) -> set[str]:
+    """The probes a probe's profile says it took figures from (its source ends ``: name, name``).
+
+    A profile file's is its writer's claim (taken as it stands), and a path may hold any word:
+    only the list after the last colon counts (a breaker named a file ``my_run_levels.json``).
+    """
+    if "taken as it stands" in source:
+        return set()
+    return {name.strip() for name in source.rsplit(": ", 1)[-1].rstrip(")").split(",")}
 
 
 def _control_note(m) -> str:
