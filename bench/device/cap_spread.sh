@@ -18,6 +18,8 @@
 #            user's would be), then measure() runs at 2% of LEVELS_KINDS (default fp32,copy,duty;
 #            MEASURE_RUNS each, default 6) against enclosing references (LEVELS_S of budget, default
 #            240): the probe's figure held by work it was not measured on.
+#   loads:   bench/level_loads.py: the run-level probe's restarts at FP32 4096² and 1024², alternating,
+#            LOADS_STARTS of each (default 12, ~130 s): a second level in watts or as a share?
 # Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [MEASURE_RUNS=4] [LEAD10_S=120]
 #   [STEPS="probe enclose gpu rest"] bash bench/device/cap_spread.sh
 #   (short of device time: STEPS="probe gpu enclose" runs the tests before the bench)
@@ -85,6 +87,12 @@ step_levels() {
   tail -2 "$W/levels.log"
 }
 
+step_loads() {
+  { header 0; timeout 300 python3 bench/level_loads.py --starts "${LOADS_STARTS:-12}" --out "$W/level-loads.json"; echo "run rc=$?"; } \
+    > "$W/level-loads.log" 2>&1
+  tail -6 "$W/level-loads.log"
+}
+
 step_gpu() { gpu_tests "$W/gpu-tests.log" 300 tests/test_gpu.py; }  # ~210 s with the run-level probe
 
 step_rest() {
@@ -95,7 +103,7 @@ step_rest() {
 
 STEPS=${STEPS:-probe enclose gpu rest}
 for step in $STEPS; do  # before the install: a typo costs no device time
-  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, levels, gpu, rest)"; exit 2; }
+  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, levels, loads, gpu, rest)"; exit 2; }
 done
 install
 mkdir -p "$W"

@@ -1,0 +1,37 @@
+"""bench/level_loads.py: the run-level probe's restarts at two loads, on the simulated board."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from nvmeter.probes.runlevels import RunLevels
+
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "level_loads.py"
+
+
+def test_two_sizes_alternate_and_each_keeps_a_run_level_record(tmp_path):
+    out = tmp_path / "ll.json"
+    cmd = [sys.executable, str(SCRIPT), "--simulate", "--starts", "2", "--sizes", "4096,1024"]
+    done = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert (
+        data["kind"] == "bench-level-loads" and data["schema_version"] == 1 and data["sizes"] == [4096, 1024]
+    )
+    for size in ("4096", "1024"):
+        rec = RunLevels.from_dict(data["levels"][size])
+        assert len(rec.runs) == 2 and {r.n for r in rec.runs} == {int(size)}
+    # alternating: each 1024² run started after the 4096² run before it
+    starts = [RunLevels.from_dict(data["levels"][s]).runs[k].t0_s for k in range(2) for s in ("4096", "1024")]
+    assert starts == sorted(starts)
+    assert "| 4096² |" in done.stdout and "| 1024² |" in done.stdout
+
+
+def test_bad_sizes_are_one_line_and_no_file(tmp_path):
+    out = tmp_path / "ll.json"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--simulate", "--sizes", "4096,x", "--out", str(out)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and not out.exists()
