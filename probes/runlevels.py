@@ -125,12 +125,15 @@ class RunLevels(MarkedRecord):
         if d["runs_with_figure"] < d["runs"]:
             runs += f" ({d['runs'] - d['runs_with_figure']} with under two counter steps: no figure)"
         if d["run_level_rel"] is None:
-            why = (
-                f"the load was limited in {100 * d['limited_share']:.0f}% of the state reads "
-                "(the limiter hides a level)"
-                if d["limited_share"] >= LIMITED_SHARE
-                else f"under {MIN_RUNS} runs with a figure"
-            )
+            if d["limited_share"] >= LIMITED_SHARE:
+                why = (
+                    f"the load was limited in {100 * d['limited_share']:.0f}% of the state reads "
+                    "(the limiter hides a level)"
+                )
+            elif d["runs_with_figure"] < MIN_RUNS:
+                why = f"under {MIN_RUNS} runs with a figure"
+            else:
+                why = "the runs drew nothing above the idle"
             return [("run levels", f"{runs}: {why}; the family's default kept")]
         offsets = ", ".join(
             f"{100 * (v / d['median_mj'] - 1):+.2f}%" for v in d["run_mj"] if math.isfinite(v)

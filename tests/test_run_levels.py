@@ -166,3 +166,16 @@ def test_a_bound_just_over_the_target_is_not_printed_as_equal_to_it():
     from nvmeter.meter.reasons import figure_reason
 
     assert "bound 1.020% exceeds the accepted 1.000%" in figure_reason(100.0, 1.02, 0.01, "a call")
+
+
+def test_a_run_level_given_under_the_family_s_is_said_in_the_line():
+    """A breaker's trial: a profile with run level 0 switched model 13 off without a word."""
+    board = make_board()
+    given = measure(call_on(board), device=board, sync="none", profile=LEVEL_PROBED)
+    assert "run level 0.3% as the profile gives it, under the family's 3.0%" in repr(given)
+    assert "as the profile gives it" in "; ".join(given.notes)
+    default = measure(call_on(board), device=board, sync="none")
+    assert "as the profile gives it" not in repr(default)
+    assert "as the profile gives it" not in repr(
+        replace(given, model_version=12)
+    )  # model 12 has no run level

@@ -247,7 +247,7 @@ def describe(m) -> str:
         if _cap_note(m):  # error model 10 set the state part: say from whose spread
             text += " (spread: " + ("probed" if m.profile.cap_spread else "family default") + ")"
     text += ")"
-    changes = _change_notes(m)
+    changes = _given_level_note(m) + _change_notes(m)
     if changes:
         text += " [" + "; ".join(changes) + "]"
     why = m.reason  # every check of the window: once
@@ -262,7 +262,20 @@ def notes(m) -> tuple[str, ...]:
     Measurements on one line (a job's boards).
     """
     transient = ("transient: " + _transient_note(m),) if m.transient else ()
-    return transient + _cap_note(m) + _change_notes(m)
+    return transient + _cap_note(m) + _given_level_note(m) + _change_notes(m)
+
+
+def _given_level_note(m) -> tuple[str, ...]:
+    """A run level given under the family's (a profile's owner's word, not a probe's), said where it narrowed.
+
+    A breaker's trial (2026-12-07): a profile file with ``run_level_rel`` 0 switched error model 13
+    off without a word, and a run at a second level read +2.58% at ±1.71%, reliable.
+    """
+    family = default_profile(m.device.name).run_level_rel or 0.0
+    given = m.profile.run_level_rel
+    if not m.model.run_level or given is None or given >= family:
+        return ()
+    return (f"run level {given:.1%} as the profile gives it, under the family's {family:.1%}",)
 
 
 def _cap_note(m) -> tuple[str, ...]:
