@@ -15,7 +15,8 @@ The board's run level is :data:`MARGIN` times the runs' range (largest less smal
 their median; the profile keeps it (``BoardProfile.run_level_rel``), which error model 13 holds every
 window's state part to. The range, not the distance from the median: with two levels taken about as
 often the median falls between them. A board none of whose runs took another level reads its runs'
-scatter (~0.2-0.5% on the H100s' runs), near the error model's own 0.7% floor. Eight runs see a level
+scatter (0.35-0.81% over the runs at the main level of four H100 probes, calls 80-83: a figure of
+0.4-1.0%), near the error model's own 0.7% floor. Eight runs see a level
 that one run in eight takes with a chance of 1 - (7/8)^8, about two in three: a board whose probe showed
 none may still have a rare one: the profile keeps the probe's figure only where it is wider than the
 family's default (``nvmeter.probes.profile``), so the probe widens the floor on a board with a larger

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from simboards import LEVEL_PROBED
@@ -179,3 +180,13 @@ def test_a_run_level_given_under_the_family_s_is_said_in_the_line():
     assert "as the profile gives it" not in repr(
         replace(given, model_version=12)
     )  # model 12 has no run level
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((Path(__file__).resolve().parents[1] / "results" / "enclose").glob("*-run-levels-probe.json")),
+    ids=lambda p: p.name,
+)
+def test_every_committed_run_level_probe_verifies_and_keeps_at_least_the_family_s(path):
+    report = load_report(path)  # its derived blocks and profile recomputed from its raw series
+    assert report.profile().run_level_rel >= profiles.default_profile(report.board.name).run_level_rel

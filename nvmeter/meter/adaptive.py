@@ -164,8 +164,8 @@ def measure(
             floor of a run's state part is the board's run level (error model 13), 3% under
             the Hopper defaults (the run-level probe only widens it), and the idle either side
             adds its own. A profile whose run level its owner sets lower (``profile=``, on a
-            board known to run at one level) brings the floor down to the error model's 0.7%
-            (model 2, fitted on an H200), and 2% within reach.
+            board known to run at one level) brings the floor down to it, or to the error
+            model's 0.7% (model 2, fitted on an H200) at the least, and 2% within reach.
         max_window_s: Longest run, s (default 30); a target not reached by then leaves the
             figure marked not reliable, with the bound it reached as the reason.
         warmup_s: Unmetered calls for this long first, s (at least one call; ``WARMUP_S``,
