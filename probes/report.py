@@ -15,6 +15,7 @@ from pathlib import Path
 from nvmeter import errors, probes, provenance, records, verify
 from nvmeter.boards.protocol import BoardIdentity
 from nvmeter.meter import sanity
+from nvmeter.probes import runlevels
 from nvmeter.provenance import Provenance
 from nvmeter.worker.rig import Rig
 
@@ -183,11 +184,16 @@ def for_cache(report: ProbeReport) -> ProbeReport:
     # the kept run's that this one did not replace (a quick run after a full one had labelled the
     # full run's polling and samples quick: an adversarial review; the reverse, a review)
     kept_quick = kept.quick and bool(set(kept.probes) - set(report.probes))
+    probes = {**kept.probes, **report.probes}
+    if "run_levels" in kept.probes and "run_levels" in report.probes:
+        # a board's run level only widens: a later probe that missed the level does not undo an
+        # earlier one that saw it (three probes of one H100 read 3.09%, 3.46%, then 1.81%)
+        probes["run_levels"] = runlevels.wider_levels(kept.probes["run_levels"], probes["run_levels"])
     return replace(
         report,
         started_utc=min(kept.started_utc, report.started_utc),
         quick=report.quick or kept_quick,
-        probes={**kept.probes, **report.probes},
+        probes=probes,
     )
 
 

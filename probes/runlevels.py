@@ -149,6 +149,13 @@ class RunLevels(MarkedRecord):
         ]
 
 
+def wider_levels(kept: RunLevels, new: RunLevels) -> RunLevels:
+    """Of two probes of one board, the one whose run level is wider (on a tie, or neither: the new one)."""
+    figures = [rec.derived()["run_level_rel"] for rec in (kept, new)]
+    widths = [-1.0 if f is None else f for f in figures]
+    return kept if widths[0] > widths[1] else new
+
+
 def profile_level(derived: dict) -> float | None:
     """``BoardProfile.run_level_rel`` from :meth:`RunLevels.derived` (None: too few runs, or limited)."""
     return derived["run_level_rel"]

@@ -17,7 +17,7 @@ from nvmeter.meter import errormodel
 from nvmeter.meter.adaptive import measure
 from nvmeter.meter.window import EnergyWindow
 from nvmeter.probes import runlevels
-from nvmeter.probes.report import load_report, run_probes
+from nvmeter.probes.report import for_cache, load_report, run_probes
 from nvmeter.worker.rig import Rig
 from nvmeter.worker.simulated import SimWorker
 
@@ -190,3 +190,19 @@ def test_a_run_level_given_under_the_family_s_is_said_in_the_line():
 def test_every_committed_run_level_probe_verifies_and_keeps_at_least_the_family_s(path):
     report = load_report(path)  # its derived blocks and profile recomputed from its raw series
     assert report.profile().run_level_rel >= profiles.default_profile(report.board.name).run_level_rel
+
+
+def test_the_cache_keeps_the_widest_run_level_a_board_s_probes_read(tmp_path, monkeypatch):
+    """Three probes of one H100 read 3.09%, 3.46%, then 1.81%: a later probe that missed it undid it."""
+    monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
+    leveled, plain = probe(3, **SECOND), probe(3)
+    real = replace(leveled.board, simulated=False)  # the cache keeps no simulated board's
+    first = replace(leveled, board=real)
+    profiles.store_probe(first.to_dict(), real)
+    later = for_cache(replace(plain, board=real))
+    figure = first.probes["run_levels"].derived()["run_level_rel"]
+    assert later.probes["run_levels"].derived()["run_level_rel"] == pytest.approx(figure)
+    assert later.profile().run_level_rel == first.profile().run_level_rel > profiles.HOPPER.run_level_rel
+    profiles.store_probe(replace(plain, board=real).to_dict(), real)
+    wider = for_cache(first)  # the other way round: the new, wider probe replaces the kept one
+    assert wider.probes["run_levels"] is first.probes["run_levels"]
