@@ -32,17 +32,6 @@ SCHEMA_VERSION = 1
 PAUSE_S, LEAD_S, POLL_S = 0.5, 2.5, 2.0  # as the run-level probe's plan (probes.schedule.Plan)
 
 
-def run_w(rec: RunLevels, i: int) -> float:
-    """Run ``i``'s power above the context idle, W, between its first and last counter step in its marks."""
-    run, steps = rec.runs[i], rec.counters[i].steps
-    t_s, energy_mj = np.asarray(steps.t_s), np.asarray(steps.energy_mj)
-    inside = (t_s >= run.mark_t_s[0]) & (t_s <= run.mark_t_s[-1])
-    t_s, energy_mj = t_s[inside], energy_mj[inside]
-    if len(t_s) < 2:
-        return math.nan
-    return float((energy_mj[-1] - energy_mj[0]) / 1e3 / (t_s[-1] - t_s[0]) - rec.idle.power_w)
-
-
 def measure(rig: Rig, sizes: tuple[int, ...], starts: int) -> dict[int, RunLevels]:
     """``starts`` runs of each size, alternating, each after the pause; the context idle first."""
     session = schedule.Session(rig, False, {"idle_context"})
@@ -53,7 +42,7 @@ def measure(rig: Rig, sizes: tuple[int, ...], starts: int) -> dict[int, RunLevel
         for n in sizes:
             print(f"run {k + 1} of {starts}, {n}²", flush=True)
             load = schedule.MarkedLoad(n, "fp32", 1, PAUSE_S, LEAD_S, POLL_S)
-            found[n].append(schedule._marked_load(session, load))  # the probe's own load, by size
+            found[n].append(schedule.marked_load(session, load))
     return {
         n: RunLevels(
             idle,
@@ -72,7 +61,7 @@ def table(levels: dict[int, RunLevels]) -> list[str]:
         "| --- | --- | --- | --- |",
     ]
     for n, rec in levels.items():
-        watts = [run_w(rec, i) for i in range(len(rec.runs))]
+        watts = [rec.run_above_w(i) for i in range(len(rec.runs))]
         kept = [w for w in watts if math.isfinite(w)]
         median = float(np.median(kept)) if kept else math.nan
         in_w = ", ".join(f"{w - median:+.1f}" for w in kept)

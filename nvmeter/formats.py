@@ -224,24 +224,27 @@ def _probe_v7(d: dict) -> dict:
     return d
 
 
-def _family_coverage(d: dict) -> dict:
-    """Probe v7 and profile v2 had no counter coverage: their board family's default, as they derive today."""
-    from nvmeter.boards.profile import default_profile
+def _family_default(name: str, before: str):
+    """An upgrade that fills ``profile.<name>`` with the record's board family's default, as it derives today.
 
-    if isinstance(d.get("profile"), dict) and isinstance(d.get("board"), dict):
-        coverage = default_profile(str(d["board"].get("name", ""))).counter_coverage
-        d["profile"].setdefault("counter_coverage", coverage)
-    return d
+    ``before``: the versions that had no such figure (the upgrade's docstring).
+    """
+
+    def upgrade(d: dict) -> dict:
+        from nvmeter.boards.profile import default_profile
+
+        if isinstance(d.get("profile"), dict) and isinstance(d.get("board"), dict):
+            family = default_profile(str(d["board"].get("name", "")))
+            d["profile"].setdefault(name, getattr(family, name))
+        return d
+
+    upgrade.__doc__ = f"{before} had no {name}: their board family's default, as they derive today."
+    return upgrade
 
 
-def _family_run_level(d: dict) -> dict:
-    """Probe v8 and profile v3 had no run level: their board family's default, as they derive today."""
-    from nvmeter.boards.profile import default_profile
-
-    if isinstance(d.get("profile"), dict) and isinstance(d.get("board"), dict):
-        level = default_profile(str(d["board"].get("name", ""))).run_level_rel
-        d["profile"].setdefault("run_level_rel", level)
-    return d
+# probe v7 and profile v2 had no counter coverage (error model 11); probe v8 and profile v3 no run level (13)
+_family_coverage = _family_default("counter_coverage", "Probe v7 and profile v2")
+_family_run_level = _family_default("run_level_rel", "Probe v8 and profile v3")
 
 
 PROBE = Format(

@@ -23,7 +23,6 @@ keeps the family's defaults.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -69,34 +68,15 @@ class CapSpread(MarkedRecord):
     @property
     def cap_share(self) -> float:
         """Share of the state reads that reported the software power cap (nan with none)."""
-        flags = [s.power_capped for s in self.states]
-        return sum(flags) / len(flags) if flags else math.nan
+        return self.state_share(lambda s: s.power_capped)
 
     @property
     def at_cap(self) -> bool:
         """True when at least half of the state reads reported the software power cap."""
         return self.cap_share >= 0.5
 
-    @functools.cached_property
-    def _run_steps(self) -> tuple[list[Step], ...]:
-        """Per run, each counter step between its first and last mark.
-
-        Every block length and figure cuts the same steps: found once a run.
-        """
-        found = []
-        for counter, run in zip(self.counters, self.runs, strict=True):
-            steps, lo, hi = counter.steps, run.mark_t_s[0], run.mark_t_s[-1]
-            found.append(
-                [
-                    Step(float(t), float(e), float(hw))
-                    for t, e, hw in zip(steps.t_s, steps.energy_mj, steps.half_width_s, strict=True)
-                    if lo <= t <= hi
-                ]
-            )
-        return tuple(found)
-
     def _cuts(self, i: int, window_s: float) -> list[Step]:
-        steps = self._run_steps[i]
+        steps = self.marked_steps[i]
         period_s = float(np.median(np.diff([s.t_s for s in steps]))) if len(steps) > 1 else 0.0
         return cut_at(steps, window_s - SHORT_BY_PERIODS * period_s)
 
@@ -141,7 +121,7 @@ class CapSpread(MarkedRecord):
         """At the cap or not, mean power (W), product time (ms), and each block length's spread."""
         powers, products_ms = [], []
         for i, run in enumerate(self.runs):
-            steps = self._run_steps[i]
+            steps = self.marked_steps[i]
             if len(steps) > 1:
                 powers.append((steps[-1][1] - steps[0][1]) / 1e3 / (steps[-1][0] - steps[0][0]))
             if run.matmuls:

@@ -2,12 +2,15 @@
 
 Each such probe starts a worker's products several times after a pause and polls the counter
 through each run while the worker marks when each chunk of products ended
-(:func:`nvmeter.probes.schedule._marked_load`). Its record keeps the context idle span, per run
+(:func:`nvmeter.probes.schedule.marked_load`). Its record keeps the context idle span, per run
 the counter's reads around each step and the job with its marks, and the board's states.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -15,7 +18,7 @@ import numpy as np
 
 from nvmeter import errors
 from nvmeter.boards.protocol import BoardState
-from nvmeter.meter.series import CounterSeries
+from nvmeter.meter.series import CounterSeries, Step
 from nvmeter.meter.span import AlignedSpan
 from nvmeter.worker.protocol import CHUNK, DTYPES, MarkedRun, job_run
 
@@ -57,6 +60,26 @@ class MarkedRecord:
             ],
             "states": [s.to_dict() for s in self.states],
         }
+
+    @functools.cached_property
+    def marked_steps(self) -> tuple[list[Step], ...]:
+        """Per run, each counter step between its first and last mark: found once a run."""
+        found = []
+        for counter, run in zip(self.counters, self.runs, strict=True):
+            steps, lo, hi = counter.steps, run.mark_t_s[0], run.mark_t_s[-1]
+            found.append(
+                [
+                    Step(float(t), float(e), float(hw))
+                    for t, e, hw in zip(steps.t_s, steps.energy_mj, steps.half_width_s, strict=True)
+                    if lo <= t <= hi
+                ]
+            )
+        return tuple(found)
+
+    def state_share(self, flag: Callable[[BoardState], bool]) -> float:
+        """Share of the state reads for which ``flag`` holds (nan with none)."""
+        flags = [flag(s) for s in self.states]
+        return sum(flags) / len(flags) if flags else math.nan
 
     def products_at(self, i: int, t_s) -> np.ndarray:
         """Products run ``i`` had done by each time of ``t_s`` (s), from its marks: linear within a chunk."""

@@ -65,15 +65,14 @@ def _cap_spread(d: dict, _base: BoardProfile) -> dict:
 def _run_levels(d: dict, base: BoardProfile) -> dict:
     """Only a wider run level than the family's: eight runs cannot rule out a rarer level.
 
-    A probe whose runs all took one level says little of a level one run in ten takes: 43% of
-    such probes read under it, and then every run at that level fell outside a bound that
+    A probe whose runs all took one level says little of a level one run in ten takes: eight runs
+    all take the same level with a chance of 0.9^8 + 0.1^8 = 43%, and 59 of 150 such probes read
+    under it, and then every run at that level fell outside a bound that
     trusted the probe (an adversarial review on the simulated board, 2026-12-07). Ruling out a
     level taken once in twenty runs, with 95% confidence, needs about 60 runs without one (the
     rule of three), which a probe of a minute cannot make.
     """
-    from nvmeter.probes.runlevels import profile_level
-
-    level = profile_level(d)
+    level = d["run_level_rel"]  # None: too few runs with a figure, or a limited load
     return {"run_level_rel": level} if level is not None and level > (base.run_level_rel or 0.0) else {}
 
 

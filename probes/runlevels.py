@@ -75,26 +75,36 @@ class RunLevels(MarkedRecord):
                 f"{self.LOAD} must be runs of FP32 products of one size, not {sorted(sizes)}"
             )
 
+    def _span(self, i: int) -> tuple[float, float, float] | None:
+        """Run ``i``'s first and last counter step inside its marks: (seconds, J above idle, products)."""
+        steps = self.marked_steps[i]
+        if len(steps) < 2:
+            return None
+        first, last = steps[0], steps[-1]
+        seconds = last.t_s - first.t_s
+        above_j = (last.energy_mj - first.energy_mj) / 1e3 - self.idle.power_w * seconds
+        products = float(np.diff(self.products_at(i, [first.t_s, last.t_s]))[0])
+        return seconds, above_j, products
+
     def run_mj(self, i: int) -> float:
         """Run ``i``'s energy above idle per product, mJ (nan: under two steps inside its marks).
 
         Between its first and last counter step inside the marks, over the products done between.
         """
-        run, steps = self.runs[i], self.counters[i].steps
-        t_s, energy_mj = np.asarray(steps.t_s), np.asarray(steps.energy_mj)
-        inside = (t_s >= run.mark_t_s[0]) & (t_s <= run.mark_t_s[-1])
-        t_s, energy_mj = t_s[inside], energy_mj[inside]
-        if len(t_s) < 2:
+        span = self._span(i)
+        if span is None or not span[2] > 0:
             return math.nan
-        products = float(np.diff(self.products_at(i, t_s[[0, -1]]))[0])
-        above_j = (energy_mj[-1] - energy_mj[0]) / 1e3 - self.idle.power_w * (t_s[-1] - t_s[0])
-        return float(above_j / products * 1e3) if products > 0 else math.nan
+        return span[1] / span[2] * 1e3
+
+    def run_above_w(self, i: int) -> float:
+        """Run ``i``'s power above idle, W, over the same steps as :meth:`run_mj` (nan: under two)."""
+        span = self._span(i)
+        return math.nan if span is None or not span[0] > 0 else span[1] / span[0]
 
     @property
     def limited_share(self) -> float:
         """Share of the state reads that reported a limiting clock-event reason (nan with none)."""
-        flags = [s.limited for s in self.states]
-        return sum(flags) / len(flags) if flags else math.nan
+        return self.state_share(lambda s: s.limited)
 
     def derived(self) -> dict:
         """Each run's figure (mJ a product), their median, their range as a share of it, the profile's figure.
@@ -154,11 +164,6 @@ def wider_levels(kept: RunLevels, new: RunLevels) -> RunLevels:
     figures = [rec.derived()["run_level_rel"] for rec in (kept, new)]
     widths = [-1.0 if f is None else f for f in figures]
     return kept if widths[0] > widths[1] else new
-
-
-def profile_level(derived: dict) -> float | None:
-    """``BoardProfile.run_level_rel`` from :meth:`RunLevels.derived` (None: too few runs, or limited)."""
-    return derived["run_level_rel"]
 
 
 def assemble(m: dict, quick: bool) -> RunLevels:

@@ -433,19 +433,23 @@ class MarkedLoad:
     lead_s: float
     poll_s: float
 
-
-def _cap_load(s: Session) -> MarkedRuns:
-    p = s.plan
-    return _marked_load(s, MarkedLoad(CAP_N, "bf16", p.cap_starts, p.cap_pause_s, p.cap_lead_s, p.cap_s))
-
-
-def _level_load(s: Session) -> MarkedRuns:
-    p = s.plan
-    load = MarkedLoad(LOAD_N, "fp32", p.level_starts, p.level_pause_s, p.level_lead_s, p.level_s)
-    return _marked_load(s, load)
+    def seconds(self, after_load_s: float) -> float:
+        """How long its runs take, s, each after ``after_load_s`` since the load before."""
+        return self.starts * (after_load_s + self.pause_s + self.lead_s + self.poll_s)
 
 
-def _marked_load(s: Session, load: MarkedLoad) -> MarkedRuns:
+def cap_load(p: Plan) -> MarkedLoad:
+    """The cap-spread probe's load under plan ``p``: bf16 products at the power cap."""
+    return MarkedLoad(CAP_N, "bf16", p.cap_starts, p.cap_pause_s, p.cap_lead_s, p.cap_s)
+
+
+def level_load(p: Plan) -> MarkedLoad:
+    """The run-level probe's load under plan ``p``: the probes' FP32 products, restarted."""
+    return MarkedLoad(LOAD_N, "fp32", p.level_starts, p.level_pause_s, p.level_lead_s, p.level_s)
+
+
+def marked_load(s: Session, load: MarkedLoad) -> MarkedRuns:
+    """``load``'s runs, each after its pause, the counter polled through each while the worker marks."""
     worker = s.context()
     counters, runs, states = [], [], []
     for k in range(load.starts):
@@ -528,8 +532,8 @@ STEPS = (
     Step("step", "step response", True, _step),
     Step("context_poll", "counter polled, context", True, _context_poll),
     # last: an idle span after ~30 s at the cap would read a board still warm
-    Step("cap_load", "bf16 products at the power cap", True, _cap_load),
-    Step("level_load", "FP32 products, restarted", True, _level_load),
+    Step("cap_load", "bf16 products at the power cap", True, lambda s: marked_load(s, cap_load(s.plan))),
+    Step("level_load", "FP32 products, restarted", True, lambda s: marked_load(s, level_load(s.plan))),
 )
 BY_NAME = {s.NAME: s for s in STEPS}
 
@@ -581,8 +585,8 @@ def expected_s(quick: bool, needs: set[str], plan_: Plan | None = None) -> float
         "bursts": CALIBRATE_S + p.bursts * sum(BURST_GAP_S + b + BURST_EXTRA_S for b in BURST_S),
         "step": sum(step_s),
         "context_poll": cadence_s,
-        "cap_load": p.cap_starts * (p.after_load_s + p.cap_pause_s + p.cap_lead_s + p.cap_s),
-        "level_load": p.level_starts * (p.after_load_s + p.level_pause_s + p.level_lead_s + p.level_s),
+        "cap_load": cap_load(p).seconds(p.after_load_s),
+        "level_load": level_load(p).seconds(p.after_load_s),
     }
     total = sum(costs[name] for name in needs)
     context_steps = [s.NAME for s in STEPS if s.context and s.NAME in needs]

@@ -6,7 +6,7 @@ from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 # The simulated H200's profile with a run level its owner set (the board known to run at one level:
 # the simulator has no second one unless told), so error model 13's floor is model 2's 0.7%, not the
 # Hopper defaults' 3%. The tests of measure()'s stopping rule use it: their targets are under 3%.
-LEVEL_PROBED = HOPPER.with_(source="tests: Hopper defaults, the board's run level", run_level_rel=0.003)
+LEVEL_GIVEN = HOPPER.with_(source="tests: Hopper defaults, the board's run level", run_level_rel=0.003)
 
 
 def context_board(seed: int) -> SimulatedBoard:

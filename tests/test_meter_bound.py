@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from simboards import LEVEL_PROBED, pulsed_window
+from simboards import LEVEL_GIVEN, pulsed_window
 
 from nvmeter import errors
 from nvmeter.boards import profile as profiles
@@ -207,7 +207,7 @@ def call_on(board, load_w=LOAD_W):
 
 def test_measure_takes_its_state_term_from_its_own_sub_windows():
     board = make_board()
-    m = measure(call_on(board), device=board, sync="none", target_rel_err=0.015, profile=LEVEL_PROBED)
+    m = measure(call_on(board), device=board, sync="none", target_rel_err=0.015, profile=LEVEL_GIVEN)
     assert m.reliable, m.reason
     assert len(m.subwindow_mj) >= 3 and not m.transient
     truth = LOAD_W * CALL_S * 1e3
@@ -238,7 +238,7 @@ def test_calls_that_cost_differently_widen_the_state_term_by_their_own_scatter()
         board.clock.sleep(CALL_S)
         board.set_load(0.0)
 
-    m = measure(call, device=board, sync="none", target_rel_err=0.03, profile=LEVEL_PROBED)
+    m = measure(call, device=board, sync="none", target_rel_err=0.03, profile=LEVEL_GIVEN)
     assert m.reliable and not m.limited, m
     assert_state_term_is_its_sub_windows(m, scattered=True)
 
@@ -251,7 +251,7 @@ def test_measure_reports_drift_and_widens_its_bound_on_drifting_work():
         "target_rel_err": 0.002,
         "max_window_s": 8.0,
         "min_windows": 14,
-        "profile": LEVEL_PROBED,
+        "profile": LEVEL_GIVEN,
     }
     m = measure(call_on(board), device=board, **run)
     assert "under the error model's floor of 0.7%" in m.reason
@@ -756,7 +756,8 @@ def test_a_look_longer_than_its_limit_ends_the_looks():
 def _stop(target: float):
     from nvmeter.meter import adaptive
 
-    return adaptive._Stop(window_s=0.5, min_windows=3, target=target, max_s=30.0)
+    floor_rel = errormodel.model(errormodel.CURRENT).state_floor_rel
+    return adaptive._Stop(window_s=0.5, min_windows=3, target=target, max_s=30.0, floor_rel=floor_rel)
 
 
 def test_once_the_looks_end_the_estimate_alone_stops_the_run(monkeypatch):
@@ -965,7 +966,7 @@ def test_measure_reads_a_reset_in_its_idle_span_after_the_work_again(monkeypatch
         return real(board_, *args, **kwargs)
 
     monkeypatch.setattr(adaptive, "idle_after", reset_during)
-    m = measure(step, device=board, sync="none", target_rel_err=0.02, profile=LEVEL_PROBED)
+    m = measure(step, device=board, sync="none", target_rel_err=0.02, profile=LEVEL_GIVEN)
     assert len(after) == 1 and len(m.idle.spans) == 2  # the span after, measured again
     assert m.reliable and abs(m.per_call_mj - LOAD_W * CALL_S * 1e3) <= m.per_call_mj_err
 

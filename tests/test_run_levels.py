@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from simboards import LEVEL_PROBED
+from simboards import LEVEL_GIVEN
 from test_meter_bound import CALL_S, LOAD_W, call_on, calls, idle_of, make_board
 
 from nvmeter import errors, probes, records
@@ -131,7 +131,7 @@ def test_every_family_has_a_run_level_and_the_unmeasured_ones_are_wider():
     assert (
         hopper == 0.03 and profiles.AMPERE.run_level_rel > hopper and profiles.GENERIC.run_level_rel > hopper
     )
-    assert LEVEL_PROBED.run_level_rel < errormodel.model(13).state_floor_rel  # the tests' probed board
+    assert LEVEL_GIVEN.run_level_rel < errormodel.model(13).state_floor_rel  # the tests' probed board
 
 
 def test_the_run_level_probe_is_opt_in_and_refused_with_quick(tmp_path):
@@ -172,7 +172,7 @@ def test_a_bound_just_over_the_target_is_not_printed_as_equal_to_it():
 def test_a_run_level_given_under_the_family_s_is_said_in_the_line():
     """A breaker's trial: a profile with run level 0 switched model 13 off without a word."""
     board = make_board()
-    given = measure(call_on(board), device=board, sync="none", profile=LEVEL_PROBED)
+    given = measure(call_on(board), device=board, sync="none", profile=LEVEL_GIVEN)
     assert "run level 0.3% as the profile gives it, under the family's 3.0%" in repr(given)
     assert "as the profile gives it" in "; ".join(given.notes)
     default = measure(call_on(board), device=board, sync="none")

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from simboards import LEVEL_PROBED, context_board
+from simboards import LEVEL_GIVEN, context_board
 
 from nvmeter import errors, records
 from nvmeter.boards.profile import HOPPER
@@ -356,9 +356,7 @@ def test_measure_reaches_its_target_and_subtracts_the_control(board):
 
     # 1.5%: the floor of the state part is 0.7% (error model 2) and the reading part, with the marks'
     # and the idle spans' polling at the Hopper defaults' 5 W (model 11), 0.46% of a 30 s run
-    result = measure(
-        call, device=board, sync="none", target_rel_err=0.015, control=null, profile=LEVEL_PROBED
-    )
+    result = measure(call, device=board, sync="none", target_rel_err=0.015, control=null, profile=LEVEL_GIVEN)
     assert result.reliable, result.reason
     assert result.per_call_mj == pytest.approx(LOAD_W * 0.04 * 1e3, rel=0.02)
     assert result.control_mj != 0.0
@@ -391,7 +389,7 @@ def test_measure_s_stopping_rule_counts_the_control_s_bound(seed):
     board.set_context(True)
     m = measure(
         _loaded(board, 0.03), device=board, sync="none", target_rel_err=0.03, max_window_s=12,
-        control=_loaded(board, 0.004), profile=LEVEL_PROBED,
+        control=_loaded(board, 0.004), profile=LEVEL_GIVEN,
     )  # fmt: skip
     assert m.control_err_mj > 0.01 * m.per_call_mj  # a control whose bound weighs
     # it stopped once its whole bound fit (left out of the rule, the run stopped at 2-3 s with 3.3-3.6%)
@@ -539,7 +537,7 @@ def test_a_run_cut_at_max_window_s_says_so_at_its_stop(board):
     told = []
     measure(
         lambda: _block(board, 0.04), device=board, sync="none", target_rel_err=0.009, max_window_s=2.5,
-        progress=told.append, profile=LEVEL_PROBED,
+        progress=told.append, profile=LEVEL_GIVEN,
     )  # fmt: skip
     (stop,) = [p for p in told if p.phase == "stop"]
     assert stop.stopped == "max_window_s" and str(stop).endswith(": at max_window_s")
@@ -629,7 +627,7 @@ def test_measure_judges_its_target_with_the_idle_after_the_work_too():
     null = lambda: board.clock.sleep(0.001)  # noqa: E731
     m = measure(
         lambda: _block(board, 0.04), device=board, sync="none", target_rel_err=0.015, control=null,
-        profile=LEVEL_PROBED,
+        profile=LEVEL_GIVEN,
     )  # fmt: skip
     assert m.reliable, m.reason
     assert len(m.idle.spans) >= 2 and abs(m.per_call_mj_err / m.per_call_mj) <= 0.015
@@ -795,7 +793,7 @@ def test_an_early_stop_names_the_parts_no_run_length_narrows():
 
     m = measure(
         _pulse(board, 60.0, 0.04), device=board, sync="none", idle=IdleBaseline.given(121.2, 0.31),
-        target_rel_err=0.012, profile=LEVEL_PROBED,
+        target_rel_err=0.012, profile=LEVEL_GIVEN,
     )  # fmt: skip
     assert m.work_s < 5 and not m.reliable
     assert "and the error model's floor, 0.7%, exceed the target at any run length" in m.reason
@@ -811,7 +809,7 @@ def test_an_unprobed_board_s_run_level_stops_a_tighter_target_at_once_and_says_h
     assert "the board's run level alone, 3.0%, is over the target at any run length" in m.reason
     assert "the run level is the family's default, the largest seen on its boards" in m.reason
     probed = measure(
-        _loaded(board, 0.03), device=board, sync="none", target_rel_err=0.02, profile=LEVEL_PROBED
+        _loaded(board, 0.03), device=board, sync="none", target_rel_err=0.02, profile=LEVEL_GIVEN
     )
     assert probed.reliable and probed.run_level_rel == 0.003 and probed.floor_rel == 0.007
 

@@ -19,7 +19,8 @@
 #            MEASURE_RUNS each, default 6) against enclosing references (LEVELS_S of budget, default
 #            240): the probe's figure held by work it was not measured on.
 #   loads:   bench/level_loads.py: the run-level probe's restarts at FP32 4096² and 1024², alternating,
-#            LOADS_STARTS of each (default 12, ~130 s): a second level in watts or as a share?
+#            LOADS_STARTS of each (default 12: 127 s of runs on the simulated board's clock, plus the
+#            context idle): a second level in watts or as a share?
 # Usage (repository root): NVMETER_COMMIT=<sha> [BUDGET_S=240] [MEASURE_RUNS=4] [LEAD10_S=120]
 #   [STEPS="probe enclose gpu rest"] bash bench/device/cap_spread.sh
 #   (short of device time: STEPS="probe gpu enclose" runs the tests before the bench)

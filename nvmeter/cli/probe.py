@@ -122,7 +122,9 @@ def probe(
         (cap_spread, "--cap-spread", "cap_spread", "cap-spread"),
         (run_levels, "--run-levels", "run_levels", "run-level"),
     )
-    for _, flag, name, label in (o for o in opted if o[0]):
+    for wanted, flag, name, label in opted:
+        if not wanted:
+            continue
         if quick:
             raise errors.UsageError(f"--quick skips the {label} probe; run {flag} without --quick")
         names = list(dict.fromkeys([*(names or [m.NAME for m in selection(False)]), name]))

@@ -238,7 +238,7 @@ def measure(
     floor_rel = errormodel.floor_rel(
         errormodel.model(errormodel.CURRENT), prof.run_level_or(board.identity().name)
     )
-    stop = _Stop(min_window_s, min_windows, target_rel_err, max_window_s, control_mj, floor_rel)
+    stop = _Stop(min_window_s, min_windows, target_rel_err, max_window_s, floor_rel, control_mj)
     result = _run(fn, board, window_idle, sync, prof, stop, said)
     result = replace(result, problems=result.problems + _too_few(result, min_windows, min_window_s))
     if before is not None:
@@ -356,16 +356,16 @@ class _Stop:
         min_windows: The fewest sub-windows.
         target: The accepted relative bound on the per-call energy less the control.
         max_s: The longest run, s.
-        control_mj: The control's per-call cost and its bound, mJ ((0, 0) without one).
         floor_rel: The state part's floor, share of the net power (:func:`errormodel.floor_rel`).
+        control_mj: The control's per-call cost and its bound, mJ ((0, 0) without one).
     """
 
     window_s: float
     min_windows: int
     target: float
     max_s: float
+    floor_rel: float
     control_mj: tuple[float, float] = (0.0, 0.0)
-    floor_rel: float = errormodel.model(errormodel.CURRENT).state_floor_rel
 
 
 class _Said:

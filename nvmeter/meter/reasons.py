@@ -172,9 +172,10 @@ def _fixed_note(m) -> str:
     figure = abs(m.per_call_mj)
     if m.max_rel_err is None or not figure > 0:
         return ""
-    floor = m.floor_rel if m.subwindow_halfwidth_w is not None else 0.0
-    if m.subwindow_halfwidth_w is None and m.run_level_rel > m.model.state_rel:
-        floor = m.run_level_rel  # a window's least state share (model 13), whatever its length
+    if m.subwindow_halfwidth_w is not None:
+        floor = m.floor_rel
+    else:  # a window's least state share is the run level where larger (model 13), whatever its length
+        floor = m.run_level_rel if m.run_level_rel > m.model.state_rel else 0.0
     level = floor > m.model.state_floor_rel  # the board's run level set the floor (error model 13)
     if floor > m.max_rel_err:
         if level:
