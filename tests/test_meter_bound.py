@@ -439,8 +439,11 @@ def test_a_stored_profile_is_used_for_its_board_and_refused_for_another(tmp_path
     stored = profiles.resolve_profile(None, mine).polling_artefact_w
     assert stored == report.profile().polling_artefact_w != profiles.HOPPER.polling_artefact_w
     assert profiles.resolve_profile(None, identity(uuid="GPU-9999")).source.startswith("defaults:Hopper")
-    with pytest.raises(errors.RecordError, match="not on this board"):
+    with pytest.raises(errors.RecordError, match="not on this board GPU-9999: probe this board"):
         profiles.resolve_profile(path, identity(uuid="GPU-9999"))
+    simulated = replace(identity(uuid="GPU-9999"), simulated=True)  # a second SimulatedBoard() of a process
+    with pytest.raises(errors.RecordError, match=r"SimConfig\(uuid='GPU-12345678"):
+        profiles.resolve_profile(path, simulated)
 
 
 def test_a_window_names_its_profile_in_its_record():

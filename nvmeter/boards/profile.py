@@ -381,7 +381,7 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
         )
     uuid = (data.get("board") or {}).get("uuid")
     if board is not None and uuid != board.uuid:
-        raise errors.RecordError(f"{path} was made on {uuid}, not on this board {board.uuid}")
+        raise board.made_elsewhere(path, uuid, "probe this board (`nvmeter probe --out probe.json`)")
     if data.get("kind") == "probe":  # its profile was derived from its raw series: checked as show does
         records.verify(path, "probe")
     try:

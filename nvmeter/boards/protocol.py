@@ -61,6 +61,20 @@ class BoardIdentity:
         text = f"{self.name.removeprefix('NVIDIA ')} {self.uuid[:8]}…"
         return f"{text}, energy {self.scope_note}" if self.scope_note else text
 
+    def made_elsewhere(self, path: object, uuid: object, remedy: str) -> errors.RecordError:
+        """The error for a record at ``path`` made on board ``uuid``, not on this one.
+
+        ``remedy`` says what to give instead on a real board; a simulated board's hint says how
+        to keep one UUID, since each ``SimulatedBoard()`` of a process takes the next (a new
+        user's trial, 2026-12-06: a probe made on one instance was refused on the next).
+        """
+        if self.simulated:  # the CLI's way first: SimConfig is Python's only
+            remedy = (
+                "make one on the simulated board (`nvmeter probe --simulate --out probe.json`), or in "
+                f"Python give the board that UUID with SimConfig(uuid={uuid!r})"
+            )
+        return errors.RecordError(f"{path} was made on {uuid}, not on this board {self.uuid}: {remedy}")
+
     def to_dict(self) -> dict:
         """Plain dict for JSON, with the energy scope (derived from the name; not read back)."""
         return {**self.__dict__, "energy_scope": self.energy_scope}

@@ -144,15 +144,8 @@ class IdleBaseline:
                 "watts, or 'measure' (the default: measured around the window)"
             ) from exc
         if uuid != board.identity().uuid:
-            hint = (
-                # the CLI's way first: SimConfig is Python's only (a new user's trial, 2026-12-06)
-                ": make one on the simulated board (`nvmeter probe --simulate --out probe.json`), or in "
-                f"Python give the board that UUID with SimConfig(uuid={uuid!r})"
-                if board.identity().simulated
-                else ": give the idle probe of this board, or 'measure'"
-            )
-            raise errors.RecordError(
-                f"{path} was made on {uuid}, not on this board {board.identity().uuid}{hint}"
+            raise board.identity().made_elsewhere(
+                path, uuid, "give the idle probe of this board, or 'measure'"
             )
         try:
             records.counters(raw, f"idle.{level}")  # a count past int64 is no read (OverflowError later)
