@@ -224,6 +224,14 @@ def _probe_v7(d: dict) -> dict:
     return d
 
 
+def _probe_v10(d: dict) -> dict:
+    """v9's run-level figure took the range over all runs: derivation 1, derived as it was."""
+    levels = d["probes"].get("run_levels")
+    if levels is not None:
+        levels["raw"]["derivation"] = 1
+    return d
+
+
 def _family_default(name: str, before: str):
     """An upgrade that fills ``profile.<name>`` with the record's board family's default, as it derives today.
 
@@ -294,6 +302,13 @@ PROBE = Format(
             "`profile.run_level_rel`: how far one run's per-call energy may sit from the same calls' "
             "other runs (error model 13); the family's default when upgraded",
             _family_run_level,
+        ),
+        Version(
+            10,
+            "run levels `raw.derivation`: 2 takes the runs' range between runs within 1 °C of each "
+            "other, with each run's temperature in `derived.run_temperature_c` (earlier records: 1, "
+            "the range over all runs, derived as they were)",
+            _probe_v10,
         ),
     ),
     verifier="nvmeter.probes.report:load_report",

@@ -11,8 +11,15 @@ after ``level_pause_s`` of idle (as ``measure()`` runs follow one another), lets
 when each chunk of 8 products ended. Each run's figure is its energy above the context idle
 between its first and last counter step inside the marks, over the products done between them.
 
-The board's run level is :data:`MARGIN` times the runs' range (largest less smallest) as a share of
-their median; the profile keeps it (``BoardProfile.run_level_rel``), which error model 13 holds every
+The board's run level is :data:`MARGIN` times the runs' range as a share of their median, the range
+taken between runs within :data:`SAME_TEMPERATURE_C` of each other (derivation 2): a board draws more
+per product as it warms (GPU-497e4db9, an H100, ~0.4-0.5% a °C at FP32 4096²:
+results/enclose/call86-e5f25b5-h100af-level-loads.json.gz), and one that warmed 53 -> 61 °C through
+its probe read its warming as a level (results/enclose/call85-e5f25b5-h100af-run-levels-probe.json):
+a cost that moved, not a level a run took. Where under :data:`MIN_RUNS` runs have another that near
+(a board warming fast through them, as the simulated one does), every pair is compared, as in
+derivation 1: the warming read as a level, wider, never narrower. The profile keeps the figure
+(``BoardProfile.run_level_rel``), which error model 13 holds every
 window's state part to. The range, not the distance from the median: with two levels taken about as
 often the median falls between them. A board none of whose runs took another level reads its runs'
 scatter (0.35-0.81% over the runs at the main level of four H100 probes, calls 80-83: a figure of
@@ -27,8 +34,8 @@ or more) keeps the family's default: the limiter, not the level, set its power.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -54,6 +61,12 @@ MIN_RUNS = 4
 # limiter, not the level, set its power, so the probe cannot see the level (an adversarial review:
 # a simulated board capped at 450 W read 0.58% for a level of 2.5%).
 LIMITED_SHARE = 0.5
+# Runs are compared with runs whose mean temperatures are within this, °C: the rule that pairs a
+# trial with its reference (within ±1 °C, docs/window.md), not fitted. A run whose temperature the
+# board hides is compared with every run.
+SAME_TEMPERATURE_C = 1.0
+# 1: the range over all runs (probe records before v10); 2: over runs at one temperature.
+DERIVATION = 2
 
 
 def needs(quick: bool) -> set[str]:
@@ -66,6 +79,7 @@ class RunLevels(MarkedRecord):
     """The run-level probe's record: its runs of FP32 products, each after a pause (:class:`MarkedRecord`)."""
 
     LOAD: ClassVar[str] = "the run-level load"
+    derivation: int = DERIVATION
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -101,6 +115,48 @@ class RunLevels(MarkedRecord):
         span = self._span(i)
         return math.nan if span is None or not span[0] > 0 else span[1] / span[0]
 
+    def run_temperature_c(self, i: int) -> float:
+        """Run ``i``'s mean temperature over the state reads inside it, °C (nan: none, or hidden)."""
+        run = self.runs[i]
+        found = [s.temperature_c for s in self.states if run.t0_s <= s.t_s <= run.t1_s]
+        found = [t for t in found if math.isfinite(t)]
+        return float(np.mean(found)) if found else math.nan
+
+    def _comparison(self, runs_mj: list[float]) -> tuple[list[tuple[float, float]], bool]:
+        """The (figure, temperature) of the runs the range is taken over, and whether at one temperature.
+
+        Derivation 2 keeps the runs with another within :data:`SAME_TEMPERATURE_C` (a hidden
+        temperature, nan, is near every run) and compares only such pairs; where under
+        :data:`MIN_RUNS` runs have one, the board warmed too fast through them to tell a level from
+        the warming, and every pair is compared, as in derivation 1: the warming read as a level,
+        wider than the board's, never narrower.
+        """
+        at = [(v, self.run_temperature_c(i)) for i, v in enumerate(runs_mj) if math.isfinite(v)]
+        near = [r for r in at if any(_same_temperature(r, o) for o in at if o is not r)]
+        if self.derivation >= 2 and len(near) >= MIN_RUNS:
+            return near, True
+        return at, False
+
+    def _range_mj(self, runs_mj: list[float]) -> float:
+        """The largest difference between two compared runs' figures, mJ (nan: no run with a figure)."""
+        at, by_temperature = self._comparison(runs_mj)
+        gaps = [
+            abs(a[0] - b[0])
+            for k, a in enumerate(at)
+            for b in at[k + 1 :]
+            if not by_temperature or _same_temperature(a, b)
+        ]
+        return max(gaps, default=0.0) if at else math.nan
+
+    def to_dict(self) -> dict:
+        """Raw JSON form, with the derivation its figures follow."""
+        return {**super().to_dict(), "derivation": self.derivation}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunLevels:
+        """Inverse of :meth:`to_dict` (probe records before v10 read as derivation 1: nvmeter.formats)."""
+        return replace(super().from_dict(data), derivation=int(data["derivation"]))
+
     @property
     def limited_share(self) -> float:
         """Share of the state reads that reported a limiting clock-event reason (nan with none)."""
@@ -115,11 +171,11 @@ class RunLevels(MarkedRecord):
         runs_mj = [self.run_mj(i) for i in range(len(self.runs))]
         kept = [v for v in runs_mj if math.isfinite(v)]
         median = float(np.median(kept)) if kept else math.nan
-        range_rel = (max(kept) - min(kept)) / median if kept and median > 0 else math.nan
+        range_rel = self._range_mj(runs_mj) / median if kept and median > 0 else math.nan
         usable = (
             len(kept) >= MIN_RUNS and math.isfinite(range_rel) and not self.limited_share >= LIMITED_SHARE
         )
-        return {
+        found: dict[str, Any] = {
             "runs": len(self.runs),
             "runs_with_figure": len(kept),
             "run_mj": runs_mj,
@@ -128,6 +184,10 @@ class RunLevels(MarkedRecord):
             "limited_share": self.limited_share,
             "run_level_rel": min(RUN_LEVEL_MAX, MARGIN * range_rel) if usable else None,
         }
+        if self.derivation >= 2:  # derivation 1's records keep the block they were written with
+            found["run_temperature_c"] = [self.run_temperature_c(i) for i in range(len(self.runs))]
+            found["at_one_temperature"] = self._comparison(runs_mj)[1]
+        return found
 
     def rows(self) -> list[tuple[str, str]]:
         """Summary-table rows."""
@@ -153,10 +213,27 @@ class RunLevels(MarkedRecord):
             (
                 "run levels",
                 f"{runs}, {d['median_mj']:,.1f} mJ a product (median); each run against it: {offsets}; "
-                f"run level {MARGIN:g} x the range {100 * d['range_rel']:.2f}% = "
+                f"run level {MARGIN:g} x the range {100 * d['range_rel']:.2f}%{self._range_words(d)} = "
                 f"{100 * d['run_level_rel']:.2f}% (kept where over the family's default)",
             )
         ]
+
+    @staticmethod
+    def _range_words(d: dict) -> str:
+        """What the range was taken over: runs at one temperature, or all runs (and why)."""
+        known = [t for t in d.get("run_temperature_c", ()) if math.isfinite(t)]
+        if not known:  # derivation 1, or a board that hides its temperature: every pair
+            return ""
+        span = f"the runs at {min(known):.0f}-{max(known):.0f} °C"
+        if d["at_one_temperature"]:
+            return f" between runs within {SAME_TEMPERATURE_C:g} °C of each other ({span})"
+        few = f"too few within {SAME_TEMPERATURE_C:g} °C of another to leave the warming out"
+        return f" over all runs ({span}: {few})"
+
+
+def _same_temperature(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two (figure, temperature) runs are within :data:`SAME_TEMPERATURE_C` (nan: hidden, near)."""
+    return not abs(a[1] - b[1]) > SAME_TEMPERATURE_C
 
 
 def wider_levels(kept: RunLevels, new: RunLevels) -> RunLevels:

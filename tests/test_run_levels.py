@@ -206,3 +206,47 @@ def test_the_cache_keeps_the_widest_run_level_a_board_s_probes_read(tmp_path, mo
     profiles.store_probe(replace(plain, board=real).to_dict(), real)
     wider = for_cache(first)  # the other way round: the new, wider probe replaces the kept one
     assert wider.probes["run_levels"] is first.probes["run_levels"]
+
+
+HARDWARE_PROBES = Path(__file__).resolve().parents[1] / "results" / "enclose"
+
+
+@pytest.mark.parametrize(
+    ("name", "warmed"),
+    [
+        ("call80-a03b62f-h100ad", False),
+        ("call81-a03b62f-h100ad", False),
+        ("call82-32106c6-h100ad", False),
+        ("call83-ff0e4be-h100ae", False),
+        ("call84-e5f25b5-h100af", True),
+        ("call85-e5f25b5-h100af", True),
+    ],
+)
+def test_runs_compared_at_one_temperature_leave_a_board_s_warming_out(name, warmed):
+    """GPU-497e4db9 warmed 53 -> 61 °C through its probe and read the warming as a level (4.84%).
+
+    The other boards' runs held within ~1 °C, and their levels read as before.
+    """
+    old = load_report(HARDWARE_PROBES / f"{name}-run-levels-probe.json").probes["run_levels"]
+    assert old.derivation == 1  # v9 records: derived as they were written
+    new = replace(old, derivation=2).derived()
+    assert new["at_one_temperature"]
+    temperatures = new["run_temperature_c"]
+    assert (max(temperatures) - min(temperatures) > 4) == warmed
+    before = old.derived()["run_level_rel"]
+    if warmed:  # the warming out: under the family's default, which the profile then keeps
+        assert before > profiles.HOPPER.run_level_rel > new["run_level_rel"]
+    else:
+        assert new["run_level_rel"] == pytest.approx(before)
+
+
+def test_a_probe_at_one_temperature_sees_the_level_and_one_warming_fast_compares_every_run():
+    steady = probe(3, c_per_w=0.0, **SECOND).probes["run_levels"]
+    d = steady.derived()
+    assert steady.derivation == runlevels.DERIVATION == 2 and d["at_one_temperature"]
+    assert 0.02 < d["range_rel"] < 0.03  # the two levels, 2.5% apart
+    assert "between runs within 1 °C of each other" in steady.rows()[0][1]
+    warming = probe(3, **SECOND).probes["run_levels"]  # the simulated board warms ~1.7 °C a run
+    w = warming.derived()
+    assert not w["at_one_temperature"] and w["range_rel"] == pytest.approx(d["range_rel"], rel=0.2)
+    assert "over all runs" in warming.rows()[0][1] and "leave the warming out" in warming.rows()[0][1]
