@@ -6,12 +6,15 @@ Error model 13 takes a board's run level as a share of the energy above idle; on
 ``measure()``'s 2.5 s warm-up, then the counter polled; ``nvmeter.probes.schedule``'s marked loads)
 alternating two product sizes, and prints each run's power above the context idle against its size's
 median, in W and in %. A level of fixed watts shows the same W at both sizes; a share, the same %.
-Nothing here is part of the meter.
+Each run's mean temperature and the least-squares slope of W on it (all runs) show what the board's
+warming moved. Nothing here is part of the meter.
 
     python bench/level_loads.py --out level-loads.json [--sizes 4096,1024] [--starts 12] [--simulate]
+    python bench/level_loads.py --table results/enclose/call86-e5f25b5-h100af-level-loads.json.gz
 
-The record (kind ``bench-level-loads``, schema 1): the board, the sizes, the context idle span and,
-per size, the run-level probe's raw record of its runs (``probes.runlevels.RunLevels``).
+The record (kind ``bench-level-loads``): the board, the sizes, the context idle span and, per size,
+the run-level probe's raw record of its runs (``probes.runlevels.RunLevels``). Schema 2: that record
+carries its derivation; schema 1's read as the current one (a run's W does not depend on it).
 """
 
 from __future__ import annotations
@@ -24,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from nvmeter import errors, records
-from nvmeter.probes import schedule
+from nvmeter.probes import runlevels, schedule
 from nvmeter.probes.runlevels import RunLevels
 from nvmeter.worker.rig import Rig
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 PAUSE_S, LEAD_S, POLL_S = 0.5, 2.5, 2.0  # as the run-level probe's plan (probes.schedule.Plan)
 
 
@@ -55,24 +58,55 @@ def measure(rig: Rig, sizes: tuple[int, ...], starts: int) -> dict[int, RunLevel
 
 
 def table(levels: dict[int, RunLevels]) -> list[str]:
-    """Per size: each run's W above idle, and its distance from the size's median in W and %."""
+    """Per size: each run's W above idle against the size's median in W and %, its °C, the W a °C."""
     lines = [
-        "| size | median W above idle | each run against it, W | the same, % |",
-        "| --- | --- | --- | --- |",
+        "| size | median W above idle | each run against it, W | the same, % | each run's °C | W a °C (%) |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for n, rec in levels.items():
-        watts = [rec.run_above_w(i) for i in range(len(rec.runs))]
-        kept = [w for w in watts if math.isfinite(w)]
-        median = float(np.median(kept)) if kept else math.nan
-        in_w = ", ".join(f"{w - median:+.1f}" for w in kept)
-        in_rel = ", ".join(f"{100 * (w / median - 1):+.2f}" for w in kept)
-        lines.append(f"| {n}² | {median:.1f} | {in_w} | {in_rel} |")
+        watts = np.array([rec.run_above_w(i) for i in range(len(rec.runs))])
+        temps = np.array([rec.run_temperature_c(i) for i in range(len(rec.runs))])
+        kept = np.isfinite(watts)
+        median = float(np.median(watts[kept])) if kept.any() else math.nan
+        in_w = ", ".join(f"{w - median:+.1f}" for w in watts[kept])
+        in_rel = ", ".join(f"{100 * (w / median - 1):+.2f}" for w in watts[kept])
+        in_c = ", ".join(f"{t:.1f}" for t in temps[kept])
+        lines.append(f"| {n}² | {median:.1f} | {in_w} | {in_rel} | {in_c} | {_slope(temps, watts, median)} |")
     return lines
+
+
+def _slope(temps: np.ndarray, watts: np.ndarray, median: float) -> str:
+    """Least-squares W a °C over the runs with both figures, and as % of the median ('-': too few)."""
+    both = np.isfinite(temps) & np.isfinite(watts)
+    if both.sum() < 3 or np.ptp(temps[both]) == 0:
+        return "-"
+    slope = float(np.polyfit(temps[both], watts[both], 1)[0])
+    return f"{slope:+.2f} ({100 * slope / median:+.2f}%)"
+
+
+def read(path: Path) -> dict[int, RunLevels]:
+    """A written record's runs per size (schema 1's read as the current derivation).
+
+    Raises:
+        RecordError: not a readable record of this bench.
+    """
+    data = records.parse_json(path, "a level-loads record")
+    if not isinstance(data, dict) or data.get("kind") != "bench-level-loads":
+        raise errors.RecordError(f"{path} is not a record of bench/level_loads.py")
+    try:
+        return {
+            int(n): RunLevels.from_dict({"derivation": runlevels.DERIVATION, **raw})
+            for n, raw in data["levels"].items()
+        }
+    except (KeyError, TypeError, ValueError) as exc:
+        raise errors.RecordError(f"{path}: damaged level-loads record ({exc!r})") from exc
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, required=True)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", type=Path, help="run the loads and write their record here")
+    where.add_argument("--table", type=Path, help="print the table of a record written before")
     p.add_argument(
         "--sizes", default="4096,1024", help="comma-separated FP32 product sizes (default 4096,1024)"
     )
@@ -90,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.table is not None:
+        try:
+            print("\n".join(table(read(args.table))))
+        except errors.NvmeterError as exc:
+            print(f"level_loads: {exc}", file=sys.stderr)
+            return 2
+        return 0
     try:
         records.check_writable(args.out)
         with Rig.open(None if args.simulate else args.device, simulate=args.simulate) as rig:

@@ -13,18 +13,18 @@ between its first and last counter step inside the marks, over the products done
 
 The board's run level is :data:`MARGIN` times the runs' range as a share of their median, the range
 taken between runs within :data:`SAME_TEMPERATURE_C` of each other (derivation 2): a board draws more
-per product as it warms (GPU-497e4db9, an H100, ~0.4-0.5% a °C at FP32 4096²:
-results/enclose/call86-e5f25b5-h100af-level-loads.json.gz), and one that warmed 53 -> 61 °C through
-its probe read its warming as a level (results/enclose/call85-e5f25b5-h100af-run-levels-probe.json):
-a cost that moved, not a level a run took. Where under :data:`MIN_RUNS` runs have another that near
-(a board warming fast through them, as the simulated one does), every pair is compared, as in
-derivation 1: the warming read as a level, wider, never narrower. The profile keeps the figure
-(``BoardProfile.run_level_rel``), which error model 13 holds every
-window's state part to. The range, not the distance from the median: with two levels taken about as
-often the median falls between them. A board none of whose runs took another level reads its runs'
-scatter (0.35-0.81% over the runs at the main level of four H100 probes, calls 80-83: a figure of
-0.4-1.0%), near the error model's own 0.7% floor. Eight runs see a level
-that one run in eight takes with a chance of 1 - (7/8)^8, about two in three: a board whose probe showed
+per product as it warms (GPU-497e4db9, an H100: +0.36% and +0.74% a °C at FP32 4096² in two runs of
+bench/level_loads.py, results/enclose/call8[46]-e5f25b5-h100af-level-loads.json.gz), and that board,
+warming 53 -> 61 °C through its probe, read its warming as a level
+(results/enclose/call85-e5f25b5-h100af-run-levels-probe.json): a cost that moved, not a level a run
+took. Where under :data:`MIN_RUNS` runs have another that near (a board warming fast through them, as
+the simulated one does), every pair is compared, as in derivation 1: the warming read as a level,
+wider, never narrower. The profile keeps the figure (``BoardProfile.run_level_rel``), which error
+model 13 holds every window's state part to. The range, not the distance from the median: with two
+levels taken about as often the median falls between them. A board none of whose runs took another
+level reads its runs' scatter (0.35-0.81% over the runs at the main level of four H100 probes, calls
+80-83: a figure of 0.4-1.0%), near the error model's own 0.7% floor. Eight runs see a level that one
+run in eight takes with a chance of 1 - (7/8)^8, about two in three: a board whose probe showed
 none may still have a rare one: the profile keeps the probe's figure only where it is wider than the
 family's default (``nvmeter.probes.profile``), so the probe widens the floor on a board with a larger
 level and never narrows it. A load the board limited (a clock-event reason in half the state reads

@@ -17,7 +17,7 @@ def test_two_sizes_alternate_and_each_keeps_a_run_level_record(tmp_path):
     assert done.returncode == 0, done.stderr
     data = json.loads(out.read_text())
     assert (
-        data["kind"] == "bench-level-loads" and data["schema_version"] == 1 and data["sizes"] == [4096, 1024]
+        data["kind"] == "bench-level-loads" and data["schema_version"] == 2 and data["sizes"] == [4096, 1024]
     )
     for size in ("4096", "1024"):
         rec = RunLevels.from_dict(data["levels"][size])
@@ -26,6 +26,30 @@ def test_two_sizes_alternate_and_each_keeps_a_run_level_record(tmp_path):
     starts = [RunLevels.from_dict(data["levels"][s]).runs[k].t0_s for k in range(2) for s in ("4096", "1024")]
     assert starts == sorted(starts)
     assert "| 4096² |" in done.stdout and "| 1024² |" in done.stdout
+    again = subprocess.run([*cmd[:2], "--table", str(out)], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and again.stdout in done.stdout  # the same table, read back
+
+
+def test_a_committed_schema_1_record_prints_its_table_with_the_warming():
+    """Call 86 on GPU-497e4db9: the runs rose with the board's temperature, 51 -> 58.7 °C at 4096²."""
+    path = Path(__file__).resolve().parents[1] / "results/enclose/call86-e5f25b5-h100af-level-loads.json.gz"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--table", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| 4096² |"))
+    assert row.endswith("| +1.96 (+0.36%) |") and "51.0, 54.0" in row
+
+
+def test_a_table_of_another_kind_of_record_is_one_line(tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text('{"kind": "probe"}')
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--table", str(other)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"level_loads: {other} is not a record of bench/level_loads.py"
+    ]
 
 
 def test_bad_sizes_are_one_line_and_no_file(tmp_path):
