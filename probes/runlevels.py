@@ -237,7 +237,12 @@ def _same_temperature(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 
 def wider_levels(kept: RunLevels, new: RunLevels) -> RunLevels:
-    """Of two probes of one board, the one whose run level is wider (on a tie, or neither: the new one)."""
+    """Of two probes of one board, the one whose run level is wider (on a tie, or neither: the new one).
+
+    The kept one is read by the new one's derivation first: a kept probe that read a board's warming
+    as a level (derivation 1) would otherwise outlast every later probe of the board.
+    """
+    kept = replace(kept, derivation=max(kept.derivation, new.derivation))
     figures = [rec.derived()["run_level_rel"] for rec in (kept, new)]
     widths = [-1.0 if f is None else f for f in figures]
     return kept if widths[0] > widths[1] else new

@@ -250,3 +250,14 @@ def test_a_probe_at_one_temperature_sees_the_level_and_one_warming_fast_compares
     w = warming.derived()
     assert not w["at_one_temperature"] and w["range_rel"] == pytest.approx(d["range_rel"], rel=0.2)
     assert "over all runs" in warming.rows()[0][1] and "leave the warming out" in warming.rows()[0][1]
+
+
+def test_the_cache_reads_a_kept_probe_by_the_current_derivation(tmp_path, monkeypatch):
+    """Call 85's probe read GPU-497e4db9's warming as 4.84%: kept as it was, no later probe replaced it."""
+    monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
+    old = load_report(HARDWARE_PROBES / "call85-e5f25b5-h100af-run-levels-probe.json")
+    profiles.store_probe(old.to_dict(), old.board)
+    later = for_cache(replace(probe(3), board=old.board))
+    kept = later.probes["run_levels"]
+    assert kept.derivation == 2 and kept.runs == old.probes["run_levels"].runs  # the old runs, read anew
+    assert later.profile().run_level_rel == profiles.HOPPER.run_level_rel < old.profile().run_level_rel
