@@ -78,7 +78,7 @@ def table(levels: dict[int, RunLevels]) -> list[str]:
 def _slope(temps: np.ndarray, watts: np.ndarray, median: float) -> str:
     """Least-squares W a °C over the runs with both figures, and as % of the median ('-': too few)."""
     both = np.isfinite(temps) & np.isfinite(watts)
-    if both.sum() < 3 or np.ptp(temps[both]) == 0:
+    if both.sum() < 3 or np.ptp(temps[both]) == 0 or not median > 0:
         return "-"
     slope = float(np.polyfit(temps[both], watts[both], 1)[0])
     return f"{slope:+.2f} ({100 * slope / median:+.2f}%)"
@@ -93,6 +93,11 @@ def read(path: Path) -> dict[int, RunLevels]:
     data = records.parse_json(path, "a level-loads record")
     if not isinstance(data, dict) or data.get("kind") != "bench-level-loads":
         raise errors.RecordError(f"{path} is not a record of bench/level_loads.py")
+    if data.get("schema_version") not in (1, SCHEMA_VERSION):
+        raise errors.RecordError(
+            f"{path} is a level-loads record of schema {data.get('schema_version')!r}; this script reads 1 "
+            f"and {SCHEMA_VERSION}"
+        )
     try:
         return {
             int(n): RunLevels.from_dict({"derivation": runlevels.DERIVATION, **raw})

@@ -305,9 +305,10 @@ PROBE = Format(
         ),
         Version(
             10,
-            "run levels `raw.derivation`: 2 takes the runs' range between runs within 1 °C of each "
-            "other, with each run's temperature in `derived.run_temperature_c` (earlier records: 1, "
-            "the range over all runs, derived as they were)",
+            "run levels `raw.derivation`: 2 takes the board's warming out of the runs' range where "
+            "they span over 2 °C (`derived.warming_mj_per_c`, the Theil-Sen slope of figure on "
+            "temperature), each run's temperature in `derived.run_temperature_c` (earlier records: 1, "
+            "the range of the runs as they are, derived as they were)",
             _probe_v10,
         ),
     ),

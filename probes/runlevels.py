@@ -11,15 +11,22 @@ after ``level_pause_s`` of idle (as ``measure()`` runs follow one another), lets
 when each chunk of 8 products ended. Each run's figure is its energy above the context idle
 between its first and last counter step inside the marks, over the products done between them.
 
-The board's run level is :data:`MARGIN` times the runs' range as a share of their median, the range
-taken between runs within :data:`SAME_TEMPERATURE_C` of each other (derivation 2): a board draws more
+The board's run level is :data:`MARGIN` times the runs' range as a share of their median, with the
+board's warming taken out where the runs span over :data:`WARMING_C` (derivation 2): a board draws more
 per product as it warms (GPU-497e4db9, an H100: +0.36% and +0.74% a °C at FP32 4096² in two runs of
-bench/level_loads.py, results/enclose/call8[46]-e5f25b5-h100af-level-loads.json.gz), and that board,
-warming 53 -> 61 °C through its probe, read its warming as a level
+bench/level_loads.py, 0.40% for the second without the machine's first load;
+results/enclose/call8[46]-e5f25b5-h100af-level-loads.json.gz), and that board, warming 53 -> 61 °C
+through its probe, read its warming as a level of 4.84%
 (results/enclose/call85-e5f25b5-h100af-run-levels-probe.json): a cost that moved, not a level a run
-took. Where under :data:`MIN_RUNS` runs have another that near (a board warming fast through them, as
-the simulated one does), every pair is compared, as in derivation 1: the warming read as a level,
-wider, never narrower. The profile keeps the figure (``BoardProfile.run_level_rel``), which error
+took. Where the runs span over :data:`WARMING_C`, the range is the wider of two that leave the warming
+out: the largest difference between runs within :data:`SAME_TEMPERATURE_C` of each other (every run's
+where under :data:`MIN_RUNS` have such a neighbour), and the range after the Theil-Sen slope of figure
+on temperature is taken out (``scipy.stats.theilslopes``, the median of the pairwise slopes; only a
+rise). Each alone can take a level for warming: the first a lone run at the level with no neighbour,
+the second a block of runs at the level at one end of the warming (the simulated board, a 4% level,
+58 probes that took both levels, warming 7 and 12 °C: under the level in 3 and 0 probes by the first,
+2 and 2 by the second, 0 by the wider of the two, as by the runs as they are). Every run stays
+in the range. The profile keeps the figure (``BoardProfile.run_level_rel``), which error
 model 13 holds every window's state part to. The range, not the distance from the median: with two
 levels taken about as often the median falls between them. A board none of whose runs took another
 level reads its runs' scatter (0.35-0.81% over the runs at the main level of four H100 probes, calls
@@ -38,6 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
+from scipy import stats
 
 from nvmeter import errors
 from nvmeter.boards.profile import RUN_LEVEL_MAX
@@ -61,12 +69,17 @@ MIN_RUNS = 4
 # limiter, not the level, set its power, so the probe cannot see the level (an adversarial review:
 # a simulated board capped at 450 W read 0.58% for a level of 2.5%).
 LIMITED_SHARE = 0.5
-# Runs are compared with runs whose mean temperatures are within this, °C: the rule that pairs a
-# trial with its reference (within ±1 °C, docs/window.md), not fitted. A run whose temperature the
-# board hides is compared with every run.
+# Runs spanning more than this, °C, are read with the board's warming taken out: twice the ±1 °C within
+# which a reference is taken for its trial (docs/window.md), a chosen bound, not fitted. Runs within it
+# (the four boards with a level, calls 80-83: 1.0-1.3 °C) are read as they are, so that no slope fitted
+# to a few runs takes part of a level out on a board that did not warm.
+WARMING_C = 2.0
+# Runs whose mean temperatures are this near, °C, are compared as they are where the runs warmed: the
+# rule that pairs a trial with its reference (within ±1 °C, docs/window.md), not fitted.
 SAME_TEMPERATURE_C = 1.0
-# 1: the range over all runs (probe records before v10); 2: over runs at one temperature.
+# 1: the range of the runs as they are (probe records before v10); 2: with the warming left out.
 DERIVATION = 2
+DERIVATIONS = (1, 2)
 
 
 def needs(quick: bool) -> set[str]:
@@ -83,6 +96,10 @@ class RunLevels(MarkedRecord):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if type(self.derivation) is not int or self.derivation not in DERIVATIONS:
+            raise errors.RecordError(
+                f"{self.LOAD}'s derivation must be one of {DERIVATIONS}, not {self.derivation!r}"
+            )
         sizes = {(run.dtype, run.n) for run in self.runs}
         if len(sizes) != 1 or next(iter(sizes))[0] != "fp32":
             raise errors.RecordError(
@@ -122,31 +139,21 @@ class RunLevels(MarkedRecord):
         found = [t for t in found if math.isfinite(t)]
         return float(np.mean(found)) if found else math.nan
 
-    def _comparison(self, runs_mj: list[float]) -> tuple[list[tuple[float, float]], bool]:
-        """The (figure, temperature) of the runs the range is taken over, and whether at one temperature.
+    def warming_mj_per_c(self, runs_mj: list[float], temps_c: list[float]) -> float | None:
+        """The warming taken out of the runs' figures, mJ a product a °C (None: not taken out).
 
-        Derivation 2 keeps the runs with another within :data:`SAME_TEMPERATURE_C` (a hidden
-        temperature, nan, is near every run) and compares only such pairs; where under
-        :data:`MIN_RUNS` runs have one, the board warmed too fast through them to tell a level from
-        the warming, and every pair is compared, as in derivation 1: the warming read as a level,
-        wider than the board's, never narrower.
+        Derivation 2, with :data:`MIN_RUNS` or more runs with a figure, every one's temperature
+        known, spanning over :data:`WARMING_C`: the Theil-Sen slope of figure on temperature, or
+        0 where it falls (a board draws more as it warms; a fall is no warming to take out).
         """
-        at = [(v, self.run_temperature_c(i)) for i, v in enumerate(runs_mj) if math.isfinite(v)]
-        near = [r for r in at if any(_same_temperature(r, o) for o in at if o is not r)]
-        if self.derivation >= 2 and len(near) >= MIN_RUNS:
-            return near, True
-        return at, False
-
-    def _range_mj(self, runs_mj: list[float]) -> float:
-        """The largest difference between two compared runs' figures, mJ (nan: no run with a figure)."""
-        at, by_temperature = self._comparison(runs_mj)
-        gaps = [
-            abs(a[0] - b[0])
-            for k, a in enumerate(at)
-            for b in at[k + 1 :]
-            if not by_temperature or _same_temperature(a, b)
-        ]
-        return max(gaps, default=0.0) if at else math.nan
+        known = [(t, v) for t, v in zip(temps_c, runs_mj, strict=True) if math.isfinite(v)]
+        temps = np.array([t for t, _ in known])
+        if self.derivation < 2 or len(known) < MIN_RUNS or not np.isfinite(temps).all():
+            return None  # a hidden temperature: the runs as they are, the wider reading
+        if np.ptp(temps) <= WARMING_C:
+            return None
+        slope = stats.theilslopes([v for _, v in known], temps)[0]
+        return max(0.0, float(slope))
 
     def to_dict(self) -> dict:
         """Raw JSON form, with the derivation its figures follow."""
@@ -155,7 +162,7 @@ class RunLevels(MarkedRecord):
     @classmethod
     def from_dict(cls, data: dict) -> RunLevels:
         """Inverse of :meth:`to_dict` (probe records before v10 read as derivation 1: nvmeter.formats)."""
-        return replace(super().from_dict(data), derivation=int(data["derivation"]))
+        return replace(super().from_dict(data), derivation=data["derivation"])
 
     @property
     def limited_share(self) -> float:
@@ -169,9 +176,11 @@ class RunLevels(MarkedRecord):
         median falls between them and the distance is half the gap (an adversarial review).
         """
         runs_mj = [self.run_mj(i) for i in range(len(self.runs))]
-        kept = [v for v in runs_mj if math.isfinite(v)]
-        median = float(np.median(kept)) if kept else math.nan
-        range_rel = self._range_mj(runs_mj) / median if kept and median > 0 else math.nan
+        temps_c = [self.run_temperature_c(i) for i in range(len(self.runs))]
+        warming = self.warming_mj_per_c(runs_mj, temps_c)
+        kept = [(v, t) for v, t in zip(runs_mj, temps_c, strict=True) if math.isfinite(v)]
+        median = float(np.median([v for v, _ in kept])) if kept else math.nan
+        range_rel = _range_mj(kept, warming) / median if kept and median > 0 else math.nan
         usable = (
             len(kept) >= MIN_RUNS and math.isfinite(range_rel) and not self.limited_share >= LIMITED_SHARE
         )
@@ -185,8 +194,8 @@ class RunLevels(MarkedRecord):
             "run_level_rel": min(RUN_LEVEL_MAX, MARGIN * range_rel) if usable else None,
         }
         if self.derivation >= 2:  # derivation 1's records keep the block they were written with
-            found["run_temperature_c"] = [self.run_temperature_c(i) for i in range(len(self.runs))]
-            found["at_one_temperature"] = self._comparison(runs_mj)[1]
+            found["run_temperature_c"] = temps_c
+            found["warming_mj_per_c"] = warming
         return found
 
     def rows(self) -> list[tuple[str, str]]:
@@ -220,20 +229,45 @@ class RunLevels(MarkedRecord):
 
     @staticmethod
     def _range_words(d: dict) -> str:
-        """What the range was taken over: runs at one temperature, or all runs (and why)."""
+        """The runs' temperatures, and the warming taken out of their range (derivation 2)."""
         known = [t for t in d.get("run_temperature_c", ()) if math.isfinite(t)]
-        if not known:  # derivation 1, or a board that hides its temperature: every pair
+        if not known:  # derivation 1, or a board that hides its temperature
             return ""
         span = f"the runs at {min(known):.0f}-{max(known):.0f} °C"
-        if d["at_one_temperature"]:
-            return f" between runs within {SAME_TEMPERATURE_C:g} °C of each other ({span})"
-        few = f"too few within {SAME_TEMPERATURE_C:g} °C of another to leave the warming out"
-        return f" over all runs ({span}: {few})"
+        if d["warming_mj_per_c"] is None:
+            return f" ({span})"
+        slope = f"Theil-Sen slope {d['warming_mj_per_c']:+.2f} mJ a product a °C"
+        return f" with the warming left out ({span}; {slope})"
 
 
-def _same_temperature(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    """Whether two (figure, temperature) runs are within :data:`SAME_TEMPERATURE_C` (nan: hidden, near)."""
-    return not abs(a[1] - b[1]) > SAME_TEMPERATURE_C
+def _range_mj(kept: list[tuple[float, float]], warming: float | None) -> float:
+    """The range of (figure mJ, temperature °C) runs, mJ: as they are, or the wider of two warming-free ones.
+
+    ``warming`` (mJ a °C; None: the runs did not warm) is the slope to take out.
+    """
+    if warming is None:
+        return max(v for v, _ in kept) - min(v for v, _ in kept)
+    return max(flattened_range_mj(kept, warming), neighbours_range_mj(kept))
+
+
+def flattened_range_mj(kept: list[tuple[float, float]], warming: float) -> float:
+    """The range of (figure mJ, temperature °C) runs with ``warming`` (mJ a °C) taken out, mJ."""
+    centre_c = float(np.mean([t for _, t in kept]))
+    flattened = [v - warming * (t - centre_c) for v, t in kept]
+    return max(flattened) - min(flattened)
+
+
+def neighbours_range_mj(kept: list[tuple[float, float]]) -> float:
+    """The largest difference between runs within :data:`SAME_TEMPERATURE_C`, mJ (too few such: all runs')."""
+    near = [
+        (i, j)
+        for i, (_, ti) in enumerate(kept)
+        for j, (_, tj) in enumerate(kept)
+        if i < j and abs(ti - tj) <= SAME_TEMPERATURE_C
+    ]
+    if len({k for pair in near for k in pair}) < MIN_RUNS:
+        return max(v for v, _ in kept) - min(v for v, _ in kept)
+    return max(abs(kept[i][0] - kept[j][0]) for i, j in near)
 
 
 def wider_levels(kept: RunLevels, new: RunLevels) -> RunLevels:
