@@ -23,9 +23,10 @@ out: the largest difference between runs within :data:`SAME_TEMPERATURE_C` of ea
 where under :data:`MIN_RUNS` have such a neighbour), and the range after the Theil-Sen slope of figure
 on temperature is taken out (``scipy.stats.theilslopes``, the median of the pairwise slopes; only a
 rise). Each alone can take a level for warming: the first a lone run at the level with no neighbour,
-the second a block of runs at the level at one end of the warming (the simulated board, a 4% level,
+the second a block of runs at the level at one end of the warming (simulated boards, a 4% level,
 58 probes that took both levels, warming 7 and 12 °C: under the level in 3 and 0 probes by the first,
-2 and 2 by the second, 0 by the wider of the two, as by the runs as they are). Every run stays
+2 and 2 by the second, 0 by the wider of the two, as by the runs as they are;
+results/enclose/level-warming-sim-fb95c24.md, from bench/level_warming.py). Every run stays
 in the range. The profile keeps the figure (``BoardProfile.run_level_rel``), which error
 model 13 holds every window's state part to. The range, not the distance from the median: with two
 levels taken about as often the median falls between them. A board none of whose runs took another
@@ -69,10 +70,10 @@ MIN_RUNS = 4
 # limiter, not the level, set its power, so the probe cannot see the level (an adversarial review:
 # a simulated board capped at 450 W read 0.58% for a level of 2.5%).
 LIMITED_SHARE = 0.5
-# Runs spanning more than this, °C, are read with the board's warming taken out: twice the ±1 °C within
+# Runs spanning more than this, °C, are read with the board's warming left out: twice the ±1 °C within
 # which a reference is taken for its trial (docs/window.md), a chosen bound, not fitted. Runs within it
-# (the four boards with a level, calls 80-83: 1.0-1.3 °C) are read as they are, so that no slope fitted
-# to a few runs takes part of a level out on a board that did not warm.
+# (the four probes of boards with a level, calls 80-83: 1.0-1.3 °C) are read as they are, so that no
+# slope fitted to a few runs takes part of a level out on a board that did not warm.
 WARMING_C = 2.0
 # Runs whose mean temperatures are this near, °C, are compared as they are where the runs warmed: the
 # rule that pairs a trial with its reference (within ±1 °C, docs/window.md), not fitted.
