@@ -57,8 +57,29 @@ class ProbeReport:
     def rows(self) -> list[tuple[str, str]]:
         """Summary-table rows of every probe, in run order (first, the energy scope where module-wide)."""
         scope = [("energy scope", f"{self.board.scope_note} (the counter covers the whole module)")]
-        return (scope if self.board.scope_note else []) + [
-            row for rec in self.probes.values() for row in rec.rows()
+        return (
+            (scope if self.board.scope_note else [])
+            + [row for rec in self.probes.values() for row in rec.rows()]
+            + self._run_level_rows()
+        )
+
+    def _run_level_rows(self) -> list[tuple[str, str]]:
+        """What the profile keeps of a run-level probe: its figure, or the family's wider default."""
+        if "run_levels" not in self.probes:
+            return []
+        from nvmeter.boards.profile import default_profile
+
+        kept, family = self.profile().run_level_rel, default_profile(self.board.name).run_level_rel
+        if kept > family:
+            return [
+                ("run level kept", f"{100 * kept:.2f}%, this probe's, over the family's {100 * family:.1f}%")
+            ]
+        return [
+            (
+                "run level kept",
+                f"{100 * family:.1f}%, the family's default: a probe widens it and never narrows it "
+                "(docs/probe.md)",
+            )
         ]
 
     def to_dict(self) -> dict:

@@ -224,7 +224,7 @@ class RunLevels(MarkedRecord):
                 "run levels",
                 f"{runs}, {d['median_mj']:,.1f} mJ a product (median); each run against it: {offsets}; "
                 f"run level {MARGIN:g} x the range {100 * d['range_rel']:.2f}%{self._range_words(d)} = "
-                f"{100 * d['run_level_rel']:.2f}% (kept where over the family's default)",
+                f"{100 * d['run_level_rel']:.2f}%",
             )
         ]
 

@@ -74,6 +74,10 @@ def test_the_probe_sees_a_second_level_and_the_profile_keeps_its_figure():
     assert 0.02 < two["range_rel"] < 0.03  # the two levels, 2.5% apart
     assert two["run_level_rel"] == pytest.approx(runlevels.MARGIN * two["range_rel"])
     assert leveled.profile().run_level_rel == pytest.approx(two["run_level_rel"])
+    assert dict(plain.rows())["run level kept"].startswith("3.0%, the family's default: a probe widens it")
+    assert dict(leveled.rows())["run level kept"] == (
+        f"{100 * two['run_level_rel']:.2f}%, this probe's, over the family's 3.0%"
+    )
     assert "run_levels" in leveled.profile().source
     # a board whose probe kept a figure: a window on it takes that, not the family's
     board = make_board(**SECOND)
