@@ -28,6 +28,10 @@ class RecordError(UsageError):
     """A JSON record is unreadable, of an unknown schema, or of another board."""
 
 
+class NewerRecord(RecordError):
+    """A JSON record of a version a newer nvmeter wrote: kept, never replaced by this one's."""
+
+
 class RecordKept(UsageError):
     """A record was not written at its path, which another process wrote at meanwhile; it is kept beside.
 

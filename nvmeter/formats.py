@@ -98,7 +98,7 @@ class Format:
         # an int, not a bool or a float (5.0 == 5, but it is not a version nvmeter writes)
         if not isinstance(version, int) or isinstance(version, bool) or version not in known:
             newer = isinstance(version, int) and not isinstance(version, bool) and version > known[-1]
-            raise errors.RecordError(
+            raise (errors.NewerRecord if newer else errors.RecordError)(
                 f"{where}: {self.kind} schema_version {version!r} is not one this nvmeter reads "
                 f"(an integer: {', '.join(map(str, known))})"
                 + ("; a newer nvmeter wrote it: upgrade nvmeter to read it" if newer else "")

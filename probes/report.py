@@ -192,11 +192,17 @@ def for_cache(report: ProbeReport) -> ProbeReport:
     A run of some probes (``--only``) so keeps what an earlier run measured, and the profile is
     derived from the probes' raw series whenever a window reads it. A kept record that is
     damaged, or a profile kept without its probes, is replaced (this run's alone).
+
+    Raises:
+        NewerRecord: the kept record is a newer nvmeter's; it is not replaced (a breaker: its wider
+            run level was dropped without a word).
     """
     from nvmeter.boards.profile import cached_report
 
     try:
         kept = cached_report(report.board)
+    except errors.NewerRecord:  # a newer nvmeter's: its run level may be wider than this run's
+        raise
     except errors.RecordError:  # damaged, or a profile kept without its probes: replaced
         kept = None
     if kept is None:

@@ -303,3 +303,38 @@ def test_the_cache_reads_a_kept_probe_by_the_current_derivation(tmp_path, monkey
     kept = later.probes["run_levels"]
     assert kept.derivation == 2 and kept.runs == old.probes["run_levels"].runs  # the old runs, read anew
     assert later.profile().run_level_rel == profiles.HOPPER.run_level_rel < old.profile().run_level_rel
+
+
+def test_a_newer_nvmeter_s_kept_probe_is_not_replaced(tmp_path, monkeypatch):
+    """A breaker: the cache took a newer record for a damaged one and dropped its 5.36% run level."""
+    monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
+    report = probe(3, **SECOND)
+    real = replace(report.board, simulated=False)
+    path = profiles.store_probe(replace(report, board=real).to_dict(), real)
+    data = json.loads(path.read_text())
+    data["schema_version"] += 1
+    path.write_text(json.dumps(data))
+    with pytest.raises(errors.NewerRecord, match=r"upgrade nvmeter.*or probe with --no-cache"):
+        for_cache(replace(probe(3), board=real))
+    assert json.loads(path.read_text()) == data
+
+
+def test_a_temperature_no_gpu_reads_is_a_damaged_record(tmp_path):
+    """A breaker: 1e308 °C in one state set the run level to its 50% cap, marked as the board's own."""
+    out = tmp_path / "p.json"
+    data = probe(3).to_dict()
+    data["probes"]["run_levels"]["raw"]["states"][2]["temperature_c"] = 1e308
+    out.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match=r"damaged board state: temperature 1e\+308 °C"):
+        load_report(out)
+
+
+@pytest.mark.parametrize("uuid", [None, 12, "", "GPU-1\nGPU-2"])
+def test_a_profile_with_a_damaged_board_uuid_is_damaged_not_another_board_s(tmp_path, uuid):
+    out = tmp_path / "p.json"
+    data = probe(3).to_dict()
+    data["board"]["uuid"] = uuid
+    out.write_text(json.dumps(data))
+    with pytest.raises(errors.RecordError, match=r"damaged record: its board\.uuid") as caught:
+        profiles.load_profile(out, probe(3).board)
+    assert "\n" not in str(caught.value)

@@ -380,6 +380,8 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
             "nvmeter.load_report(path).profile() instead, or probe the board again"
         )
     uuid = (data.get("board") or {}).get("uuid")
+    if not isinstance(uuid, str) or not uuid or not uuid.isprintable():
+        raise errors.RecordError(f"{path}: damaged record: its board.uuid {uuid!r:.60} is not a board's UUID")
     if board is not None and uuid != board.uuid:
         raise board.made_elsewhere(path, uuid, "probe this board (`nvmeter probe --out probe.json`)")
     if data.get("kind") == "probe":  # its profile was derived from its raw series: checked as show does
@@ -453,6 +455,10 @@ def _cached(board: BoardIdentity) -> tuple | None:
     stat = path.stat()
     try:
         return _rebuilt(str(path), stat.st_size, stat.st_mtime_ns, board)
+    except errors.NewerRecord as exc:  # a newer nvmeter's figures: kept, not replaced by this one's
+        raise errors.NewerRecord(
+            f"{exc} (the probe record nvmeter keeps for this board; or probe with --no-cache)"
+        ) from exc
     except errors.RecordError as exc:
         # every window on the board raised "not JSON" about a file the user never named (a breaker)
         raise errors.RecordError(

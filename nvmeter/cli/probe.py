@@ -196,14 +196,23 @@ def _probe_one(rig, claimed, quick: bool, only: list[str] | None, cache: bool) -
     # write did: a record kept beside another's (written there meanwhile) loses none of its figures
     kept = None
     try:
-        if cache and not board.simulated:
-            from nvmeter.boards.profile import store_probe
-            from nvmeter.probes.report import for_cache
-
-            kept = store_probe(for_cache(report).to_dict(), board)
         records.write_claimed(claimed, report.to_dict())
+        if cache and not board.simulated:
+            kept = _cache(report, board)
     finally:
         console.out.print(make_table(f"{board.name} {board.uuid} ({report.started_utc})", report.rows()))
         if kept is not None:
             console.out.print(f"windows on this board now use its profile: {kept}")
     console.out.print(f"wrote {claimed.given}")
+
+
+def _cache(report, board):
+    """Keep the probe in the user cache; a newer nvmeter's kept record stays, and the line says so (None)."""
+    from nvmeter.boards.profile import store_probe
+    from nvmeter.probes.report import for_cache
+
+    try:
+        return store_probe(for_cache(report).to_dict(), board)
+    except errors.NewerRecord as exc:  # the record is written: only the cache is left as it was
+        console.err.print(f"the user cache was left as it was: {exc}")
+        return None
