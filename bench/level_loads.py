@@ -27,12 +27,16 @@ from pathlib import Path
 import numpy as np
 
 from nvmeter import errors, records
+from nvmeter.meter import sanity
 from nvmeter.probes import runlevels, schedule
 from nvmeter.probes.runlevels import RunLevels
 from nvmeter.worker.rig import Rig
 
 SCHEMA_VERSION = 2
 PAUSE_S, LEAD_S, POLL_S = 0.5, 2.5, 2.0  # as the run-level probe's plan (probes.schedule.Plan)
+# The smallest product: a run of 64² products marks millions of chunks, and the simulated one grew
+# ~300 MB a second until the OOM killer ended it (a breaker); the probes use 4096².
+MIN_SIZE = 512
 
 
 def measure(rig: Rig, sizes: tuple[int, ...], starts: int) -> dict[int, RunLevels]:
@@ -88,23 +92,33 @@ def read(path: Path) -> dict[int, RunLevels]:
     """A written record's runs per size (schema 1's read as the current derivation).
 
     Raises:
-        RecordError: not a readable record of this bench.
+        RecordError: not a readable record of this bench: another kind or schema, no sizes, a
+            size whose runs are of another, or a raw series that cannot be real (``sanity``).
     """
     data = records.parse_json(path, "a level-loads record")
     if not isinstance(data, dict) or data.get("kind") != "bench-level-loads":
         raise errors.RecordError(f"{path} is not a record of bench/level_loads.py")
-    if data.get("schema_version") not in (1, SCHEMA_VERSION):
+    version = data.get("schema_version")
+    if type(version) is not int or version not in (1, SCHEMA_VERSION):
         raise errors.RecordError(
-            f"{path} is a level-loads record of schema {data.get('schema_version')!r}; this script reads 1 "
-            f"and {SCHEMA_VERSION}"
+            f"{path} is a level-loads record of schema {version!r}; this script reads 1 and {SCHEMA_VERSION}"
         )
     try:
-        return {
-            int(n): RunLevels.from_dict({"derivation": runlevels.DERIVATION, **raw})
-            for n, raw in data["levels"].items()
-        }
-    except (KeyError, TypeError, ValueError) as exc:
-        raise errors.RecordError(f"{path}: damaged level-loads record ({exc!r})") from exc
+        sanity.refuse(data.get("levels"), "levels")
+        levels = {int(n): _size(int(n), raw) for n, raw in data["levels"].items()}
+    except (AttributeError, KeyError, TypeError, ValueError, errors.RecordError) as exc:
+        raise errors.RecordError(f"{path}: damaged level-loads record: {exc}") from exc
+    if not levels:
+        raise errors.RecordError(f"{path}: damaged level-loads record: no sizes")
+    return levels
+
+
+def _size(n: int, raw: dict) -> RunLevels:
+    """One size's runs, which must all be of that size."""
+    rec = RunLevels.from_dict({"derivation": runlevels.DERIVATION, **raw})
+    if any(run.n != n for run in rec.runs):
+        raise ValueError(f"size {n} holds runs of {sorted({run.n for run in rec.runs})}")
+    return rec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,11 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         sizes = tuple(int(s) for s in args.sizes.split(","))
-        if len(sizes) < 1 or min(sizes) < 64 or args.starts < 2:
+        if len(sizes) < 1 or min(sizes) < MIN_SIZE or args.starts < 2:
             raise ValueError
     except ValueError:
         print(
-            "level_loads: --sizes takes sizes of 64 or more, comma-separated; --starts 2 or more",
+            f"level_loads: --sizes takes sizes of {MIN_SIZE} or more, comma-separated; --starts 2 or more",
             file=sys.stderr,
         )
         return 2

@@ -26,6 +26,11 @@ from nvmeter.worker.rig import Rig
 from nvmeter.worker.simulated import SimWorker
 
 SHARE = 0.4  # the share of runs at the second level (call 79's H100: three of eight)
+# The largest second level asked for (the simulated board's load, ~550 W above idle, meets its 700 W
+# cap past ~5%: the limiter then hides the level) and the fastest warming, °C a W (ten times the
+# simulated board's default)
+MAX_LEVEL = 0.2
+MAX_C_PER_W = 0.5
 
 
 def readings(rec: runlevels.RunLevels) -> dict[str, float]:
@@ -42,22 +47,30 @@ def readings(rec: runlevels.RunLevels) -> dict[str, float]:
     }
 
 
-def count(level: float, c_per_w: float, seeds: int) -> tuple[int, dict[str, int], float]:
-    """Probes that took both levels, how many of them each reading put under the level, the °C span."""
-    took, under, spans = 0, {}, []
+def count(level: float, c_per_w: float, seeds: int) -> tuple[int, dict[str, int], int, float]:
+    """Probes that took both levels, how many each reading put under it, probes with no figure, °C span.
+
+    A probe with no figure (a load the limiter held, or a run without two counter steps) keeps the
+    family's default and is counted apart.
+    """
+    took, under, no_figure, spans = 0, {}, 0, []
     for seed in range(seeds):
         board = SimulatedBoard(
             SimConfig(seed=seed, c_per_w=c_per_w, second_level_rel=level, second_level_p=SHARE)
         )
         rec = run_probes(Rig(board, lambda b=board: SimWorker(b)), only=("run_levels",)).probes["run_levels"]
-        figures = np.array(rec.derived()["run_mj"])
-        spans.append(float(np.ptp(rec.derived()["run_temperature_c"])))
+        d = rec.derived()
+        figures = np.array(d["run_mj"])
+        spans.append(float(np.nanmax(d["run_temperature_c"]) - np.nanmin(d["run_temperature_c"])))
+        if d["run_level_rel"] is None or not np.isfinite(figures).all():
+            no_figure += 1
+            continue
         if np.ptp(figures) / np.median(figures) < 0.6 * level:  # the runs took one level only
             continue
         took += 1
         for name, value in readings(rec).items():
             under[name] = under.get(name, 0) + (value < level)
-    return took, under, float(np.median(spans))
+    return took, under, no_figure, float(np.median(spans))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,11 +84,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         levels = [float(x) for x in args.levels.split(",")]
         warmings = [float(x) for x in args.warming.split(",")]
-        if args.seeds < 1 or min(levels) <= 0 or min(warmings) < 0:
+        fine = all(0 < x <= MAX_LEVEL for x in levels) and all(0 <= x <= MAX_C_PER_W for x in warmings)
+        if args.seeds < 1 or not fine:  # NaN fails every comparison
             raise ValueError
     except ValueError:
         print(
-            "level_warming: --seeds 1 or more; --levels over 0 and --warming 0 or more, comma-separated",
+            f"level_warming: --seeds 1 or more; --levels in (0, {MAX_LEVEL:g}] and --warming in "
+            f"[0, {MAX_C_PER_W:g}], comma-separated numbers",
             file=sys.stderr,
         )
         return 2
@@ -83,14 +98,17 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "| level | c_per_w | °C span (median) | probes that took both levels | "
         + " | ".join(f"under it: {n}" for n in names)
-        + " |"
+        + " | probes with no figure |"
     )
-    print("| --- " * (4 + len(names)) + "|")
+    print("| --- " * (5 + len(names)) + "|")
     for level in levels:
         for c_per_w in warmings:
-            took, under, span = count(level, c_per_w, args.seeds)
+            took, under, no_figure, span = count(level, c_per_w, args.seeds)
             cells = " | ".join(str(under.get(n, 0)) for n in names)
-            print(f"| {100 * level:g}% | {c_per_w:g} | {span:.1f} | {took} | {cells} |", flush=True)
+            print(
+                f"| {100 * level:g}% | {c_per_w:g} | {span:.1f} | {took} | {cells} | {no_figure} |",
+                flush=True,
+            )
     return 0
 
 

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from nvmeter.probes.runlevels import RunLevels
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "level_loads.py"
@@ -60,3 +62,42 @@ def test_bad_sizes_are_one_line_and_no_file(tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda d: d.__setitem__("levels", []), "damaged level-loads record"),
+        (lambda d: d["levels"].__setitem__("-5", d["levels"].pop("4096")), "size -5 holds runs of"),
+        (lambda d: d.__setitem__("schema_version", True), "schema True"),
+        (lambda d: d.__setitem__("levels", {}), "no sizes"),
+        (lambda d: d["levels"]["4096"].__setitem__("idle", None), "damaged level-loads record"),
+    ],
+)
+def test_a_damaged_record_s_table_is_one_line(tmp_path, change, why):
+    """A breaker: tracebacks, and a counter running backwards tabled as -1351 W."""
+    out = tmp_path / "ll.json"
+    made = subprocess.run(
+        [sys.executable, str(SCRIPT), "--simulate", "--starts", "2", "--sizes", "4096", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    data = json.loads(out.read_text())
+    change(data)
+    out.write_text(json.dumps(data))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--table", str(out)], capture_output=True, text=True)
+    assert done.returncode == 2 and why in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_counter_running_backwards_is_no_table(tmp_path):
+    out = tmp_path / "ll.json"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--simulate", "--starts", "2", "--sizes", "4096", "--out", str(out)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    data = json.loads(out.read_text())
+    energy = data["levels"]["4096"]["counters"][0]["energy_mj"]
+    energy[-1] = energy[0] - 5000
+    out.write_text(json.dumps(data))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--table", str(out)], capture_output=True, text=True)
+    assert done.returncode == 2 and "the energy counter goes backwards" in done.stderr
