@@ -139,8 +139,11 @@ def test_runs_that_differ_beyond_their_bounds_are_said_to(folder):
     more = json.loads(json.dumps(data))
     more["run"] = 2
     after = more["energy"]["method"]["window"]["start"]["energy_mj"][-1]
-    for series in counter_series(more["energy"]):  # 40 J more in the method's window, the counter kept whole
-        series["energy_mj"] = [v + 40_000 if v > after else v for v in series["energy_mj"]]
+    # 80 J more in the method's window, the counter kept whole: twice the two runs' bounds (40 J was
+    # within 3% of them under error model 13's run level, and failed on a loaded CPU, whose slower
+    # edges widen the bounds)
+    for series in counter_series(more["energy"]):
+        series["energy_mj"] = [v + 80_000 if v > after else v for v in series["energy_mj"]]
     rewrite(folder / "run-002.json", more)
     (s,) = summary.summarize([r for _, r in summary.load_records([folder])])
     low, high = s.mj_per_call_range
