@@ -14,7 +14,7 @@ between its first and last counter step inside the marks, over the products done
 The board's run level is :data:`MARGIN` times the runs' range as a share of their median, with the
 board's warming taken out where the runs span over :data:`WARMING_C` (derivation 2): a board draws more
 per product as it warms (GPU-497e4db9, an H100: +0.36% and +0.74% a °C at FP32 4096² in two runs of
-bench/level_loads.py, 0.40% for the second without the machine's first load;
+bench/level_loads.py, 0.41% for the second without the machine's first load;
 results/enclose/call8[46]-e5f25b5-h100af-level-loads.json.gz), and that board, warming 53 -> 61 °C
 through its probe, read its warming as a level of 4.84%
 (results/enclose/call85-e5f25b5-h100af-run-levels-probe.json): a cost that moved, not a level a run
@@ -24,7 +24,7 @@ where under :data:`MIN_RUNS` have such a neighbour), and the range after the The
 on temperature is taken out (``scipy.stats.theilslopes``, the median of the pairwise slopes; only a
 rise). Each alone can take a level for warming: the first a lone run at the level with no neighbour,
 the second a block of runs at the level at one end of the warming (simulated boards, a 4% level,
-58 probes that took both levels, warming 7 and 12 °C: under the level in 3 and 0 probes by the first,
+58 probes that took both levels, warming 7 and 11 °C: under the level in 3 and 0 probes by the first,
 2 and 2 by the second, 0 by the wider of the two, as by the runs as they are;
 results/enclose/level-warming-sim-fb95c24.md, from bench/level_warming.py). Every run stays
 in the range. The profile keeps the figure (``BoardProfile.run_level_rel``), which error

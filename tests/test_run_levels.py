@@ -295,7 +295,7 @@ def test_the_probe_s_line_names_the_warming_it_left_out():
 
 
 def test_the_cache_reads_a_kept_probe_by_the_current_derivation(tmp_path, monkeypatch):
-    """Call 85's probe read GPU-497e4db9's warming as 4.84%: kept as it was, no later probe replaced it."""
+    """Call 85's probe read GPU-497e4db9's warming as 4.84%: kept as read, it outlasted every later probe."""
     monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
     old = load_report(HARDWARE_PROBES / "call85-e5f25b5-h100af-run-levels-probe.json")
     profiles.store_probe(old.to_dict(), old.board)
@@ -306,7 +306,7 @@ def test_the_cache_reads_a_kept_probe_by_the_current_derivation(tmp_path, monkey
 
 
 def test_a_newer_nvmeter_s_kept_probe_is_not_replaced(tmp_path, monkeypatch):
-    """A breaker: the cache took a newer record for a damaged one and dropped its 5.36% run level."""
+    """A breaker: the cache took a newer record for a damaged one and dropped its wider run level."""
     monkeypatch.setenv("NVMETER_CACHE_DIR", str(tmp_path))
     report = probe(3, **SECOND)
     real = replace(report.board, simulated=False)
