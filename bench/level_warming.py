@@ -33,9 +33,11 @@ MAX_LEVEL = 0.2
 MAX_C_PER_W = 0.5
 
 
-def readings(rec: runlevels.RunLevels) -> dict[str, float]:
-    """Each reading's run level (1.25 x its range over the median), derivation 2's parts and derivation 1."""
-    d = rec.derived()
+def readings(rec: runlevels.RunLevels, d: dict) -> dict[str, float]:
+    """Each reading's run level (1.25 x its range over the median), derivation 2's parts and derivation 1.
+
+    ``d``: ``rec.derived()``.
+    """
     kept = [(v, t) for v, t in zip(d["run_mj"], d["run_temperature_c"], strict=True) if np.isfinite(v)]
     scale = runlevels.MARGIN / d["median_mj"]
     warming = d["warming_mj_per_c"] or 0.0
@@ -68,7 +70,7 @@ def count(level: float, c_per_w: float, seeds: int) -> tuple[int, dict[str, int]
         if np.ptp(figures) / np.median(figures) < 0.6 * level:  # the runs took one level only
             continue
         took += 1
-        for name, value in readings(rec).items():
+        for name, value in readings(rec, d).items():
             under[name] = under.get(name, 0) + (value < level)
     return took, under, no_figure, float(np.median(spans))
 

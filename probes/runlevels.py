@@ -247,8 +247,13 @@ def _range_mj(kept: list[tuple[float, float]], warming: float | None) -> float:
     ``warming`` (mJ a °C; None: the runs did not warm) is the slope to take out.
     """
     if warming is None:
-        return max(v for v, _ in kept) - min(v for v, _ in kept)
+        return _as_they_are_mj(kept)
     return max(flattened_range_mj(kept, warming), neighbours_range_mj(kept))
+
+
+def _as_they_are_mj(kept: list[tuple[float, float]]) -> float:
+    """The range of (figure mJ, temperature °C) runs' figures as they are, mJ."""
+    return max(v for v, _ in kept) - min(v for v, _ in kept)
 
 
 def flattened_range_mj(kept: list[tuple[float, float]], warming: float) -> float:
@@ -267,7 +272,7 @@ def neighbours_range_mj(kept: list[tuple[float, float]]) -> float:
         if i < j and abs(ti - tj) <= SAME_TEMPERATURE_C
     ]
     if len({k for pair in near for k in pair}) < MIN_RUNS:
-        return max(v for v, _ in kept) - min(v for v, _ in kept)
+        return _as_they_are_mj(kept)
     return max(abs(kept[i][0] - kept[j][0]) for i, j in near)
 
 

@@ -345,7 +345,7 @@ def test_a_schema_version_that_is_not_an_int_is_refused(
         ),
         (
             set_at("boards", 0, "window", "states", 0, "temperature_c", "hot"),
-            r"states\[0\]\.temperature_c is 'hot', not a finite number",
+            r"a board state's temperature_c is 'hot', not a number \(at .*states\[0\]\)",
         ),
         (
             lambda d: d["boards"][0]["window"]["states"].reverse(),

@@ -2,10 +2,11 @@
 
 Figures are recomputed from the raw series a file holds. A series that cannot have been
 read from a board (an energy counter that goes backwards, a span that ends before it
-starts, a product job that did no work, a negative or non-finite reading) would give a
-figure that is simply wrong (-19,274 W, inf J/TFLOP), so it is refused as a damaged
-record instead. Live measurements use the same check: the counter going backwards while
-a probe runs (a driver reload) is a :class:`~nvmeter.errors.CounterFault`, not a table.
+starts, a product job that did no work, a negative or non-finite reading, a board state's
+clock or temperature outside any board's) would give a figure that is simply wrong
+(-19,274 W, inf J/TFLOP, a 50% run level), so it is refused as a damaged record instead.
+Live measurements use the same check: the counter going backwards while a probe runs (a
+driver reload) is a :class:`~nvmeter.errors.CounterFault`, not a table.
 
 :func:`faults` walks a record's raw JSON form and recognises the series by their keys,
 so every probe's record (and a probe file's idle span) is covered without each having
@@ -29,6 +30,18 @@ _SPAN = {"start", "end", "samples"}
 _SAMPLES = {"t_s", "power_w"}
 _JOB = {"t0_s", "t1_s", "matmuls", "n", "flops"}
 _BURST = {"pre", "post", "tail"}
+_STATE = {"t_s", "temperature_c", "clock_event_reasons"}
+
+# Past these a board state is a unit slip or an edit, not a reading: the committed windows' states
+# under results/ read at most 1,980 MHz (SM), 3,201 MHz (memory) and 82 °C. Chosen margins, far
+# outside; a temperature under absolute zero is no reading at all.
+MAX_CLOCK_MHZ = 100_000.0
+MAX_TEMPERATURE_C = 200.0
+STATE_FIELDS = (
+    ("sm_clock_mhz", 0.0, MAX_CLOCK_MHZ),
+    ("memory_clock_mhz", 0.0, MAX_CLOCK_MHZ),
+    ("temperature_c", -273.15, MAX_TEMPERATURE_C),
+)
 
 
 COUNTER_BACKWARDS = "the energy counter goes backwards"
@@ -127,8 +140,27 @@ def _instant_fault(d: dict) -> str | None:
     return "a negative power reading" if p and min(p) < 0 else None
 
 
+def _state_fault(d: dict) -> str | None:
+    """A board state's clocks and temperature: hidden (null, nan) or within :data:`STATE_FIELDS`.
+
+    A breaker set one probe state to 1e308 °C, and the run-level probe read a 50% level from it.
+    """
+    for name, lowest, highest in STATE_FIELDS:
+        if name not in d:
+            return f"a board state without its {name}"
+        value = d[name]
+        if value is None or (isinstance(value, float) and math.isnan(value)):  # the board hides it
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return f"a board state's {name} is {value!r}, not a number"
+        if not lowest <= value <= highest:
+            return f"a board state's {name} is {value:g}, outside any board's ({lowest:g} to {highest:g})"
+    return None
+
+
 _CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, samples_fault))
 _CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault), ({"instant_w"}, _instant_fault))
+_CHECKS += ((_STATE, _state_fault),)
 
 
 def known_limit_w(device) -> float | None:
