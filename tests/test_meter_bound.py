@@ -829,7 +829,24 @@ def test_a_cut_read_across_a_rolled_over_buffer_is_not_read():
     rolled = tuple(s for s in m.samples if not t_cut - 0.01 < s.t_s < t_cut + 0.3)  # 0.31 s without a sample
     gapped = replace(m, samples=rolled)
     assert math.isnan(gapped.head_j) and not gapped.reliable
-    assert gapped.reason == "the sample buffer does not cover the window"
+    assert gapped.reason.startswith("the sample buffer does not cover the window, or leaves a gap")
+
+
+def test_a_samples_window_over_a_rolled_over_buffer_is_not_read():
+    """One 6 s call, no w.call() inside it, read from the samples alone: the buffer (~2.4 s) rolled
+    over, and the first sample after the gap stood for it (-65% as a reliable figure: an expert review)."""
+    board = make_board()
+    idle_w = board.config.idle_context_w
+    with EnergyWindow(board, sync="none", idle=idle_w, method="samples") as w:
+        board.set_load(600.0)
+        board.clock.sleep(1.8)  # a heavy phase, then a light one
+        board.set_load(80.0)
+        board.clock.sleep(4.2)
+        board.set_load(0.0)
+        w.call()
+    m = w.result
+    assert math.isnan(m.energy_j) and not m.reliable, m
+    assert m.reason.startswith("the sample buffer does not cover the window, or leaves a gap")
 
 
 def test_other_meters_reads_inside_a_window_are_in_its_bound():

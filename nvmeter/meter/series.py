@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
@@ -227,6 +228,20 @@ def integrate_samples_j(samples: tuple[PowerSample, ...], a_s: float, b_s: float
     starts, ends = t[:-1], t[1:]
     overlap = np.clip(np.minimum(ends, b_s) - np.maximum(starts, a_s), 0.0, None)
     return float(np.sum(overlap * p[1:]))
+
+
+def widest_gap_s(samples: tuple[PowerSample, ...], a_s: float, b_s: float) -> float:
+    """The longest interval between consecutive samples that holds part of [a_s, b_s], s.
+
+    inf where the samples do not cover [a_s, b_s]. A buffer that rolled over between two reads
+    leaves such a gap, which no sample's mean stands for.
+    """
+    t = np.array([s.t_s for s in samples])
+    if len(t) < 2 or t[0] > a_s or t[-1] < b_s:
+        return math.inf
+    starts, ends = t[:-1], t[1:]
+    held = (ends > a_s) & (starts <= b_s)
+    return float(np.max(ends[held] - starts[held], initial=0.0))
 
 
 def summary(values) -> dict:
