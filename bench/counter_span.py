@@ -1,4 +1,4 @@
-"""The counter alone over a window's two steps, against the reference: a diagnostic of docs/window.md.
+"""The counter alone over a window's two steps, against the reference: a diagnostic of docs/window-log.md.
 
 For each warm and stall window of the enclose records whose start step and end step both lie in
 the calls (``exit="return"``: the end step falls in the calls after the window, which the bench
@@ -6,7 +6,7 @@ keeps the same): the counter's energy between the two steps, less idle, per call
 in that span counted by time at their median period (``flat``) or weighted by error model 7's
 folded profile (``fold``). Beside it, nvmeter's own figure (the record's model, or ``--model``).
 Nothing here is part of the meter: the meter cannot assume that the calls after a window are the
-window's own. The section "Noticed, not used" of docs/window.md quotes its totals:
+window's own. The section "Noticed, not used" of docs/window-log.md quotes its totals:
 
     python bench/counter_span.py results/enclose/call*-enclose.json --model 7
 """

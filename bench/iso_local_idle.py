@@ -6,7 +6,7 @@ idle power's drift with temperature, ~95% of the window's time would carry the e
 This re-reads each isolated reference with the idle measured inside it: the mean of the ~20 ms power
 samples lying ``--after-s`` past a call's end and ``--before-s`` before the next call's start (the
 quiet part of each pause), less the idle spans' sample-against-counter offset; and prints the single
-calls' median error against both readings. Nothing here is part of the meter. docs/window.md (where
+calls' median error against both readings. Nothing here is part of the meter. docs/window-log.md (where
 issue 10's targets stand) quotes what it printed:
 
     python bench/iso_local_idle.py results/enclose/call*-enclose.json

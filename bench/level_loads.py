@@ -1,7 +1,7 @@
 """Run levels at two loads: is a board's second level a share of the work's power, or watts?
 
 Error model 13 takes a board's run level as a share of the energy above idle; on every board it was
-12-15 W, each time at one load (FP32 4096² at ~550 W above idle: docs/window.md, "Error model 13",
+12-15 W, each time at one load (FP32 4096² at ~550 W above idle: docs/window-log.md, "Error model 13",
 "Open: a share, or watts?"). This makes the run-level probe's restarts (FP32 products after a pause,
 ``measure()``'s 2.5 s warm-up, then the counter polled; ``nvmeter.probes.schedule``'s marked loads)
 alternating two product sizes, and prints each run's power above the context idle against its size's

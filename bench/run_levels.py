@@ -1,6 +1,6 @@
 """The board's power level in each trial against its references', and after each pause: a diagnostic.
 
-Call 67 (docs/window.md, "Calls 63-68") had six FP32 ``measure()`` runs read +2.2-2.4% against
+Call 67 (docs/window-log.md, "Calls 63-68") had six FP32 ``measure()`` runs read +2.2-2.4% against
 references that agreed within 0.6%, each following another run. This reads a record's samples to
 show where that came from: for each unit of a kind (references, windows, ``measure()`` runs) the
 mean gross power of the ~20 ms samples inside its window (from ``--skip-s`` after its start to 0.05 s

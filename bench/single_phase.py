@@ -5,7 +5,7 @@ window's entry, which on a quiet board returns right after a counter step) and p
 each trial's error against its isolated reference by the call's start after the step, the mean
 over all phases, and (with ``--plot``) error against start. Trials without the delay field (made
 before it, or with the meter's own dither) are read at their start after the step as well.
-Nothing here is part of the meter; docs/window.md quotes what it printed:
+Nothing here is part of the meter; docs/window-log.md quotes what it printed:
 
     python bench/single_phase.py results/enclose/call23-054bb23-phase-enclose.json.gz \\
         --plot results/enclose/call23-054bb23-phase.png

@@ -6,7 +6,7 @@ correlated (anti-correlated at a power cap, positively for a call that waits on 
 that interval over- or understates the mean's uncertainty; error model 9 takes it over
 batches of at least 2 s instead (:func:`nvmeter.meter.spread.batch_steps`). This prints, for
 every ``measure()`` trial with a reference, its error and its bound under both models, and how
-many bounds held. Nothing here is part of the meter; docs/window.md quotes it:
+many bounds held. Nothing here is part of the meter; docs/window-log.md quotes it:
 
     python bench/subwindow_batches.py results/enclose/call*-measure.json \\
         results/enclose/call3*-h100b*enclose.json

@@ -1302,7 +1302,7 @@ def test_measure_at_two_percent_stops_only_once_its_own_bound_fits(tmp_path):
     """The bench's duty-cycled twin at 5% (measure()'s default): reliable, or run to its longest window.
 
     Before the provisional check, 2 of 3 such runs stopped after ~3 s with bounds of 2.2-2.3%
-    (and 2 of 3 on an H200: docs/window.md, call 16).
+    (and 2 of 3 on an H200: docs/window-log.md, call 16).
     """
     out = tmp_path / "m.json"
     config = runner.Config(

@@ -25,7 +25,7 @@ from nvmeter.worker.rig import Rig
 from nvmeter.worker.simulated import SimWorker
 
 # A limiter that swings 6% either way once a second: the 40 warm 0.5 s windows below read up to
-# 4.94% off the steady value (as written), as bf16 products at an H100's cap did (4.63%, docs/window.md)
+# 4.94% off the steady value (as written), as bf16 products at an H100's cap did (4.63%, docs/window-log.md)
 SWING = {"cap_swing_rel": 0.06, "cap_swing_period_s": 1.0}
 CAP_LOAD_W = 650.0  # with the 121 W idle, above the 700 W limit
 

@@ -226,7 +226,7 @@ def test_the_gather_is_timed(worlds):
     for r in scenario(worlds, 2, "plain"):
         timing = r["timing_s"]
         assert set(timing) == {"exit_barrier_s", "exit_skew_s", "gather_s"}
-        assert 0 < timing["gather_s"] < 5  # seconds; the H200 figure is in docs/window.md
+        assert 0 < timing["gather_s"] < 5  # seconds; the H200 figure is in docs/window-log.md
         assert result(r).gather_s == pytest.approx(timing["gather_s"])
 
 

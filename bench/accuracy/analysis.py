@@ -922,7 +922,7 @@ def _step_log_note(row: dict) -> str:
 
 
 def markdown(summary: dict) -> str:
-    """One table per kind for docs/window.md (median / max |error|; bounds holding; within ±1%)."""
+    """One table per kind for docs/window-log.md (median / max |error|; bounds holding; within ±1%)."""
     lines = []
     for path, f in summary["files"].items():
         for name, k in f["kinds"].items():

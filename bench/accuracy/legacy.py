@@ -4,7 +4,7 @@ Runs 1 and 2 (2026-11-29) were made by the first bench, one kind of work (calls 
 FP32 4096^2 products) against 60 s references, each trial read three ways (aligned
 edges, plain edges, the sample buffer) with ZeusMonitor 0.16 trials interleaved. The
 bench that made them is replaced by :mod:`accuracy.runner` (schema 2); this module
-keeps their analysis so every figure in docs/window.md still recomputes:
+keeps their analysis so every figure in docs/window-log.md still recomputes:
 
     python bench/window_accuracy.py analyze results/window-accuracy-h200-run2.json
     python bench/window_accuracy.py fit results/window-accuracy-h200.json

@@ -555,7 +555,7 @@ class KindRun:
     def _clock_trace(self, t0_s: float, t1_s: float) -> dict:
         """``sm_clock_samples``: the board's SM-clock samples around ``t0_s``-``t1_s``, as [t_s, MHz].
 
-        The clocks inside a window, not only at its edges (docs/window.md: what spreads the
+        The clocks inside a window, not only at its edges (docs/window-log.md: what spreads the
         duty-cycled windows). Boards without the buffer, or whose reads fail or take over
         ``SLOW_STATE_S`` (the read sits in a warm stream's gap), or whose buffer stays empty
         through ``CLOCK_EMPTY_READS`` windows, stop being asked; the kind records why as

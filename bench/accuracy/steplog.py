@@ -2,7 +2,7 @@
 
 A diagnostic for the next error model, not part of the meter. A window's figure takes the
 counter between two steps and cuts the rest from the ~20 ms samples; on the duty-cycled
-call those cuts carry the scatter (docs/window.md, "Noticed, not used"). The counter alone
+call those cuts carry the scatter (docs/window-log.md, "Noticed, not used"). The counter alone
 over a span of whole counter periods *inside* the window would need the steps between its
 edges, which the meter does not poll for. This log does, sparsely: after the window's own
 start poll is done it sleeps until ``GUARD_S`` before the next step is due (the steps come

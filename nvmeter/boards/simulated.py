@@ -88,7 +88,7 @@ class SimConfig:
         cap_swing_rel, cap_swing_period_s: While the limit binds, it swings by this share
             either way with this period (an H100's bf16 products at the cap: per-call energy
             spread 2.1% over 0.5 s blocks, 0.4% over 1 s, neighbouring 0.5 s windows' errors
-            correlated -0.71, results/enclose/cap-spread.txt, docs/window.md: a swing of about
+            correlated -0.71, results/enclose/cap-spread.txt, docs/window-log.md: a swing of about
             a second). 0 by default.
         pause_s: A load pause at least this long restarts the overshoot and the drift
             (docs/facts.md: a 100 ms pause is enough on the H200).

@@ -38,8 +38,8 @@ EDGE_ALLOWANCE_S = 0.005
 # The share of the target the stopping rule's estimate may reach where it decides alone (no
 # provisional look follows): the rest for the cuts, power lag and fold shift it leaves out
 # (a chosen margin, not fitted; too little for the duty-cycled call at 0.5 s: two H200 runs at
-# 2% that it stopped ended with bounds of 2.05% and 2.33%, docs/window.md, call 16; looks end only
-# in runs of ~20 s or more, whose edges weigh less).
+# 2% that it stopped ended with bounds of 2.05% and 2.33%, docs/window-log.md, call 16; looks
+# end only in runs of ~20 s or more, whose edges weigh less).
 ESTIMATE_SHARE = 0.75
 # The share of the target a provisional bound may reach before the run stops: the rest is for
 # the end edge, whose cut and bracket differ from the provisional one's (a chosen margin, not fitted).
@@ -148,13 +148,13 @@ def measure(
     Once the estimate fits, the window's own bound as if it ended at the latest sub-window
     (:meth:`EnergyWindow.provisional`) must fit too: the estimate alone leaves out the
     reading part's cuts, power lag and fold shift (2 of 3 duty-cycled H200 runs at 2% stopped
-    early just over the target without it: docs/window.md, call 16).
+    early just over the target without it: docs/window-log.md, call 16).
 
     ``fn`` is the unit of repetition: the figure is the run's energy over its calls, and the
     bound's state part is the spread of the sub-windows' power, which does not see calls that
     cost differently in turn. Work whose cost cycles over calls (gradient accumulation: three
     40 ms micro-steps, then a 300 ms optimizer step) read +11% outside bounds of ±1.5-1.6% when the
-    run stopped part-way through a cycle (an adversarial review, docs/window.md): pass one
+    run stopped part-way through a cycle (an adversarial review, docs/window-log.md): pass one
     whole cycle as ``fn``.
 
     Args:
@@ -562,7 +562,7 @@ def _bound_within(w: EnergyWindow, target: float, m: Measurement | None = None) 
 
     The estimate above leaves out the reading part's cuts, power lag and fold shift; without
     this check two of three duty-cycled H200 runs at 2% stopped after ~3 s with bounds of
-    2.05% and 2.33% (docs/window.md, call 16). The idle's part is counted twice (the span
+    2.05% and 2.33% (docs/window-log.md, call 16). The idle's part is counted twice (the span
     after the work joins it, and often reads higher); ``PROVISIONAL_SHARE`` of the target
     leaves room for the end edge, which falls elsewhere. Per call, less the control. ``m``: the
     provisional Measurement, where one was just made.

@@ -5,7 +5,7 @@ a call (a call that runs on the GPU, then waits on the host) turns on and off wi
 sample, so a cut at a window's start or end read pro rata from that sample splits a call's
 energy by time, not by where the GPU worked: on the H200 records of results/enclose/, duty-
 cycled 0.5 s windows whose start step fell early in a call read low, late in a call high
-(docs/window.md). When the window knows when each call ended (``w.call()`` once per call) and
+(docs/window-log.md). When the window knows when each call ended (``w.call()`` once per call) and
 the calls are alike, each sample's interval covers known shares of each phase of a call, so
 the mean power of each phase bin follows from all the window's samples by least squares, and
 a cut becomes the profile's integral over the calls' phases it covers.
@@ -32,7 +32,7 @@ BINS = 6
 # work without a profile reads flat. 0.1 was picked from 0.01, 0.1 and 1 on call 2's records
 # (results/enclose/call2-e9e826e-enclose.json.gz; a first version of this fit, without the F-test,
 # read 12 of 20 duty-cycled windows within ±1% with each, largest error 1.77-2.19%) and checked
-# on calls 3-7 (docs/window.md).
+# on calls 3-7 (docs/window-log.md).
 RIDGE = 0.1
 # Calls whose durations vary more than this (standard deviation over mean) are not alike:
 # no profile. The bench's calls in a 0.5 s window vary 0.1-1.5% (median per kind and board,

@@ -1230,7 +1230,7 @@ def _check_figures(m: Measurement) -> None:
 
 
 # Choices, not fits: spans shorter than three counter periods, where one short burst's place in the
-# period weighs its reading (0.84-1.21 polled, docs/window.md), and spans with a gap in the samples
+# period weighs its reading (0.84-1.21 polled, docs/window-log.md), and spans with a gap in the samples
 # over three spacings (a block that read the buffer only at its edges) are not compared.
 RATIO_MIN_SPAN_S = 0.3
 RATIO_MAX_GAP_SPACINGS = 3.0
@@ -1239,7 +1239,7 @@ RATIO_MAX_GAP_SPACINGS = 3.0
 # least COUNTER_CHECK_MIN_W above idle (steady work), 0.28% median and 6.96% at most
 # (results/enclose/samples-counter-ratio.txt). Twenty percent, about three times that, is a chosen
 # margin: no steady work we measured, and work locked to the period of a counter that senses 25 ms of
-# each 100 ms reads +96% (docs/window.md). Only a counter of partial coverage is held to it: on a
+# each 100 ms reads +96% (docs/window-log.md). Only a counter of partial coverage is held to it: on a
 # full one, short bursts' samples misread by more (a code review, 2026-12-06).
 COUNTER_SAMPLES_DISAGREE_REL = 0.2
 # Under this mean power above idle the share means nothing: the edges' timing leaves a gap of up to
@@ -1250,7 +1250,7 @@ COUNTER_CHECK_MIN_W = 20.0
 # spacings is not read: the buffer rolled over between two reads, and a sample 0.5 s later stood for the
 # head of a 2.8 s call that no w.call() split (-6 to -13% as a reliable figure: an adversarial review).
 # A choice, as RATIO_MAX_GAP_SPACINGS: the H200's samples come 9.6-28.2 ms apart at 20 ms
-# (results/probe-h200.json); no cut of the committed windows of results/ has such a gap (docs/window.md).
+# (results/probe-h200.json); no cut of the committed windows of results/ has such a gap (docs/window-log.md).
 CUT_MAX_GAP_SPACINGS = 3.0
 
 

@@ -105,7 +105,7 @@ class EnergyMonitor:
         """Measure the idle again now, for the windows begun after (the caller must be quiescent).
 
         The monitor's idle is one span at construction. A board's idle moves (with temperature:
-        0.85-1.06 W/°C on two H100s, docs/window.md) and a CUDA context opened after it adds ~40 W;
+        0.85-1.06 W/°C on two H100s, docs/window-log.md) and a CUDA context opened after it adds ~40 W;
         call this with the board quiet, after the model is on the GPU or between epochs. Windows
         already open keep the idle they began with.
 

@@ -136,7 +136,7 @@ class EnergyWindow:
             work never waits. Off by default: on two H200s, dithered single ~20 ms calls
             scattered more than undithered ones against the same references in five of six
             kind-board cells (max |error| 8-21% against 7-12%), and only FP32 8192²'s median
-            came nearer (docs/window.md, calls 25-26).
+            came nearer (docs/window-log.md, calls 25-26).
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged). With ``exit="return"`` its first read waits for

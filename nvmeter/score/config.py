@@ -17,7 +17,7 @@ from nvmeter.workloads import judge, task
 # and within 0.36% when started cold (run 1: median 0.16%); 4 s windows within 0.60% and
 # 0.46%. Twice the length buys no clear accuracy, and the bound states what is left
 # (results/window-accuracy-h200-run2-summary.json, window-accuracy-h200-summary.json,
-# docs/window.md). So 2 s reads as well as the A100 scorer's 20 s at a tenth of the time.
+# docs/window-log.md). So 2 s reads as well as the A100 scorer's 20 s at a tenth of the time.
 WINDOW_S = 2.0
 # Unmetered calls of the method just before its window, s (at least one call): after
 # idle the clocks ramp for ~0.3 s and a power-capped board's limiter swings for ~2 s after a
