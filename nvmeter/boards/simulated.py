@@ -23,6 +23,7 @@ import enum
 import functools
 import itertools
 import math
+import os
 import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -365,12 +366,12 @@ class SimulatedBoard:
         return self._context
 
     @_locked
-    def set_context(self, open_: bool, pid: int = 0) -> None:
-        """A CUDA context opens (held by process ``pid``) or closes (each change kept in ``context_log``)."""
+    def set_context(self, open_: bool, pid: int | None = None) -> None:
+        """A CUDA context opens (held by ``pid``, default this process) or closes (``context_log``)."""
         if open_ != self._context:
             self.context_log.append((self.clock.now(), open_))
         self._context = open_
-        self._context_pid = pid
+        self._context_pid = os.getpid() if pid is None else pid
         self._retarget()
 
     @_locked

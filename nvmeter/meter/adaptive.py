@@ -131,6 +131,7 @@ def measure(
     profile: BoardProfile | str | Path | None = None,
     settle: float | str | None = None,
     progress: Callable[[MeasureProgress], object] | None = None,
+    others_idle: bool = False,
 ) -> Measurement:
     """Run ``fn`` back to back, in one uninterrupted run, until the bound reaches ``target_rel_err``.
 
@@ -185,6 +186,8 @@ def measure(
         progress: Called with a :class:`MeasureProgress` as each phase begins and once per
             sub-window of the run (``progress=print`` prints a line each time). It runs
             between two calls, so it should be quick.
+        others_idle: As for :class:`EnergyWindow`: other processes' contexts on the board did
+            no work (else a run that finds one at its start or end is not reliable).
 
     Returns:
         The :class:`Measurement` of the run (marked not reliable if the target was not
@@ -207,6 +210,8 @@ def measure(
         _check_callable(control, "control")
     if progress is not None and not callable(progress):
         raise errors.UsageError(f"progress must be a callable (e.g. print), not {progress!r}")
+    if not isinstance(others_idle, bool):
+        raise errors.UsageError(f"others_idle is True or False, not {others_idle!r}")
     board = open_board(device)
     prof = resolve_profile(profile, board.identity(), idle)
     if min_window_s < MIN_WINDOW_PERIODS * prof.counter_period_s:
@@ -246,7 +251,7 @@ def measure(
         window_idle, problems = idle_after(board, before, prof, "work")
         null = null and replace(null, idle=window_idle)
         result = replace(result, idle=window_idle, problems=result.problems + problems)
-    return _with_control(result, null)
+    return replace(_with_control(result, null), others_idle=others_idle)
 
 
 # Each sub-window ends on a counter step. On the simulated H200 (its counter steps every 0.1 s; its

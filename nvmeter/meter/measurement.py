@@ -36,6 +36,10 @@ JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes)
        the bound holds (:mod:`nvmeter.meter.polling`). Earlier versions read as 0, their bounds
        unchanged. Its records written since 2026-12-06 add ``profile.counter_coverage``, which
        error model 11 reads; records without it read as 1 (docs/formats.md, "score").
+    8: adds ``contexts``: the board's compute processes at the window's entry and exit, this
+       process's own told from the others (:mod:`nvmeter.meter.contexts`), and ``others_idle``:
+       the caller said other processes' contexts did no work. Earlier versions read as not
+       read (empty) and false: their windows say nothing of other processes, as they did.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from nvmeter.boards.profile import H200_V1, BoardProfile, default_profile
 from nvmeter.boards.protocol import BoardIdentity, BoardState, PowerSample
 from nvmeter.meter import errormodel, fold, reasons, sanity, spread
 from nvmeter.meter.baseline import IdleBaseline
+from nvmeter.meter.contexts import ContextRead
 from nvmeter.meter.series import (
     CounterSeries,
     Step,
@@ -63,7 +68,7 @@ from nvmeter.meter.series import (
 )
 from nvmeter.meter.span import AlignedSpan
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # An SM clock that moved more than this between the window's edges is reported: a power-capped
 # H200 slid 1,545 -> 1,470 MHz (-5%) over 20 s (docs/facts.md); 2% is well inside that change.
 CLOCK_MOVE_REL = 0.02
@@ -99,6 +104,10 @@ class Measurement:
         foreign_read_s: Seconds this process spent reading the board's energy counter inside
             the window for other meters (a window inside this one, its idle span): their reads
             drew the polling artefact, which the bound holds (:mod:`nvmeter.meter.polling`).
+        contexts: The board's compute processes at the entry and the exit
+            (:mod:`nvmeter.meter.contexts`); empty where not read (records before version 8).
+        others_idle: The caller said other processes' contexts on the board did no work inside
+            the window (``EnergyWindow(others_idle=True)``): they are then a note, not a reason.
     """
 
     device: BoardIdentity
@@ -122,6 +131,8 @@ class Measurement:
     end_in_work: bool = False
     call_ends_s: tuple[float, ...] = ()
     foreign_read_s: float = 0.0
+    contexts: tuple[ContextRead, ...] = ()
+    others_idle: bool = False
 
     @property
     def model(self) -> errormodel.ErrorModel:
@@ -1057,7 +1068,7 @@ class Measurement:
         return figures
 
     def to_dict(self) -> dict:
-        """JSON form (``schema_version`` 7): raw readings and the derived figures."""
+        """JSON form (``schema_version`` 8): raw readings and the derived figures."""
         return {
             "schema_version": SCHEMA_VERSION,
             "device": self.device.to_dict(),
@@ -1088,6 +1099,8 @@ class Measurement:
             "end_in_work": self.end_in_work,
             "call_ends_s": list(self.call_ends_s),
             "foreign_read_s": self.foreign_read_s,
+            "contexts": [c.to_dict() for c in self.contexts],
+            "others_idle": self.others_idle,
             "derived": self.derived(),
         }
 
@@ -1136,6 +1149,12 @@ class Measurement:
                     f"a Measurement of schema_version {version} holds foreign_read_s, which version 7 added"
                 )
             d = {**d, "foreign_read_s": 0.0}  # other meters' reads were not counted before version 7
+        if version <= 7:
+            if d.keys() & {"contexts", "others_idle"}:  # read as not read, they would drop a reason
+                raise errors.RecordError(
+                    f"a Measurement of schema_version {version} holds contexts, which version 8 added"
+                )
+            d = {**d, "contexts": [], "others_idle": False}  # other processes were not looked for
         idle = IdleBaseline(
             d["idle"]["power_w"],
             d["idle"]["err_w"],
@@ -1171,6 +1190,8 @@ class Measurement:
             _strict_bool(d["end_in_work"], "end_in_work"),
             tuple(_seconds(t, "call_ends_s") for t in d["call_ends_s"]),
             d["foreign_read_s"],
+            tuple(ContextRead.from_dict(c) for c in d["contexts"]),
+            _strict_bool(d["others_idle"], "others_idle"),
         )
 
     def save(self, path: Path) -> None:

@@ -67,6 +67,7 @@ class EnergyMonitor:
         method: As for :class:`EnergyWindow`.
         tail_s: As for :class:`EnergyWindow`.
         profile: As for :class:`EnergyWindow`.
+        others_idle: As for :class:`EnergyWindow`: other processes' contexts on the board did no work.
 
     Raises:
         UsageError: bad arguments (also from :meth:`begin`, :meth:`end`, :meth:`call`:
@@ -84,6 +85,7 @@ class EnergyMonitor:
         method: str = "auto",
         tail_s: float | None = None,
         profile: BoardProfile | None = None,
+        others_idle: bool = False,
     ) -> None:
         self.board = open_board(device)
         self._profile = resolve_profile(profile, self.board.identity(), idle)
@@ -95,7 +97,9 @@ class EnergyMonitor:
             )
         else:
             self.idle = idle
-        self._window_kwargs = {"sync": sync, "method": method, "tail_s": tail_s, "profile": profile}
+        self._window_kwargs = {
+            "sync": sync, "method": method, "tail_s": tail_s, "profile": profile, "others_idle": others_idle
+        }  # fmt: skip
         self._open: dict[str, EnergyWindow] = {}
         self._counted: dict[str, int] = {}
         self._declared: set[str] = set()  # open windows begun with calls=

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from nvmeter.boards.profile import default_profile
+from nvmeter.meter import contexts
 from nvmeter.meter.sanity import SAMPLES_COUNTER_RATIO, plausible_w
 
 
@@ -64,7 +65,7 @@ def reason(m) -> str | None:
     The first that applies of: the readings themselves, the caller's given figures, the
     telemetry's plausibility, the idle, then the figure against its bound.
     """
-    for check in (_reading, _given, _telemetry, _idle):
+    for check in (_reading, _given, _telemetry, _idle, _others):
         if (why := check(m)) is not None:
             return why
     reason = figure_reason(m.per_call_mj, m.per_call_mj_err, m.max_rel_err, "a call")
@@ -160,6 +161,26 @@ def _idle(m) -> str | None:
             "default idle) or give the right one"
         )
     return None
+
+
+def _others(m) -> str | None:
+    """Other processes' contexts on the board at the window's entry or exit (:mod:`.contexts`)."""
+    if m.others_idle or not (seen := _others_seen(m)):
+        return None
+    return (
+        f"{seen} held a CUDA context on the board at the window's entry or exit: the counter counts "
+        "their work as this window's; pass others_idle=True if they did none"
+    )
+
+
+def _others_seen(m) -> str:
+    """The other processes seen, in words ("" for none)."""
+    pids, most = contexts.others(m.contexts)
+    if not most:
+        return ""
+    if pids:
+        return f"other process{'es' if len(pids) > 1 else ''} ({', '.join(map(str, pids))})"
+    return f"{most} more process{'es' if most > 1 else ''} than this one and its children"
 
 
 def _fixed_note(m) -> str:
@@ -310,7 +331,9 @@ def _change_notes(m) -> tuple[str, ...]:
         if m.foreign_read_s > 0
         else ()
     )
-    return tuple(m.state_changes) + significant + foreign + _idle_stretch_note(m)
+    others = _others_seen(m) if m.others_idle else ""
+    said = (f"{others} held a context, taken as idle (others_idle=True)",) if others else ()
+    return tuple(m.state_changes) + significant + foreign + said + _idle_stretch_note(m)
 
 
 # The share of the bound the quiet stretch's offset must take before a window's line names it: a

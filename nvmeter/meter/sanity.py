@@ -31,6 +31,9 @@ _SAMPLES = {"t_s", "power_w"}
 _JOB = {"t0_s", "t1_s", "matmuls", "n", "flops"}
 _BURST = {"pre", "post", "tail"}
 _STATE = {"t_s", "temperature_c", "clock_event_reasons"}
+_CONTEXT = {"t_s", "pids", "others", "unattributed"}
+# No board lists more compute processes than a pid can number (Linux's pid_max is at most 2^22).
+MAX_PID = 2**22
 
 # Past these a board state is a unit slip or an edit, not a reading: the committed windows' states
 # under results/ read at most 1,980 MHz (SM), 3,201 MHz (memory) and 82 °C. Chosen margins, far
@@ -158,9 +161,27 @@ def _state_fault(d: dict) -> str | None:
     return None
 
 
+def _context_fault(d: dict) -> str | None:
+    """A read of a board's compute processes: whole pids, its others among them, a count not past them."""
+    pids, others, unattributed = d["pids"], d["others"], d["unattributed"]
+    if not _numbers([d["t_s"]]):
+        return "a read of the compute processes without a time"
+    listed = [] if pids is None else pids
+    whole = [listed, others]
+    if not all(isinstance(v, list) and all(_pid(p) for p in v) for v in whole):
+        return "a read of the compute processes whose pids are not whole numbers"
+    if not set(others) <= set(listed) or not _pid(unattributed) or unattributed > len(listed):
+        return "a read of the compute processes that counts others it does not list"
+    return None
+
+
+def _pid(value) -> bool:
+    return type(value) is int and 0 <= value <= MAX_PID
+
+
 _CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, samples_fault))
 _CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault), ({"instant_w"}, _instant_fault))
-_CHECKS += ((_STATE, _state_fault),)
+_CHECKS += ((_STATE, _state_fault), (_CONTEXT, _context_fault))
 
 
 def known_limit_w(device) -> float | None:

@@ -39,7 +39,7 @@ from nvmeter.arguments import finite
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board, BoardState, PowerSample
-from nvmeter.meter import fold, polling
+from nvmeter.meter import contexts, fold, polling
 from nvmeter.meter.baseline import (
     IdleBaseline,
     context_level,
@@ -48,6 +48,7 @@ from nvmeter.meter.baseline import (
     idle_of,
     quiet_span,
 )
+from nvmeter.meter.contexts import ContextRead
 from nvmeter.meter.dither import PROCESS_DITHER
 from nvmeter.meter.edges import StepPoll, poll_in_background
 from nvmeter.meter.measurement import MAX_TAIL_S, Measurement
@@ -137,6 +138,10 @@ class EnergyWindow:
             scattered more than undithered ones against the same references in five of six
             kind-board cells (max |error| 8-21% against 7-12%), and only FP32 8192²'s median
             came nearer (docs/window-log.md, calls 25-26).
+        others_idle: The board's other compute processes did no work inside the window. By
+            default a window that finds another process's CUDA context on its board at its
+            entry or exit is not reliable: the counter counts that process's kernels as this
+            window's calls (:mod:`nvmeter.meter.contexts`). True makes it a note.
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged). With ``exit="return"`` its first read waits for
@@ -182,6 +187,7 @@ class EnergyWindow:
         profile: BoardProfile | str | Path | None = None,
         exit: str = "wait",
         dither: bool = False,
+        others_idle: bool = False,
     ) -> None:
         if method not in METHODS:
             raise errors.UsageError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
@@ -196,6 +202,8 @@ class EnergyWindow:
             raise errors.UsageError(f"calls must be a whole number from 0 to {MAX_CALLS:,}, not {calls!r}")
         if not isinstance(dither, bool):
             raise errors.UsageError(f"dither is True or False, not {dither!r}")
+        if not isinstance(others_idle, bool):
+            raise errors.UsageError(f"others_idle is True or False, not {others_idle!r}")
         if max_rel_err is not None and not 0 < _finite(max_rel_err, "max_rel_err") < 1:
             raise errors.UsageError(f"max_rel_err is a fraction in (0, 1), 0.01 for 1%; not {max_rel_err!r}")
         self._control = (
@@ -228,6 +236,8 @@ class EnergyWindow:
         self._marks: list[tuple[float, int]] = []
         self._exit = exit
         self._dither = dither
+        self._others_idle = others_idle
+        self._contexts: list[ContextRead] = []  # the board's compute processes at entry and exit
         self._pending: tuple | None = None  # (end poll, build args) until an end in later work is in
         self._phase = "new"
         self._result: Measurement | None = None
@@ -254,6 +264,7 @@ class EnergyWindow:
         self._sync()
         marks.append(self.clock.now())
         self._idle_before = self._baseline_before()
+        self._contexts.append(contexts.read(self.board))
         # from here on, other meters' counter reads fall inside this window
         self._foreign_from = polling.snapshot(self.board, self._owner)
         marks.append(self.clock.now())
@@ -398,6 +409,7 @@ class EnergyWindow:
         self._sync()
         t1 = self.clock.now()
         try:
+            self._contexts.append(contexts.read(self.board))
             with polling.owned_by(self._owner):
                 self._end_edge(t1)
         finally:
@@ -623,4 +635,6 @@ class EnergyWindow:
             end_in_work=self._exit == "return",
             call_ends_s=tuple(self._call_ends) if self._call_ends and len(self._call_ends) == calls else (),
             foreign_read_s=foreign_s,
+            contexts=tuple(self._contexts),
+            others_idle=self._others_idle,
         )
