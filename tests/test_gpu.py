@@ -445,6 +445,51 @@ def _window_in_forked_child(board, queue) -> None:
         queue.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
+_FOREIGN_CONTEXT = """
+import os, sys, time
+if os.fork():
+    os._exit(0)  # the grandchild is given to init: not the test's descendant
+import torch
+torch.zeros(1, device="cuda")
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+def test_another_process_s_context_makes_a_window_not_reliable_unless_said_idle(board, tmp_path):
+    import torch
+
+    from nvmeter.meter import contexts
+    from nvmeter.meter.window import EnergyWindow
+
+    a = torch.randn(4096, 4096, device="cuda")
+    pid_file = tmp_path / "pid"
+    subprocess.run([sys.executable, "-c", _FOREIGN_CONTEXT, str(pid_file)], check=True, timeout=30)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pid = int(pid_file.read_text())
+    try:
+        t0 = time.perf_counter()
+        reads = [contexts.read(board) for _ in range(20)]
+        print(f"contexts.read: {(time.perf_counter() - t0) / 20 * 1e3:.2f} ms a read; {reads[-1]}")
+        results = []
+        for others_idle in (False, True):
+            with EnergyWindow(board, idle=121.0, others_idle=others_idle) as w:
+                for _ in range(30):
+                    torch.matmul(a, a)
+                    w.call()
+                torch.cuda.synchronize()
+            results.append(w.result)
+        print(*results, sep="\n")
+    finally:
+        os.kill(pid, 9)
+    shared, said_idle = results
+    assert [r.other_n for r in shared.contexts] == [1, 1], shared.contexts
+    assert not shared.reliable and "held a CUDA context on the board" in shared.reason
+    assert "taken as idle" in repr(said_idle) and "held a CUDA context" not in (said_idle.reason or "")
+
+
 def test_a_window_works_in_a_child_forked_after_nvml_was_initialised(board):
     """multiprocessing's fork start method; the child got 'NVML failed on the device count: Uninitialized'."""
     import math
