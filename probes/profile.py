@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from nvmeter.boards.profile import BoardProfile, default_profile
+from nvmeter.boards.profile import (
+    COUNTER_PERIOD_MAX_S,
+    EDGE_TIMEOUT_MAX_S,
+    BoardProfile,
+    default_profile,
+)
 
 # A bound on the sample buffer's disagreement with the counter: twice the larger of the
 # idle and load ratios' offsets the samples probe read, and never under 0.1%.
 _SAMPLES_MARGIN = 2.0
 _SAMPLES_FLOOR = 0.001
+# An aligned edge waits up to a period for the counter's first step, polls on past a step a slow
+# read blurred to the next (nvmeter.meter.span.sharp_edge), a second, and a third holds a late
+# update. Hopper's 0.35 s is 2.9 of its 0.12 s period. A probed period under 0.35 / 3 keeps the
+# family's wait.
+EDGE_TIMEOUT_PERIODS = 3.0
 # The step response's delays of derivation 1 are not taken: it could fit the load's edge inside a
 # gap that a slow read left (179 ms for 16 ms, results/probe-speed/f2595641/new-full.json).
 _LAG_DERIVATION = 2
@@ -39,11 +49,35 @@ def profile_from_report(report) -> BoardProfile:
     return profile.with_(source=source)
 
 
-def _cadence(_record, d: dict, _base: BoardProfile) -> dict:
+def _cadence(record, d: dict, base: BoardProfile) -> dict:
+    """The counter's period and the edges' wait for a step, from the longest gap or still stretch.
+
+    A counter that no phase saw update twice has no period to take: its reads say only that it
+    is longer than their longest still stretch. Its profile takes the longest period a profile
+    holds, :data:`~nvmeter.boards.profile.COUNTER_PERIOD_MAX_S`, not the family's (a 1 s counter's
+    quick probe had kept Hopper's 0.12 s, and plain windows' bounds with it: an adversarial
+    review, 2026-12-07); the probe's table says so (:mod:`nvmeter.probes.cadence`).
+    """
+    # with gaps, a still stretch longer than every gap is a longer one (none was on the H200s:
+    # 96 ms against 101-108 ms, every probe file in results/)
     gaps = [
-        level["gap_ms"]["max"] for level in d.values() if isinstance(level, dict) and level["gap_ms"]["n"]
+        level["gap_ms"]["max"] / 1e3
+        for level in d.values()
+        if isinstance(level, dict) and level["gap_ms"]["n"]
     ]
-    return {"counter_period_s": max(gaps) / 1e3} if gaps else {}
+    still = max((series.longest_still_s for series in record.phases.values()), default=0.0)
+    period = max(*gaps, still) if gaps else COUNTER_PERIOD_MAX_S
+    return {"counter_period_s": period, "edge_timeout_s": edge_timeout_s(period, base)}
+
+
+def edge_timeout_s(period_s: float, base: BoardProfile) -> float:
+    """The edges' wait for a step on a counter of ``period_s``, s: :data:`EDGE_TIMEOUT_PERIODS` of them.
+
+    Never under the family's (``base``), nor over what a profile holds. A probed 0.514 s period
+    had kept Hopper's 0.35 s, and idle spans found no step at their edges (an adversarial review,
+    2026-12-07).
+    """
+    return min(EDGE_TIMEOUT_MAX_S, max(base.edge_timeout_s, EDGE_TIMEOUT_PERIODS * period_s))
 
 
 def _polling(_record, d: dict, _base: BoardProfile) -> dict:

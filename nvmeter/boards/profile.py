@@ -36,6 +36,10 @@ _LIMITS = {
 }
 # The largest run level a profile holds: a board whose runs differ more is not at a level but broken.
 RUN_LEVEL_MAX = _LIMITS["run_level_rel"][1]
+# The slowest counter and the longest edge wait a profile holds: a probe whose counter showed no
+# period takes these (nvmeter.probes.profile), the widest figures a profile can say.
+COUNTER_PERIOD_MAX_S = _LIMITS["counter_period_s"][1]
+EDGE_TIMEOUT_MAX_S = _LIMITS["edge_timeout_s"][1]
 # A cap-spread entry: (window length s, relative SD); lengths from a counter period to a minute.
 _SPREAD_WINDOW_S = (0.05, 60.0)
 _SPREAD_REL = (0.0, 0.5)
