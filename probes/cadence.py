@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nvmeter.boards.profile import COUNTER_PERIOD_MAX_S
 from nvmeter.meter.series import CounterSeries, summary
 from nvmeter.probes import schedule
 from nvmeter.worker.rig import Rig
@@ -56,15 +57,28 @@ class Cadence:
         return out
 
     def rows(self) -> list[tuple[str, str]]:
-        """Summary-table rows."""
+        """Summary-table rows; where no phase saw two updates, one more says what the profile takes."""
         rows = []
         for name, d in self.derived().items():
             g = d["gap_ms"]
             if g["n"]:
                 text = f"{g['median']:.1f} ms (min {g['min']:.1f}, max {g['max']:.1f}), {d['changes']} steps"
             else:
-                text = f"no step in {d['reads']} reads"
+                series = self.phases[name]
+                text = (
+                    f"NO PERIOD: {d['changes']} step{'' if d['changes'] == 1 else 's'} in {d['reads']} reads "
+                    f"over {series.duration_s:.2f} s; the counter updates less often than every "
+                    f"{series.longest_still_s:.2f} s, or not at all"
+                )
             rows.append((f"counter period, {name.replace('_', ' ')}", text))
+        if not any(d["gap_ms"]["n"] for d in self.derived().values()):
+            rows.append(
+                (
+                    "counter period kept",
+                    f"{COUNTER_PERIOD_MAX_S:g} s, the longest a profile holds: none was measured, and plain "
+                    "edges are bounded at it (docs/probe.md)",
+                )
+            )
         return rows
 
     def to_dict(self) -> dict:

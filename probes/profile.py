@@ -6,12 +6,27 @@ lacks (a quick or partial probe) keeps the family's default, and the source says
 
 from __future__ import annotations
 
-from nvmeter.boards.profile import BoardProfile, default_profile
+import numpy as np
+
+from nvmeter.boards.profile import (
+    COUNTER_PERIOD_MAX_S,
+    EDGE_TIMEOUT_MAX_S,
+    BoardProfile,
+    default_profile,
+)
 
 # A bound on the sample buffer's disagreement with the counter: twice the larger of the
 # idle and load ratios' offsets the samples probe read, and never under 0.1%.
 _SAMPLES_MARGIN = 2.0
 _SAMPLES_FLOOR = 0.001
+# An aligned edge waits up to a period for the counter's first step, polls on past a step a slow
+# read blurred to the next (nvmeter.meter.span.sharp_edge), a second, and a third holds a late
+# update. Hopper's 0.35 s is 2.9 of its 0.12 s period. A probed period under 0.35 / 3 keeps the
+# family's wait.
+EDGE_TIMEOUT_PERIODS = 3.0
+# The step response's delays of derivation 1 are not taken: it could fit the load's edge inside a
+# gap that a slow read left (179 ms for 16 ms, results/probe-speed/f2595641/new-full.json).
+_LAG_DERIVATION = 2
 
 
 def profile_from_report(report) -> BoardProfile:
@@ -26,7 +41,7 @@ def profile_from_report(report) -> BoardProfile:
     used = []
     for name, figures in _FIGURES.items():
         if name in derived:
-            changes = figures(derived[name], profile)
+            changes = figures(report.probes[name], derived[name], profile)
             if changes:
                 profile = profile.with_(**changes)
                 used.append(name)
@@ -34,18 +49,42 @@ def profile_from_report(report) -> BoardProfile:
     return profile.with_(source=source)
 
 
-def _cadence(d: dict, _base: BoardProfile) -> dict:
+def _cadence(record, d: dict, base: BoardProfile) -> dict:
+    """The counter's period and the edges' wait for a step, from the longest gap or still stretch.
+
+    A counter that no phase saw update twice has no period to take: its reads say only that it
+    is longer than their longest still stretch. Its profile takes the longest period a profile
+    holds, :data:`~nvmeter.boards.profile.COUNTER_PERIOD_MAX_S`, not the family's (a 1 s counter's
+    quick probe had kept Hopper's 0.12 s, and plain windows' bounds with it: an adversarial
+    review, 2026-12-07); the probe's table says so (:mod:`nvmeter.probes.cadence`).
+    """
+    # with gaps, a still stretch longer than every gap is a longer one (none was on the H200s:
+    # 96 ms against 101-108 ms, every probe file in results/)
     gaps = [
-        level["gap_ms"]["max"] for level in d.values() if isinstance(level, dict) and level["gap_ms"]["n"]
+        level["gap_ms"]["max"] / 1e3
+        for level in d.values()
+        if isinstance(level, dict) and level["gap_ms"]["n"]
     ]
-    return {"counter_period_s": max(gaps) / 1e3} if gaps else {}
+    still = max((series.longest_still_s for series in record.phases.values()), default=0.0)
+    period = max(*gaps, still) if gaps else COUNTER_PERIOD_MAX_S
+    return {"counter_period_s": period, "edge_timeout_s": edge_timeout_s(period, base)}
 
 
-def _polling(d: dict, _base: BoardProfile) -> dict:
+def edge_timeout_s(period_s: float, base: BoardProfile) -> float:
+    """The edges' wait for a step on a counter of ``period_s``, s: :data:`EDGE_TIMEOUT_PERIODS` of them.
+
+    Never under the family's (``base``), nor over what a profile holds. A probed 0.514 s period
+    had kept Hopper's 0.35 s, and idle spans found no step at their edges (an adversarial review,
+    2026-12-07).
+    """
+    return min(EDGE_TIMEOUT_MAX_S, max(base.edge_timeout_s, EDGE_TIMEOUT_PERIODS * period_s))
+
+
+def _polling(_record, d: dict, _base: BoardProfile) -> dict:
     return {"polling_artefact_w": max(0.0, d["artefact_w"])}
 
 
-def _samples(d: dict, _base: BoardProfile) -> dict:
+def _samples(_record, d: dict, _base: BoardProfile) -> dict:
     offset = max(abs(d["idle_ratio"] - 1), abs(d["load_ratio"] - 1))
     return {
         "sample_spacing_s": d["spacing_ms"]["median"] / 1e3,
@@ -53,16 +92,37 @@ def _samples(d: dict, _base: BoardProfile) -> dict:
     }
 
 
-# The step probe's counter delays (10-11 ms on the H200) bound the power lag from above but are
-# not it: the lag an in-work edge sees was fitted on the window bench (nvmeter.boards.profile).
-def _cap_spread(d: dict, _base: BoardProfile) -> dict:
+def _step(record, _d: dict, base: BoardProfile) -> dict:
+    """A power-lag bound that reaches the counter's own delay after a load change, where that is further.
+
+    The counter's step delays (10-11 ms on the H200, results/probe-h200.json) bound the power lag
+    from above but are not it: the lag an in-work edge sees was fitted on the window bench
+    (nvmeter.boards.profile), and is kept. Its bound is widened, never narrowed, to reach the
+    later of the rise's and the fall's delays (the largest of those that fit the readings as well
+    as the best) plus the series' median read: each step is placed between two reads, so a delay
+    is known to about one (2.5 ms in that record). On a board whose power trailed by 30-50 ms,
+    the family's 7.5 +- 5 ms held 0 of 20 warm 0.25-0.5 s windows, all marked reliable (an
+    adversarial review on the simulated board, 2026-12-07). Records of an earlier nvmeter that
+    this widens no longer verify (as after a change of the family's defaults): probe again.
+    """
+    if record.derivation < _LAG_DERIVATION:
+        return {}
+    spans = [span for span in record.delay_spans_ms()["counter"].values() if span is not None]
+    if not spans:
+        return {}
+    reach_s = max(high for _, high in spans) / 1e3 + float(np.median(record.counter.read_cost_s))
+    err_s = reach_s - base.power_lag_s
+    return {"power_lag_err_s": err_s} if err_s > base.power_lag_err_s else {}
+
+
+def _cap_spread(_record, d: dict, _base: BoardProfile) -> dict:
     from nvmeter.probes.capspread import profile_spread
 
     spread = profile_spread(d)
     return {"cap_spread": spread} if spread else {}
 
 
-def _run_levels(d: dict, base: BoardProfile) -> dict:
+def _run_levels(_record, d: dict, base: BoardProfile) -> dict:
     """Only a wider run level than the family's: eight runs cannot rule out a rarer level.
 
     A probe whose runs all took one level says little of a level one run in ten takes: eight runs
@@ -76,10 +136,12 @@ def _run_levels(d: dict, base: BoardProfile) -> dict:
     return {"run_level_rel": level} if level is not None and level > (base.run_level_rel or 0.0) else {}
 
 
+# Each probe's figures: (its record, its derived figures, the profile so far) -> the figures it sets.
 _FIGURES = {
     "cadence": _cadence,
     "polling": _polling,
     "samples": _samples,
+    "step": _step,
     "cap_spread": _cap_spread,
     "run_levels": _run_levels,
 }

@@ -85,7 +85,9 @@ def test_every_probe_still_makes_every_figure(run):
     assert bad == []
     assert report.probes["reference"].trials["constant"].exact is True
     if not quick:
-        assert report.profile().source.endswith("cadence, polling, samples")
+        # the simulated H200's counter trails a load change by 10-11 ms (SimConfig), past the 12.5 ms
+        # Hopper's lag bound reaches once a read is added: its step response widens the bound
+        assert report.profile().source.endswith("cadence, polling, samples, step")
 
 
 def test_the_simulated_figures_still_match_the_model(run):

@@ -36,6 +36,10 @@ _LIMITS = {
 }
 # The largest run level a profile holds: a board whose runs differ more is not at a level but broken.
 RUN_LEVEL_MAX = _LIMITS["run_level_rel"][1]
+# The slowest counter and the longest edge wait a profile holds: a probe whose counter showed no
+# period takes these (nvmeter.probes.profile), the widest figures a profile can say.
+COUNTER_PERIOD_MAX_S = _LIMITS["counter_period_s"][1]
+EDGE_TIMEOUT_MAX_S = _LIMITS["edge_timeout_s"][1]
 # A cap-spread entry: (window length s, relative SD); lengths from a counter period to a minute.
 _SPREAD_WINDOW_S = (0.05, 60.0)
 _SPREAD_REL = (0.0, 0.5)
@@ -234,7 +238,8 @@ HOPPER = BoardProfile(
     sample_every_s=1.0,
     # fitted on the fit kinds of one H200 (results/window-accuracy-v2/run1-a.json.gz, FP32 and bf16
     # matmuls): the lag that zeroes their warm 0.25 s and 0.5 s windows' median error was 5.4-14 ms
-    # (median 7.5); the counter's own step delays, 10-11 ms (results/probe-h200.json), bound it above
+    # (median 7.5); the counter's own step delays, 10-11 ms (results/probe-h200.json), bound it above.
+    # A board's step response widens the bound to reach its own counter's delay (nvmeter.probes.profile)
     power_lag_s=0.0075,
     power_lag_err_s=0.005,
     # The largest 95% limit (each profile's envelope) of the cap-spread probes of seven H100s,
@@ -278,15 +283,23 @@ AMPERE = HOPPER.with_(
     counter_coverage=PARTIAL_COVERAGE,
     run_level_rel=_WIDER_LEVEL,
 )
+# A family none was measured on may trail the work longer than Hopper, and no public source gives
+# its lag: its defaults let its power take 0.1 s to fall after the work (tail_s) where Hopper's take
+# 0.06 s, and its lag may reach as much further. Hopper's reach above the work, 7.5 + 5 = 12.5 ms,
+# grown by that ratio is 20.8 ms: a bound of 13.3 ms about the same 7.5 ms, which also reaches a lag
+# of 0 (its 7.5 ms before reached 15 ms). A probe's step response widens it where the counter's
+# delay says more (nvmeter.probes.profile).
+_GENERIC_TAIL_S = 0.1
+_GENERIC_LAG_REACH_S = (HOPPER.power_lag_s + HOPPER.power_lag_err_s) * _GENERIC_TAIL_S / HOPPER.tail_s
 GENERIC = HOPPER.with_(
     source="defaults:any NVIDIA board (no board of its family measured)",
     counter_period_s=0.15,
     edge_timeout_s=0.5,
     polling_artefact_w=40.0,
-    tail_s=0.1,
+    tail_s=_GENERIC_TAIL_S,
     sample_spacing_s=0.05,
     samples_vs_counter=0.01,
-    power_lag_err_s=0.0075,
+    power_lag_err_s=_GENERIC_LAG_REACH_S - HOPPER.power_lag_s,
     cap_spread=_WIDER_SPREAD,
     counter_coverage=PARTIAL_COVERAGE,
     run_level_rel=_WIDER_LEVEL,

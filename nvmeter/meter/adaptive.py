@@ -15,7 +15,7 @@ from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
 from nvmeter.meter import errormodel, spread
-from nvmeter.meter.baseline import IdleBaseline, idle_after, idle_of, quiet_span
+from nvmeter.meter.baseline import IdleBaseline, idle_after, idle_of, quiet_span, unstepped
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.sync import Sync, resolve
 from nvmeter.meter.window import EnergyWindow
@@ -250,6 +250,8 @@ def measure(
         said("idle")
         window_idle, problems = idle_after(board, before, prof, "work")
         null = null and replace(null, idle=window_idle)
+        # the span after, too: the windows' own problems held the one before
+        problems += tuple(p for p in unstepped(window_idle.spans) if p not in result.problems)
         result = replace(result, idle=window_idle, problems=result.problems + problems)
     return replace(_with_control(result, null), others_idle=others_idle)
 

@@ -99,6 +99,9 @@ class IdleBaseline:
     ) -> IdleBaseline:
         """Mean of spans; the bound is half their spread, the edges' share and the polling's.
 
+        Each edge is taken as known to its step; a span with an edge that saw none is the
+        window's problem (:func:`unstepped`), which its figure is refused for.
+
         Args:
             spans: The idle spans, each between two counter steps.
             source: What they were: ``"quiescent"`` or ``"frozen"``.
@@ -267,6 +270,33 @@ def idle_after(
         return idle_of([before, after], profile, local), ()
     problem = f"{fault} in two idle spans after the {what}: the idle is the one before alone"
     return idle_of([before], profile, local), (problem,)
+
+
+def unstepped(spans: tuple[AlignedSpan, ...]) -> tuple[str, ...]:
+    """The problem of idle spans with an edge that saw no counter step (empty: every edge saw one).
+
+    Such an edge is a read whose value may be a whole counter period old, and the period is not
+    the profile's: the edge polled for the profile's ``edge_timeout_s``, longer than its period,
+    without a step. No figure at hand bounds it, so the idle is refused as a window's own edge
+    without a step is. Taken as known to a read, one such span read 248 W on a 121 W board, and
+    method="plain" windows on a 400 ms counter left 24 of 30 reliable figures outside their
+    bounds (an adversarial review on the simulated board, 2026-12-07).
+    """
+    if all(span.aligned for span in spans):
+        return ()
+    return (
+        "an idle span saw no counter step at an edge within the profile's edge time-out: its edges are "
+        "known only to a counter period, longer than this board's profile says (probe the board: "
+        "nvmeter probe)",
+    )
+
+
+def longest_still_s(spans: tuple[AlignedSpan, ...]) -> float:
+    """The longest the counter was seen not to update at the spans' edges, s (0: no spans).
+
+    A lower bound on the counter's period (:attr:`~nvmeter.meter.series.CounterSeries.longest_still_s`).
+    """
+    return max((edge.longest_still_s for span in spans for edge in (span.start, span.end)), default=0.0)
 
 
 class Freezable(Protocol):

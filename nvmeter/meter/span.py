@@ -150,7 +150,11 @@ class AlignedSpan:
 
     @property
     def edge_uncertainty_s(self) -> float:
-        """Sum of both edges' half-widths: how far the span's length may be off, s."""
+        """Sum of both edges' half-widths: how far the span's length may be off, s.
+
+        An edge without a step counts its longest read, though its value may be a counter period
+        old: a window refuses an idle of such spans (:func:`nvmeter.meter.baseline.unstepped`).
+        """
         a, b = self.start.edge_step(), self.end.edge_step()
         return float(
             (a[2] if a else self.start.read_cost_s.max()) + (b[2] if b else self.end.read_cost_s.max())

@@ -46,7 +46,9 @@ from nvmeter.meter.baseline import (
     given_idle,
     idle_after,
     idle_of,
+    longest_still_s,
     quiet_span,
+    unstepped,
 )
 from nvmeter.meter.contexts import ContextRead
 from nvmeter.meter.dither import PROCESS_DITHER
@@ -575,7 +577,9 @@ class EnergyWindow:
             return self._idle_before, ()
         return idle_after(self.board, self._idle_before, self.profile, "window", local=True)
 
-    def _problems(self, start: CounterSeries, end: CounterSeries, method: str) -> tuple[str, ...]:
+    def _problems(
+        self, start: CounterSeries, end: CounterSeries, method: str, idle: IdleBaseline
+    ) -> tuple[str, ...]:
         problems = []
         if self._calls is not None and self._counted and self._counted != self._calls:
             problems.append(self._calls_problem())
@@ -583,7 +587,27 @@ class EnergyWindow:
             problems.append("the energy counter went backwards or reset inside the window")
         if method == "aligned" and not (len(start.steps) and len(end.steps)):
             problems.append("no counter step at an edge: the edge is known only to a period")
+        problems.extend(unstepped(idle.spans))
+        if method == "plain":
+            problems.extend(self._slow_counter(idle))
         return tuple(problems)
+
+    def _slow_counter(self, idle: IdleBaseline) -> tuple[str, ...]:
+        """Plain edges bounded at a counter period that the idle spans' edges saw the counter outlast.
+
+        A read's value is up to a period old, and the bound takes the profile's: a 400 ms counter
+        under Hopper's 0.12 s read 24 of 30 reliable windows outside their bounds (an adversarial
+        review, 2026-12-07). The spans' edges see it go that long without an update (on the H200s'
+        100 ms counter at most 96 ms: :attr:`~nvmeter.meter.series.CounterSeries.longest_still_s`).
+        """
+        still_s, period_s = longest_still_s(idle.spans), self.profile.counter_period_s
+        if still_s <= period_s:
+            return ()
+        return (
+            f"the counter went {still_s:.3f} s without an update at an idle span's edge, longer than the "
+            f"{period_s:g} s period its plain edges are bounded at ({self.profile.source}): probe the "
+            "board (nvmeter probe)",
+        )
 
     def _calls_problem(self) -> str:
         return f"calls={self._calls} was given, but w.call() counted {self._counted}"
@@ -627,7 +651,7 @@ class EnergyWindow:
             control_mj=self._control[0],
             control_err_mj=self._control[1],
             max_rel_err=self._max_rel_err,
-            problems=idle_problems + self._problems(start, end, method),
+            problems=idle_problems + self._problems(start, end, method, idle),
             tail_s=self._tail_s,
             profile=self.profile,
             inner=inner,
