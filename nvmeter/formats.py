@@ -232,6 +232,11 @@ def _probe_v10(d: dict) -> dict:
     return d
 
 
+def _probe_v11(d: dict) -> dict:
+    """v10's step response (derivation 1 or 2) took no part in the profile: it keeps its derivation."""
+    return d
+
+
 def _family_default(name: str, before: str):
     """An upgrade that fills ``profile.<name>`` with the record's board family's default, as it derives today.
 
@@ -310,6 +315,13 @@ PROBE = Format(
             "temperature), each run's temperature in `derived.run_temperature_c` (earlier records: 1, "
             "the range of the runs as they are, derived as they were)",
             _probe_v10,
+        ),
+        Version(
+            11,
+            "step `raw.derivation`: 3 has the profile's power-lag bound reach the counter's delays after "
+            "a load change where they reach further than the family's (earlier records: 1 or 2, their "
+            "profile's bound the family's, as made)",
+            _probe_v11,
         ),
     ),
     verifier="nvmeter.probes.report:load_report",

@@ -92,7 +92,8 @@ def test_the_call_ends_survive_json_and_older_records_read_without_them():
     assert d["schema_version"] == SCHEMA_VERSION and len(d["call_ends_s"]) == m.calls
     again = Measurement.from_dict(d)
     assert again.call_ends_s == m.call_ends_s and again.above_idle_j == m.above_idle_j
-    old = {k: v for k, v in d.items() if k not in ("call_ends_s", "foreign_read_s", "contexts", "others_idle")} | {"schema_version": 4}
+    later = ("call_ends_s", "foreign_read_s", "contexts", "others_idle")
+    old = {k: v for k, v in d.items() if k not in later} | {"schema_version": 4}
     assert Measurement.from_dict(old).call_ends_s == ()
 
 

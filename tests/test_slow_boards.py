@@ -8,12 +8,14 @@ Hopper's 0.12 s).
 """
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from simboards import context_board
 
+from nvmeter import errors
 from nvmeter.boards.profile import COUNTER_PERIOD_MAX_S, GENERIC, HOPPER
 from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.meter import adaptive
@@ -22,7 +24,7 @@ from nvmeter.meter.series import CounterSeries
 from nvmeter.meter.span import AlignedSpan, measure_span
 from nvmeter.meter.window import EnergyWindow
 from nvmeter.probes.profile import EDGE_TIMEOUT_PERIODS
-from nvmeter.probes.report import load_report, run_probes
+from nvmeter.probes.report import ProbeReport, load_report, run_probes
 from nvmeter.worker.rig import Rig
 
 LOAD_W = 550.0
@@ -93,6 +95,23 @@ def test_a_step_of_derivation_1_leaves_the_lag_bound_as_the_family_has_it():
     report = load_report(RESULTS / "probe-speed" / "f2595641" / "new-full.json")
     assert report.derived()["step"]["counter"]["rise_delay_ms"] > 100
     assert report.profile().power_lag_err_s == HOPPER.power_lag_err_s
+
+
+def test_a_record_made_before_the_lag_bound_widened_keeps_its_own_and_verifies(trailing, tmp_path):
+    """Probe v11: a step of derivation 2 (probe v5-v10) was made with the family's lag bound and keeps it."""
+    older = trailing.to_dict()
+    older["probes"]["step"]["raw"]["derivation"] = 2
+    as_made = ProbeReport.from_dict(older).profile()
+    assert as_made.power_lag_err_s == HOPPER.power_lag_err_s
+    older |= {"schema_version": 10, "profile": as_made.to_dict()}
+    path = tmp_path / "probe-v10.json"
+    path.write_text(json.dumps(older))
+    assert load_report(path).profile() == as_made
+    widened = {**older, "schema_version": 11}
+    widened["probes"]["step"]["raw"]["derivation"] = 3  # the same series, this nvmeter's derivation
+    path.write_text(json.dumps(widened))
+    with pytest.raises(errors.RecordError, match="power_lag_err_s"):
+        load_report(path)  # its stored bound is the family's; derivation 3 reaches the board's delay
 
 
 def test_a_family_none_was_measured_on_reaches_a_longer_lag():

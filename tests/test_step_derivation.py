@@ -66,9 +66,12 @@ def test_a_slow_read_at_the_edge_leaves_derivation_1_a_gap_and_derivation_2_the_
     assert hi - lo <= 2
 
 
-def test_records_before_v5_keep_derivation_1_and_new_ones_write_2():
+def test_records_before_v5_keep_derivation_1_and_new_ones_write_3():
     raw = series(None).to_dict()
-    assert raw["derivation"] == step.DERIVATION == 2
+    assert raw["derivation"] == step.DERIVATION == 3
+    for bad in (0, 4, True, "2"):
+        with pytest.raises(ValueError, match="derivation"):
+            step.Step.from_dict({**raw, "derivation": bad})
     del raw["derivation"]
     with pytest.raises(KeyError):  # one place says what an old record's derivation is: its upgrade
         step.Step.from_dict(raw)
