@@ -61,6 +61,7 @@ class _State:
 
     def __init__(self, config) -> None:
         self.simulate = bool(config.getoption("energy_simulate"))
+        self.others_idle = bool(config.getoption("energy_others_idle"))
         self.mode = config.getoption("energy_undecided") or config.getini("energy_undecided") or "fail"
         if self.mode not in _MODES:
             raise pytest.UsageError(f"--energy-undecided must be fail or warn, not {self.mode!r}")
@@ -305,6 +306,12 @@ def pytest_addoption(parser) -> None:
     group.addoption(
         "--energy-simulate", action="store_true", help="Meter the simulated board (no GPU needed)."
     )
+    group.addoption(
+        "--energy-others-idle",
+        action="store_true",
+        help="Other processes holding a CUDA context on the board did no work: without it, a window "
+        "that finds one is not reliable (their kernels would be counted as the test's).",
+    )
     parser.addini("energy_undecided", "Default for --energy-undecided (fail or warn).", default=None)
 
 
@@ -366,7 +373,9 @@ def pytest_runtest_call(item):
         from nvmeter.meter.window import EnergyWindow
 
         board = state.board(budget.device)
-        with EnergyWindow(board, idle=state.idle_for(board), calls=budget.calls) as w:
+        with EnergyWindow(
+            board, idle=state.idle_for(board), calls=budget.calls, others_idle=state.others_idle
+        ) as w:
             result = yield
         state.record(item, w.result, budget)
     state.settle(item)
@@ -441,6 +450,7 @@ class EnergyMeter:
         from nvmeter.meter.window import EnergyWindow
 
         window_kwargs.setdefault("idle", self._state.idle_for(board))
+        window_kwargs.setdefault("others_idle", self._state.others_idle)
         with EnergyWindow(board, **window_kwargs) as w:
             yield w
         self._state.record(self._item, w.result, self._budget)

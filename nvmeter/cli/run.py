@@ -41,6 +41,14 @@ def run(
             "draws a CUDA context plus a fixed load (docs/everyday.md).",
         ),
     ] = False,
+    others_idle: Annotated[
+        bool,
+        bool_flag(
+            "--others-idle",
+            help="Other processes holding a CUDA context on a board did no work: without it, such a "
+            "board's figure is not reliable (their kernels would be counted as the command's).",
+        ),
+    ] = False,
 ) -> None:
     """Run a command and meter the board for its whole life: how it ended, then one line per board, on stderr.
 
@@ -69,7 +77,9 @@ def run(
     late = cmd.LateSignals()
     raise_if_signalled()  # before the command starts: a signal lost in the setup's imports
     try:
-        result = cmd.run_command(argv, boards, idle=idle_given, life=life, late=late, on_note=note_line)
+        result = cmd.run_command(
+            argv, boards, idle=idle_given, life=life, late=late, on_note=note_line, others_idle=others_idle
+        )
         _finish_run(result, claimed)
     except BaseException:
         _unsettled(late)

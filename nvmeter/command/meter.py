@@ -126,6 +126,7 @@ def run_command(
     life: Life | None = None,
     late: LateSignals | None = None,
     on_note: Callable[[str], None] | None = None,
+    others_idle: bool = False,
 ) -> CommandRun:
     """Run ``argv`` as a child and meter ``boards`` for its whole life.
 
@@ -140,6 +141,9 @@ def run_command(
             instead of acted on, until the caller releases them (the CLI: after the record).
         on_note: Called with a line to say while the command runs (the CLI prints it): now,
             that the command has stayed stopped for :data:`STOPPED_SAY_S`.
+        others_idle: Other processes' contexts on the boards did no work
+            (:class:`~nvmeter.meter.window.EnergyWindow`): without it, a board where one holds a
+            context at the command's start or end is not reliable.
 
     Returns:
         The :class:`CommandRun`; the command's exit status is ``result.exit_status``.
@@ -156,8 +160,9 @@ def run_command(
     others = [_context_pids(b) for b in boards]
     # the idle's probe file is the board's profile too, as a window given it as idle= reads it
     profiles = [resolve_profile(None, b.identity(), idle) for b in boards]
+    common = {"sync": "none", "calls": 1, "method": method, "others_idle": others_idle}
     windows = [
-        EnergyWindow(b, idle=_baseline(b, idle, p), sync="none", calls=1, method=method, profile=p)
+        EnergyWindow(b, idle=_baseline(b, idle, p), profile=p, **common)
         for b, p in zip(boards, profiles, strict=True)
     ]
     for w in windows:

@@ -169,7 +169,8 @@ def _others(m) -> str | None:
         return None
     return (
         f"{seen} held a CUDA context on the board at the window's entry or exit: the counter counts "
-        "their work as this window's; pass others_idle=True if they did none"
+        "their work as this window's; if they did none, say so (others_idle=True, nvmeter run "
+        "--others-idle, pytest --energy-others-idle)"
     )
 
 
