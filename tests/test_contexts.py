@@ -148,3 +148,20 @@ def test_a_measurement_replaced_with_others_idle_drops_the_reason():
     board.other_pids.append(OTHER_PID)
     m = _window(board)
     assert not m.reliable and replace(m, others_idle=True).reliable
+
+
+def test_processes_named_as_the_window_s_own_are_not_others():
+    """A distributed job's other ranks on this host (DistributedWindow passes their pids)."""
+    board = _board()
+    board.other_pids.append(OTHER_PID)
+    assert _window(board, own_pids=(OTHER_PID,)).reliable
+    with EnergyWindow(
+        devices=[board], sync="none", idle=board.config.idle_context_w, own_pids=(OTHER_PID,)
+    ) as w:
+        board.set_load(LOAD_W)
+        board.clock.sleep(0.5)
+        board.set_load(0.0)
+        w.call()
+    assert w.result.reliable, w.result
+    with pytest.raises(errors.UsageError, match="own_pids is a tuple of process ids"):
+        EnergyWindow(board, own_pids=(0,))

@@ -63,10 +63,12 @@ class ContextRead(NamedTuple):
         return cls(d["t_s"], pids, tuple(d["others"]), d["unattributed"])
 
 
-def read(board: Board) -> ContextRead:
+def read(board: Board, own_pids: tuple[int, ...] = ()) -> ContextRead:
     """The board's compute processes now, this process's own told from the others.
 
-    One NVML query; the process table is read only when a pid other than this process's is listed.
+    ``own_pids``: other processes whose work is the window's too (a distributed job's ranks on
+    this host), as this host numbers them. One NVML query; the process table is read only when a
+    pid other than this process's is listed.
     """
     t_s = board.clock.now()
     try:
@@ -76,7 +78,7 @@ def read(board: Board) -> ContextRead:
     me = os.getpid()
     if all(pid == me for pid in pids):
         return ContextRead(t_s, pids)
-    own = _own_tree()
+    own = _own_tree() | set(own_pids)
     if me in pids or _host_namespace():
         return ContextRead(t_s, pids, tuple(sorted(set(pids) - own)))
     return ContextRead(t_s, pids, unattributed=max(0, len(pids) - len(own)))

@@ -215,6 +215,7 @@ class DistributedWindow:
                 "error": error,
                 "result_on": self.result_on,
                 "max_rel_err": self._kw.get("max_rel_err"),
+                "pid": os.getpid(),
             }
         )
         self._refuse_failures(statuses)
@@ -226,7 +227,10 @@ class DistributedWindow:
         owned = [b for b, key in zip(self.boards, mine, strict=True) if min(self._ranks_on[key]) == self.rank]
         for line in shared_simulated(owned, self.host, self._ranks_on):
             warnings.warn(line, errors.NvmeterWarning, stacklevel=2)
-        self._job = JobWindow(owned, sync="none", host=self.host, **self._kw)
+        # the job's ranks on this host: their contexts on a board this rank meters are the job's work
+        ranks_here = tuple(s["pid"] for s in statuses if s["host"] == self.host and s["rank"] != self.rank)
+        kw = {**self._kw, "own_pids": (*ranks_here, *self._kw.get("own_pids", ()))}
+        self._job = JobWindow(owned, sync="none", host=self.host, **kw)
         self._job.__enter__()
         self._barrier("entry edges")
         return self

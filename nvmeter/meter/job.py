@@ -54,6 +54,7 @@ class JobWindow:
         host: The host name the boards are recorded under (default: this host's).
         available: Resolve indices, UUIDs and ``"all"`` among these boards instead of
             NVML's (a simulated host: :func:`nvmeter.simulated_host`).
+        others_idle, own_pids: As for :class:`~nvmeter.meter.window.EnergyWindow`, on every board.
 
     After the block, ``w.result`` is a :class:`JobMeasurement` (None if the block raised).
     A board whose telemetry fails at an edge (no energy counter, GPU lost) is named in
@@ -77,6 +78,8 @@ class JobWindow:
         max_rel_err: float | None = None,
         host: str | None = None,
         available: list[Board] | None = None,
+        others_idle: bool = False,
+        own_pids: tuple[int, ...] = (),
     ) -> None:
         if max_rel_err is not None and not (
             isinstance(max_rel_err, (int, float))
@@ -98,6 +101,8 @@ class JobWindow:
                 calls=calls,
                 tail_s=tail_s,
                 profile=_for_board(profile, ident, "profile"),
+                others_idle=others_idle,
+                own_pids=own_pids,
             )
             for b, ident in zip(self.boards, self._idents, strict=True)
         ]

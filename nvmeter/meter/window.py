@@ -144,6 +144,9 @@ class EnergyWindow:
             default a window that finds another process's CUDA context on its board at its
             entry or exit is not reliable: the counter counts that process's kernels as this
             window's calls (:mod:`nvmeter.meter.contexts`). True makes it a note.
+        own_pids: Processes besides this one and its descendants whose contexts are the
+            window's own work (a :class:`~nvmeter.meter.distributed.DistributedWindow` passes
+            its ranks on this host), as this host numbers them.
 
     After the block, ``w.result`` is a :class:`Measurement` (None if the block raised:
     the exception propagates unchanged). With ``exit="return"`` its first read waits for
@@ -190,6 +193,7 @@ class EnergyWindow:
         exit: str = "wait",
         dither: bool = False,
         others_idle: bool = False,
+        own_pids: tuple[int, ...] = (),
     ) -> None:
         if method not in METHODS:
             raise errors.UsageError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
@@ -206,6 +210,8 @@ class EnergyWindow:
             raise errors.UsageError(f"dither is True or False, not {dither!r}")
         if not isinstance(others_idle, bool):
             raise errors.UsageError(f"others_idle is True or False, not {others_idle!r}")
+        if not (isinstance(own_pids, (tuple, list)) and all(type(p) is int and p > 0 for p in own_pids)):
+            raise errors.UsageError(f"own_pids is a tuple of process ids, not {own_pids!r}")
         if max_rel_err is not None and not 0 < _finite(max_rel_err, "max_rel_err") < 1:
             raise errors.UsageError(f"max_rel_err is a fraction in (0, 1), 0.01 for 1%; not {max_rel_err!r}")
         self._control = (
@@ -239,6 +245,7 @@ class EnergyWindow:
         self._exit = exit
         self._dither = dither
         self._others_idle = others_idle
+        self._own_pids = tuple(own_pids)
         self._contexts: list[ContextRead] = []  # the board's compute processes at entry and exit
         self._pending: tuple | None = None  # (end poll, build args) until an end in later work is in
         self._phase = "new"
@@ -266,7 +273,7 @@ class EnergyWindow:
         self._sync()
         marks.append(self.clock.now())
         self._idle_before = self._baseline_before()
-        self._contexts.append(contexts.read(self.board))
+        self._contexts.append(contexts.read(self.board, self._own_pids))
         # from here on, other meters' counter reads fall inside this window
         self._foreign_from = polling.snapshot(self.board, self._owner)
         marks.append(self.clock.now())
@@ -411,7 +418,7 @@ class EnergyWindow:
         self._sync()
         t1 = self.clock.now()
         try:
-            self._contexts.append(contexts.read(self.board))
+            self._contexts.append(contexts.read(self.board, self._own_pids))
             with polling.owned_by(self._owner):
                 self._end_edge(t1)
         finally:
