@@ -233,7 +233,10 @@ def _probe_v10(d: dict) -> dict:
 
 
 def _probe_v11(d: dict) -> dict:
-    """v10's step response (derivation 1 or 2) took no part in the profile: it keeps its derivation."""
+    """v10's cadence took the longest gap alone: derivation 1. Its step response keeps its own (1 or 2)."""
+    cadence = d["probes"].get("cadence")
+    if cadence is not None:
+        cadence["raw"]["derivation"] = 1
     return d
 
 
@@ -320,7 +323,9 @@ PROBE = Format(
             11,
             "step `raw.derivation`: 3 has the profile's power-lag bound reach the counter's delays after "
             "a load change where they reach further than the family's (earlier records: 1 or 2, their "
-            "profile's bound the family's, as made)",
+            "profile's bound the family's, as made); cadence `raw.derivation`: 2 takes the period from "
+            "the longest gap or still stretch, the longest a profile holds where no phase saw two steps, "
+            "and an edge wait of three periods (earlier records: 1, as made)",
             _probe_v11,
         ),
     ),

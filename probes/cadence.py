@@ -24,6 +24,13 @@ LOAD_N = schedule.LOAD_N
 # The load phase's reads start this long after the job was asked for (the counter settles
 # within 149 ms of a load's start on the H200: results/probe-h200.json, step).
 LOAD_RAMP_S = 0.2
+# How the profile takes the record's period (stored in its raw form; probe record v11):
+#   1  the longest gap between steps, or the family's where no phase saw two; the family's edge wait;
+#   2  the longest gap or still stretch, or the longest period a profile holds where no phase saw
+#      two steps; the edge wait three periods (nvmeter.probes.profile). A record of 1 keeps the
+#      figures it was made with, so that it verifies as it did.
+DERIVATION = 2
+DERIVATIONS = (1, 2)
 
 
 def needs(quick: bool) -> set[str]:
@@ -41,6 +48,7 @@ class Cadence:
     """Counter reads polled back to back, per phase."""
 
     phases: dict[str, CounterSeries]
+    derivation: int = DERIVATION
 
     def derived(self) -> dict:
         """Per phase: reads, steps, gap (ms) and step size (mJ) statistics, power (W)."""
@@ -71,7 +79,7 @@ class Cadence:
                     f"{series.longest_still_s:.2f} s, or not at all"
                 )
             rows.append((f"counter period, {name.replace('_', ' ')}", text))
-        if not any(d["gap_ms"]["n"] for d in self.derived().values()):
+        if self.derivation >= 2 and not any(d["gap_ms"]["n"] for d in self.derived().values()):
             rows.append(
                 (
                     "counter period kept",
@@ -83,12 +91,15 @@ class Cadence:
 
     def to_dict(self) -> dict:
         """Raw JSON form."""
-        return {"phases": {k: v.to_dict() for k, v in self.phases.items()}}
+        return {"phases": {k: v.to_dict() for k, v in self.phases.items()}, "derivation": self.derivation}
 
     @classmethod
     def from_dict(cls, data: dict) -> Cadence:
-        """Inverse of :meth:`to_dict`."""
-        return cls({k: CounterSeries.from_dict(v) for k, v in data["phases"].items()})
+        """Inverse of :meth:`to_dict` (records before probe v11 read as derivation 1: nvmeter.formats)."""
+        derivation = data["derivation"]
+        if type(derivation) is not int or derivation not in DERIVATIONS:
+            raise ValueError(f"the cadence's derivation is {derivation!r}, not one of {DERIVATIONS}")
+        return cls({k: CounterSeries.from_dict(v) for k, v in data["phases"].items()}, derivation)
 
 
 def assemble(m: dict, quick: bool) -> Cadence:

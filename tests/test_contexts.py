@@ -16,7 +16,8 @@ from nvmeter.meter.contexts import ContextRead
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.window import EnergyWindow
 
-LOAD_W, CALL_S, OTHER_PID = 300.0, 0.04, 4242
+LOAD_W, CALL_S = 300.0, 0.04
+OTHER_PID = os.getppid()  # a process that runs and is not this one's descendant: pytest's parent
 
 
 def _board() -> SimulatedBoard:
@@ -95,6 +96,7 @@ def test_a_board_that_does_not_list_its_processes_reads_as_not_known():
     board.inject(Fault.NO_PROCESS_LIST)
     m = _window(board)
     assert m.reliable and all(r.pids is None for r in m.contexts)
+    assert "other processes not checked: the board does not list its compute processes" in repr(m)
 
 
 def test_measure_takes_others_idle():
@@ -165,3 +167,13 @@ def test_processes_named_as_the_window_s_own_are_not_others():
     assert w.result.reliable, w.result
     with pytest.raises(errors.UsageError, match="own_pids is a tuple of process ids"):
         EnergyWindow(board, own_pids=(0,))
+
+
+def test_a_process_that_has_ended_is_not_another_s_work():
+    """The driver may list a process a moment after it ended (a command at nvmeter run's exit)."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    board = _board()
+    board.other_pids.append(ended.pid)
+    m = _window(board)
+    assert m.reliable and contexts.others(m.contexts) == ((), 0), m

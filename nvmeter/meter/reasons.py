@@ -334,6 +334,8 @@ def _change_notes(m) -> tuple[str, ...]:
     )
     others = _others_seen(m) if m.others_idle else ""
     said = (f"{others} held a context, taken as idle (others_idle=True)",) if others else ()
+    if any(r.pids is None for r in m.contexts):  # MIG without the rights, some vGPUs (a review)
+        said += ("other processes not checked: the board does not list its compute processes",)
     return tuple(m.state_changes) + significant + foreign + said + _idle_stretch_note(m)
 
 
