@@ -69,7 +69,12 @@ class Budget:
             kwargs["max_mj_per_call"] = mark.args[0]
         unknown = sorted(set(kwargs) - set(_MARK_DEFAULTS))
         if unknown:
-            raise errors.UsageError(f"energy marker: unknown key(s) {unknown}; known: {list(_MARK_DEFAULTS)}")
+            # a window's keywords go on the fixture's energy(...) or the command line (a new user's trial)
+            window = " (a window's keywords: energy(...) in the test, or pytest --energy-others-idle)"
+            hint = window if "others_idle" in unknown else ""
+            raise errors.UsageError(
+                f"energy marker: unknown key(s) {unknown}; known: {list(_MARK_DEFAULTS)}{hint}"
+            )
         if kwargs.get("max_mj_per_call") is None:
             raise errors.UsageError(
                 "energy marker: the budget is required, mJ per call above idle: "

@@ -179,16 +179,18 @@ class _State:
         return SimConfig(uuid=FIRST_UUID)
 
     def quiet_simulated(self) -> None:
-        """Switch off the load a test left on a simulated board, as a real GPU's work ends with its test.
+        """Switch off the load and the other processes a test left on a simulated board.
 
         The simulated board is one for the session and its load is a setting: left on, it
-        would be the next test's idle.
+        would be the next test's idle; another process a test put on it failed the next test
+        too (a new user's trial, 2026-12-07).
         """
         if not self.simulate:
             return
         for board in self._boards.values():
             if not isinstance(board, Exception):
                 board.set_load(0.0)
+                board.other_pids.clear()
 
     def record(self, item, m, budget: Budget | None) -> None:
         """Keep a finished window's entry."""

@@ -890,5 +890,7 @@ def test_another_process_s_context_makes_the_run_not_reliable_unless_said_idle()
     board.other_pids.append(other)
     m = run_command(sleeper(0.3), [board], life=SimulatedLife(board)).boards[0].window
     assert not m.reliable and f"other process ({other})" in m.reason and "--others-idle" in m.reason
-    said = run_command(sleeper(0.3), [board], life=SimulatedLife(board), others_idle=True).boards[0].window
-    assert said.reliable, said.reason
+    run = run_command(sleeper(0.3), [board], life=SimulatedLife(board), others_idle=True)
+    assert run.boards[0].window.reliable, run.boards[0].window.reason
+    line = run.lines()[-1]  # named once, and why it is not a reason
+    assert line.count(str(other)) == 1 and "held a context, taken as idle (--others-idle)" in line, line

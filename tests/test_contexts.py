@@ -109,7 +109,8 @@ def test_measure_takes_others_idle():
         board.set_load(0.0)
 
     kwargs = {"device": board, "idle": board.config.idle_context_w, "sync": "none", "max_window_s": 6.0}
-    m = measure(step, **kwargs)
+    with pytest.warns(errors.NvmeterWarning, match=f"measure\\(\\): process\\(es\\) {OTHER_PID} hold a CUDA"):
+        m = measure(step, **kwargs)  # said before the run, not only after it
     assert f"other process ({OTHER_PID})" in (m.reason or "")
     assert "taken as idle" in repr(measure(step, others_idle=True, **kwargs))
     with pytest.raises(errors.UsageError, match="others_idle is True or False"):

@@ -149,8 +149,10 @@ class CommandRun:
                 f"; the command lived under one counter period ({m.profile.counter_period_s * 1e3:.0f} ms): "
                 "its energy is known only to the bound"
             )
-        if b.other_pids:
+        if b.other_pids and not m.contexts:  # a window since Measurement v8 names them itself
             line += f"; other processes held a CUDA context ({', '.join(map(str, b.other_pids))})"
+        if m.reliable and (notes := [n for n in m.notes if "taken as idle" in n]):
+            line += "; " + notes[0].replace("(others_idle=True)", "(--others-idle)")
         return line if m.reliable else f"{line}; NOT RELIABLE: {m.reason}"
 
     def to_dict(self) -> dict:

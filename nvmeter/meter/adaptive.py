@@ -6,6 +6,7 @@ import inspect
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,7 +15,7 @@ from nvmeter import errors
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
-from nvmeter.meter import errormodel, spread
+from nvmeter.meter import contexts, errormodel, spread
 from nvmeter.meter.baseline import IdleBaseline, idle_after, idle_of, quiet_span, unstepped
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.sync import Sync, resolve
@@ -222,6 +223,8 @@ def measure(
         )
     sync_fn, _ = resolve(sync)
     sync_fn()  # the caller's work queued before: not the idle's (an EnergyWindow's entry does the same)
+    if not others_idle:
+        _warn_of_others(board)
     said = _Said(board, progress, target_rel_err, max_window_s)
     said("idle" if idle == "measure" else None)
     before = quiet_span(board, prof) if idle == "measure" else None
@@ -254,6 +257,22 @@ def measure(
         problems += tuple(p for p in unstepped(window_idle.spans) if p not in result.problems)
         result = replace(result, idle=window_idle, problems=result.problems + problems)
     return replace(_with_control(result, null), others_idle=others_idle)
+
+
+def _warn_of_others(board: Board) -> None:
+    """Say now, not after a run of up to ``max_window_s``, that another process's context will refuse it.
+
+    A new user's trial (2026-12-07): every progress line read as usual, and only the result said so.
+    """
+    seen_pids, most = contexts.others((contexts.read(board),))
+    if most:
+        who = ", ".join(map(str, seen_pids)) or f"{most} other"
+        warnings.warn(
+            f"measure(): process(es) {who} hold a CUDA context on the board: the figure will not be reliable "
+            "unless they do no work and you say so (others_idle=True)",
+            errors.NvmeterWarning,
+            stacklevel=3,
+        )
 
 
 # Each sub-window ends on a counter step. On the simulated H200 (its counter steps every 0.1 s; its
