@@ -1,4 +1,4 @@
-"""Numbers a caller passes: finite, within their bounds, or an error that names them.
+"""Numbers and flags a caller passes: finite, within their bounds, or an error that names them.
 
 One check for every such argument (a clock's wait, a simulated load, a window's control
 figure), so that each refusal reads the same way: the argument, what it must be, what came.
@@ -39,3 +39,14 @@ def finite(
         need = " ".join([f"a finite {kind}", " and ".join(limits)]).rstrip()
         raise error(f"{name} must be {need}, not {value!r}")
     return float(value)
+
+
+def flag(value, name: str, error: type[Exception] = ValueError) -> bool:
+    """``value`` if it is True or False (1, "yes" and None are not).
+
+    Raises:
+        error: anything else, naming ``name``.
+    """
+    if not isinstance(value, bool):
+        raise error(f"{name} is True or False, not {value!r}")
+    return value

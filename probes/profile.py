@@ -128,9 +128,12 @@ def _step(record, _d: dict, base: BoardProfile) -> dict:
     if not sharp or not counter["plateau_w"] - counter["idle_w"] >= STEP_RISE_MIN_W:
         return {}
     reach_s = max(high for _, high in spans) / 1e3 + float(np.median(record.counter.read_cost_s))
-    # never past the exit's wait for the power to come down: a lag that long is no lag but a fault
-    err_s = min(reach_s, base.tail_s) - base.power_lag_s
-    return {"power_lag_err_s": err_s} if err_s > base.power_lag_err_s else {}
+    err_s = reach_s - base.power_lag_s
+    if not err_s > base.power_lag_err_s:
+        return {}
+    # the exit waits as long for the power to come down: capped at the tail instead, a 150 ms lag
+    # read +45-62% against ±37%, reliable (a breaker's trial, 2026-12-07)
+    return {"power_lag_err_s": err_s, "tail_s": max(base.tail_s, reach_s)}
 
 
 def _cap_spread(_record, d: dict, _base: BoardProfile) -> dict:

@@ -13,7 +13,9 @@ from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
 from nvmeter.meter import contexts, sanity
 from nvmeter.meter.adaptive import measure
 from nvmeter.meter.contexts import ContextRead
+from nvmeter.meter.job import JobWindow
 from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.monitor import EnergyMonitor
 from nvmeter.meter.window import EnergyWindow
 
 LOAD_W, CALL_S = 300.0, 0.04
@@ -81,6 +83,7 @@ def test_this_process_s_children_are_its_own():
 def test_pids_of_another_namespace_are_counted_not_named(monkeypatch):
     """In a container the driver lists host pids: this process's is not among them."""
     monkeypatch.setattr(contexts, "_host_namespace", lambda: False)
+    monkeypatch.setattr(contexts, "_may_hold_context", lambda pid: pid == os.getpid())  # it loaded CUDA
     board = _board()
     board.set_context(True, pid=900_001)  # this process, as the host numbers it
     m = _window(board)
@@ -89,6 +92,29 @@ def test_pids_of_another_namespace_are_counted_not_named(monkeypatch):
     m = _window(board)
     assert m.contexts[0] == ContextRead(m.contexts[0].t_s, (900_001, 900_002), (), 1)
     assert not m.reliable and "1 more process than this one and its children" in m.reason
+
+
+def test_in_another_namespace_an_own_process_without_cuda_hides_no_other(monkeypatch):
+    """nvmeter run's own process holds no context: one other context had read as its (a breaker's trial)."""
+    monkeypatch.setattr(contexts, "_host_namespace", lambda: False)
+    board = _board()
+    board.set_context(False)
+    board.other_pids.append(900_002)
+    m = _window(board)  # this test's process has not loaded libcuda
+    assert [r.unattributed for r in m.contexts] == [1, 1] and not m.reliable
+
+
+def test_a_process_hidden_from_this_one_is_not_taken_as_ended(monkeypatch):
+    """/proc mounted hidepid=2 hides another user's processes: psutil reads them as gone (a breaker)."""
+    import psutil
+
+    def hidden(pid):
+        raise psutil.NoSuchProcess(pid)
+
+    monkeypatch.setattr(contexts.psutil, "Process", hidden)
+    board = _board()
+    board.other_pids.append(OTHER_PID)  # runs: os.kill(pid, 0) says so
+    assert not _window(board).reliable
 
 
 def test_a_board_that_does_not_list_its_processes_reads_as_not_known():
@@ -138,6 +164,8 @@ def test_a_record_keeps_its_contexts_and_an_older_one_reads_as_not_looked_for():
         ({"pids": [1, "2"]}, "whose pids are not whole numbers"),
         ({"pids": [1], "others": [7]}, "that counts others it does not list"),
         ({"pids": [1], "unattributed": 2}, "that counts others it does not list"),
+        ({"pids": [1, 2], "others": [2], "unattributed": 2}, "that counts others it does not list"),
+        ({"pids": [1, 1]}, "that lists a pid twice"),
         ({"t_s": None}, "without a time"),
     ],
 )
@@ -166,8 +194,12 @@ def test_processes_named_as_the_window_s_own_are_not_others():
         board.set_load(0.0)
         w.call()
     assert w.result.reliable, w.result
-    with pytest.raises(errors.UsageError, match="own_pids is a tuple of process ids"):
-        EnergyWindow(board, own_pids=(0,))
+    for bad in ((0,), (1,), "4242", (True,)):  # pid 1 is every process's ancestor (a breaker's trial)
+        with pytest.raises(errors.UsageError, match="own_pids is a tuple of process ids other than 1"):
+            EnergyWindow(board, own_pids=bad)
+    for make in (lambda: EnergyMonitor(board, others_idle="yes"), lambda: JobWindow([], others_idle="yes")):
+        with pytest.raises(errors.UsageError, match="others_idle is True or False"):
+            make()
 
 
 def test_a_process_that_has_ended_is_not_another_s_work():
@@ -178,3 +210,10 @@ def test_a_process_that_has_ended_is_not_another_s_work():
     board.other_pids.append(ended.pid)
     m = _window(board)
     assert m.reliable and contexts.others(m.contexts) == ((), 0), m
+
+
+def test_a_record_whose_contexts_are_no_list_of_two_reads_is_refused():
+    m = _window(_board())
+    for bad in ({}, [m.contexts[0].to_dict()] * 3):
+        with pytest.raises(errors.RecordError, match="contexts"):
+            Measurement.from_dict({**m.to_dict(), "contexts": bad})

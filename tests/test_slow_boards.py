@@ -259,3 +259,13 @@ def test_a_slow_counter_s_record_made_before_v11_verifies_as_made(tmp_path):
     path = tmp_path / "probe-v10.json"
     records.write_json(path, older)
     assert load_report(path).profile() == as_made
+
+
+def test_a_lag_past_the_tail_widens_the_tail_too():
+    """Capped at the tail, a ~150 ms lag read +45-62% against ±37%, reliable (a breaker's trial)."""
+    config = {"step_delay_s": 0.12, "tau_s": 0.04}
+    profile = probed(False, **config).profile()
+    assert profile.tail_s > 0.15 and profile.power_lag_s + profile.power_lag_err_s >= profile.tail_s - 0.01
+    for seed in range(2):
+        m, truth = warm_window(board_of(seed, **config), 0.25, profile=profile)
+        assert abs(m.per_call_mj - truth) <= m.per_call_mj_err, m

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nvmeter import errors
+from nvmeter.arguments import flag
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
@@ -211,8 +212,7 @@ def measure(
         _check_callable(control, "control")
     if progress is not None and not callable(progress):
         raise errors.UsageError(f"progress must be a callable (e.g. print), not {progress!r}")
-    if not isinstance(others_idle, bool):
-        raise errors.UsageError(f"others_idle is True or False, not {others_idle!r}")
+    flag(others_idle, "others_idle", errors.UsageError)
     board = open_board(device)
     prof = resolve_profile(profile, board.identity(), idle)
     if min_window_s < MIN_WINDOW_PERIODS * prof.counter_period_s:

@@ -71,10 +71,10 @@ def read(board: Board, own_pids: tuple[int, ...] = ()) -> ContextRead:
 
     Returns:
         The read. One NVML query (0.02-0.05 ms on an H100: a review, 2026-12-07); where a pid
-        other than this process's is listed, its parents are read (psutil, microseconds a pid),
-        not the whole process table, which took 3.3 ms on a host of 183 processes and 41 ms on
-        one of 680. Never raises for the process list: a board that does not give it reads as
-        not known (``pids`` None).
+        other than this process's is listed, its parents are read (psutil: 0.1-1 ms a pid on a
+        loaded 2-core machine, a breaker's trial), not the whole process table, which took 3.3 ms
+        on a host of 183 processes and 41 ms on one of 680. Never raises for the process list: a
+        board that does not give it reads as not known (``pids`` None).
     """
     t_s = board.clock.now()
     try:
@@ -88,9 +88,11 @@ def read(board: Board, own_pids: tuple[int, ...] = ()) -> ContextRead:
     host = _host_namespace()
     if host or (host is None and me in pids):
         return ContextRead(t_s, pids, tuple(pid for pid in pids if _other(pid, own)))
-    # the driver's pids are the host's: count this process and its descendants (a container's
-    # process table is small) and the ones named as the window's own
-    return ContextRead(t_s, pids, unattributed=max(0, len(pids) - len(_own_tree() | set(own_pids))))
+    # the driver's pids are the host's: count the window's own processes that may hold a context
+    # (a container's process table is small); nvmeter run's own process, which holds none, had
+    # hidden one other process's so (a breaker's trial, 2026-12-07)
+    holders = [pid for pid in _own_tree() | set(own_pids) if _may_hold_context(pid)]
+    return ContextRead(t_s, pids, unattributed=max(0, len(pids) - len(holders)))
 
 
 def _other(pid: int, own: set[int]) -> bool:
@@ -103,9 +105,36 @@ def _other(pid: int, own: set[int]) -> bool:
         return False
     try:
         return not any(parent.pid in own for parent in psutil.Process(pid).parents())
-    except psutil.NoSuchProcess:
-        return False
+    except psutil.NoSuchProcess:  # ended, or hidden: /proc mounted hidepid=2 hides other users'
+        return _runs(pid)
     except psutil.Error:
+        return True
+
+
+def _runs(pid: int) -> bool:
+    """True where ``pid`` names a running process, seen or not.
+
+    Another user's process under hidepid=2 read as ended, and its work as the window's (a
+    breaker's trial, 2026-12-07).
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it runs, and is not ours to signal
+        return True
+    return True
+
+
+def _may_hold_context(pid: int) -> bool:
+    """False where ``pid`` has not loaded the CUDA driver (libcuda), so holds no context; True if unknown.
+
+    A process forked from one that had (a DataLoader's worker) maps it too, and is counted.
+    """
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as maps:
+            return any(b"libcuda.so" in line for line in maps)
+    except OSError:
         return True
 
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from nvmeter import errors
+from nvmeter.arguments import flag
 from nvmeter.boards.factory import open_boards
 from nvmeter.boards.profile import BoardProfile
 from nvmeter.boards.protocol import Board, BoardIdentity
@@ -87,6 +88,7 @@ class JobWindow:
             and 0 < max_rel_err < 1
         ):
             raise errors.UsageError(f"max_rel_err is a fraction in (0, 1), 0.01 for 1%; not {max_rel_err!r}")
+        flag(others_idle, "others_idle", errors.UsageError)  # also where no board is open (a breaker)
         self.boards: list[Board] = [] if _is_empty(devices) else open_boards(devices, available=available)
         self.clock = shared_clock(self.boards)
         self._sync, self.sync_name = resolve("torch_all" if sync is None else sync)

@@ -1190,7 +1190,7 @@ class Measurement:
             _strict_bool(d["end_in_work"], "end_in_work"),
             tuple(_seconds(t, "call_ends_s") for t in d["call_ends_s"]),
             d["foreign_read_s"],
-            tuple(ContextRead.from_dict(c) for c in d["contexts"]),
+            tuple(ContextRead.from_dict(c) for c in _listed(d["contexts"], "contexts")),
             _strict_bool(d["others_idle"], "others_idle"),
         )
 
@@ -1224,6 +1224,15 @@ class Measurement:
 # The longest wait after the work for its power to come down, s: the H200's falls within ~60 ms
 # (docs/window.md); a tail of minutes is a unit slip, not a wait.
 MAX_TAIL_S = 10.0
+
+
+def _listed(value, name: str) -> list:
+    """``value``, a JSON list (a dict of reads iterated as none: a breaker's trial, 2026-12-07)."""
+    if not isinstance(value, list):
+        raise TypeError(f"{name} must be a list, not {type(value).__name__}")
+    if len(value) > 2:  # one read at the entry and one at the exit
+        raise ValueError(f"{name} holds {len(value)} reads; a window makes two")
+    return value
 
 
 def _check_figures(m: Measurement) -> None:

@@ -15,6 +15,7 @@ import dataclasses
 from pathlib import Path
 
 from nvmeter import errors
+from nvmeter.arguments import flag
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
@@ -87,6 +88,7 @@ class EnergyMonitor:
         profile: BoardProfile | None = None,
         others_idle: bool = False,
     ) -> None:
+        flag(others_idle, "others_idle", errors.UsageError)  # now, not at the first begin() (a breaker)
         self.board = open_board(device)
         self._profile = resolve_profile(profile, self.board.identity(), idle)
         # compute contexts on the board when the idle was measured (None: not measured here)

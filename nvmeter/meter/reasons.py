@@ -86,7 +86,8 @@ def _reading(m) -> str | None:
     if not math.isfinite(m.energy_j):
         return (
             "the sample buffer does not cover the window, or leaves a gap in it (it holds a few seconds: "
-            "mark the calls with w.call(), which reads it between them)"
+            "mark the calls with w.call(), which reads it between them; a call longer than that leaves "
+            "a gap anyway: read it from the counter, method='aligned')"
             if m.method == "samples" or not math.isfinite(m.head_j + m.tail_j)
             else "the energy counter went backwards inside the window"
         )

@@ -170,7 +170,9 @@ def _context_fault(d: dict) -> str | None:
     whole = [listed, others]
     if not all(isinstance(v, list) and all(_pid(p) for p in v) for v in whole):
         return "a read of the compute processes whose pids are not whole numbers"
-    if not set(others) <= set(listed) or not _pid(unattributed) or unattributed > len(listed):
+    if len(set(listed)) != len(listed) or len(set(others)) != len(others):
+        return "a read of the compute processes that lists a pid twice"
+    if not set(others) <= set(listed) or not _pid(unattributed) or len(others) + unattributed > len(listed):
         return "a read of the compute processes that counts others it does not list"
     return None
 
