@@ -58,6 +58,13 @@ def warm_window(board, window_s: float, **kwargs):
     return w.result, LOAD_W * window_s * 1e3 / n
 
 
+def loaded(board, seconds: float) -> None:
+    """The board at LOAD_W for ``seconds``, then idle (the work's sync)."""
+    board.set_load(LOAD_W)
+    board.clock.sleep(seconds)
+    board.set_load(0.0)
+
+
 def slow_counter(period_s: float) -> dict:
     """A counter stepping every ``period_s``, its sensor seeing all of it."""
     return {"counter_period_s": period_s, "counter_jitter_s": 0.02 * period_s, "sensor_window_s": period_s}
@@ -165,9 +172,7 @@ def test_a_window_refuses_an_idle_span_without_a_step():
     board = context_board(4)
     idle = idle_of([unstepped_span(board)], HOPPER)
     with EnergyWindow(board, idle=idle, sync="none") as w:
-        board.set_load(LOAD_W)
-        board.clock.sleep(0.5)
-        board.set_load(0.0)
+        loaded(board, 0.5)
         w.call(10)
     m = w.result
     assert not m.reliable
@@ -183,12 +188,7 @@ def test_measure_refuses_an_idle_span_after_the_work_without_a_step(monkeypatch)
 
     monkeypatch.setattr(adaptive, "idle_after", idle_after)
 
-    def step():
-        board.set_load(LOAD_W)
-        board.clock.sleep(CALL_S)
-        board.set_load(0.0)
-
-    m = adaptive.measure(step, device=board, sync="none", max_window_s=3.0)
+    m = adaptive.measure(lambda: loaded(board, CALL_S), device=board, sync="none", max_window_s=3.0)
     assert sum("an idle span saw no counter step" in p for p in m.problems) == 1
     assert not m.reliable
 
@@ -198,9 +198,7 @@ def test_plain_edges_on_a_counter_slower_than_the_profile_are_refused():
     for seed in range(3):
         board = board_of(seed, **slow_counter(0.4))
         with EnergyWindow(board, sync="none", method="plain") as w:
-            board.set_load(LOAD_W)
-            board.clock.sleep(1.0)
-            board.set_load(0.0)
+            loaded(board, 1.0)
             w.call(25)
         m = w.result
         assert not m.reliable
@@ -211,9 +209,7 @@ def test_plain_edges_on_a_counter_as_the_profile_says_stay_reliable():
     board = context_board(8)
     for _ in range(3):
         with EnergyWindow(board, sync="none", method="plain") as w:
-            board.set_load(LOAD_W)
-            board.clock.sleep(1.0)
-            board.set_load(0.0)
+            loaded(board, 1.0)
             w.call(25)
         assert w.result.reliable, w.result.reason
     still = [e.longest_still_s for s in w.result.idle.spans for e in (s.start, s.end)]
