@@ -3,16 +3,19 @@
 The counter sums everything the board draws: another process's kernels inside a window read as
 the window's own calls. On the simulated board, 0.1-0.3 s bursts of another process's work inside
 0.5 s windows of 300 W calls read +21% median as reliable figures, 29 of 30 (an expert review,
-2026-12-07). A window therefore reads the board's compute processes at its entry and its exit
-(:func:`read`), and one with a context that is not its own is not reliable unless its caller
-says those processes did no work (``EnergyWindow(others_idle=True)``).
+2026-12-07). A window therefore reads the board's compute processes at its entry and after its
+end step (:func:`read`), and one with a context that is not its own is not reliable unless its
+caller says those processes did no work (``EnergyWindow(others_idle=True)``). NVML's list says
+who holds a context, not who ran kernels: an idle one refuses the window too.
 
 NVML names a process by its pid in the driver's view, the host's pid namespace. Where this
-process is in it (its pid listed, or its namespace the host's), the window's own processes (this
-one and its descendants) are told from the others by pid. Inside a container with a pid namespace
-of its own they cannot be: only contexts beyond the number of the window's own processes are
-certainly others' (``unattributed``), so a container's contention between its own processes
-goes unseen. A process that opens a context and ends between the two reads is not seen either.
+process is in it (its namespace the host's, or, where /proc cannot say, its pid listed), the
+window's own processes (this one, its descendants, ``own_pids`` and theirs) are told from the
+others by each listed pid's parents. Inside a container with a pid namespace of its own they
+cannot be: only contexts beyond the number of the window's own processes that have loaded the
+CUDA driver are certainly others' (``unattributed``), so a container's contention between its
+own processes goes unseen. A process that opens a context and ends between the two reads is not
+seen either.
 """
 
 from __future__ import annotations
