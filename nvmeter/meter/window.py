@@ -612,10 +612,18 @@ class EnergyWindow:
         still_s, period_s = longest_still_s(idle.spans), self.profile.counter_period_s
         if still_s <= period_s:
             return ()
+        # a profile from this board's quick probe may hold one short gap of a slow counter: "probe the
+        # board" alone read as advice to do what had been done (a breaker's trial, 2026-12-07)
+        probed = self.profile.source.startswith("probe")
+        aligned = "read the window aligned (method='aligned'), which places its edges on the counter's steps"
+        advice = (
+            f"its probe saw a shorter gap; {aligned}"
+            if probed
+            else f"probe the board (nvmeter probe), or {aligned}"
+        )
         return (
             f"the counter went {still_s:.3f} s without an update at an idle span's edge, longer than the "
-            f"{period_s:g} s period its plain edges are bounded at ({self.profile.source}): probe the "
-            "board (nvmeter probe)",
+            f"{period_s:g} s period its plain edges are bounded at ({self.profile.source}): {advice}",
         )
 
     def _calls_problem(self) -> str:
