@@ -118,22 +118,34 @@ def _step(record, _d: dict, base: BoardProfile) -> dict:
     adversarial review on the simulated board, 2026-12-07). Records of an earlier nvmeter (step
     derivation 1 or 2) keep the family's bound they were made with: probe again for the board's.
     """
-    if record.derivation < _LAG_DERIVATION:
+    reach_s = lag_reach_s(record)
+    if reach_s is None:
         return {}
-    counter = record.derived()["counter"]
-    spans = [span for span in record.delay_spans_ms()["counter"].values() if span is not None]
-    # a load that barely lifts the board, or an edge inside a slow read's gap, fits any delay alike
-    # (a flat step tied the fall at the grid's 500 ms: a review, 2026-12-07): nothing to widen by
-    sharp = spans and all(high - low <= STEP_SPAN_MAX_MS for low, high in spans)
-    if not sharp or not counter["plateau_w"] - counter["idle_w"] >= STEP_RISE_MIN_W:
-        return {}
-    reach_s = max(high for _, high in spans) / 1e3 + float(np.median(record.counter.read_cost_s))
     err_s = reach_s - base.power_lag_s
     if not err_s > base.power_lag_err_s:
         return {}
     # the exit waits as long for the power to come down: capped at the tail instead, a 150 ms lag
     # read +45-62% against ±37%, reliable (a breaker's trial, 2026-12-07)
     return {"power_lag_err_s": err_s, "tail_s": max(base.tail_s, reach_s)}
+
+
+def lag_reach_s(record) -> float | None:
+    """How far after a load change the step response places the counter's delay, s (None: not placed).
+
+    The later of the rise's and the fall's delays (the largest that fits the readings as well as
+    the best) plus the series' median read. None for a record of derivation 1 or 2 (made before
+    the probe widened anything), and where the step places no delay: a load that barely lifts the
+    board, or an edge inside a slow read's gap, fits any delay alike (a flat step tied the fall at
+    the grid's 500 ms: a review, 2026-12-07).
+    """
+    if record.derivation < _LAG_DERIVATION:
+        return None
+    counter = record.derived()["counter"]
+    spans = [span for span in record.delay_spans_ms()["counter"].values() if span is not None]
+    sharp = spans and all(high - low <= STEP_SPAN_MAX_MS for low, high in spans)
+    if not sharp or not counter["plateau_w"] - counter["idle_w"] >= STEP_RISE_MIN_W:
+        return None
+    return max(high for _, high in spans) / 1e3 + float(np.median(record.counter.read_cost_s))
 
 
 def _cap_spread(_record, d: dict, _base: BoardProfile) -> dict:

@@ -61,6 +61,7 @@ class ProbeReport:
             (scope if self.board.scope_note else [])
             + [row for rec in self.probes.values() for row in rec.rows()]
             + self._run_level_rows()
+            + self._lag_rows()
         )
 
     def _run_level_rows(self) -> list[tuple[str, str]]:
@@ -81,6 +82,34 @@ class ProbeReport:
                 "(docs/probe.md)",
             )
         ]
+
+    def _lag_rows(self) -> list[tuple[str, str]]:
+        """The power-lag bound the profile keeps, and why: widened to the step's delay, or the family's.
+
+        A step that placed no delay kept the family's bound without a word (a breaker's trial, 2026-12-07).
+        """
+        if "step" not in self.probes:
+            return []
+        from nvmeter.boards.profile import default_profile
+        from nvmeter.probes.profile import lag_reach_s
+
+        kept, family = self.profile(), default_profile(self.board.name)
+        bound = f"{1e3 * kept.power_lag_s:.1f} ± {1e3 * kept.power_lag_err_s:.1f} ms"
+        reach_s = lag_reach_s(self.probes["step"])
+        if kept.power_lag_err_s > family.power_lag_err_s:
+            why = f"widened to reach this board's counter delay, {1e3 * reach_s:.0f} ms"
+            if kept.tail_s > family.tail_s:
+                why += f"; the exit's tail with it, {1e3 * kept.tail_s:.0f} ms"
+        elif reach_s is None:
+            step = self.probes["step"]
+            why = (
+                f"the family's: a record of step derivation {step.derivation}, made before a probe widened it"
+                if step.derivation < 3
+                else "the family's: the step response placed no delay (a flat or blurred step)"
+            )
+        else:
+            why = f"the family's, which reaches this board's counter delay, {1e3 * reach_s:.0f} ms"
+        return [("power lag kept", f"{bound}, {why}")]
 
     def to_dict(self) -> dict:
         """The JSON record (kind ``probe``, its current version; docs/formats.md)."""

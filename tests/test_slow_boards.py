@@ -265,3 +265,16 @@ def test_a_lag_past_the_tail_widens_the_tail_too():
     for seed in range(2):
         m, truth = warm_window(board_of(seed, **config), 0.25, profile=profile)
         assert abs(m.per_call_mj - truth) <= m.per_call_mj_err, m
+
+
+def test_the_probe_table_says_which_lag_bound_the_profile_keeps_and_why(trailing, monkeypatch):
+    """A step that placed no delay had kept the family's bound without a word (a breaker's trial)."""
+    from nvmeter.probes import profile as probe_profile
+
+    widened = dict(trailing.rows())["power lag kept"]
+    assert widened.startswith("7.5 ± ") and "widened to reach this board's counter delay" in widened
+    old = dict(load_report(RESULTS / "probe-h200.json").rows())["power lag kept"]
+    assert old == "7.5 ± 5.0 ms, the family's: a record of step derivation 1, made before a probe widened it"
+    monkeypatch.setattr(probe_profile, "lag_reach_s", lambda record: None)  # a flat or blurred step
+    flat = dict(trailing.rows())["power lag kept"]
+    assert flat == "7.5 ± 5.0 ms, the family's: the step response placed no delay (a flat or blurred step)"
