@@ -11,6 +11,8 @@ import numpy as np
 from nvmeter.boards.profile import (
     COUNTER_PERIOD_MAX_S,
     EDGE_TIMEOUT_MAX_S,
+    POWER_LAG_ERR_MAX_S,
+    TAIL_MAX_S,
     BoardProfile,
     default_profile,
 )
@@ -125,8 +127,12 @@ def _step(record, _d: dict, base: BoardProfile) -> dict:
     if not err_s > base.power_lag_err_s:
         return {}
     # the exit waits as long for the power to come down: capped at the tail instead, a 150 ms lag
-    # read +45-62% against ±37%, reliable (a breaker's trial, 2026-12-07)
-    return {"power_lag_err_s": err_s, "tail_s": max(base.tail_s, reach_s)}
+    # read +45-62% against ±37%, reliable (a breaker's trial, 2026-12-07); both within what a
+    # profile holds, past which its figures are a fault, not a board
+    return {
+        "power_lag_err_s": min(err_s, POWER_LAG_ERR_MAX_S),
+        "tail_s": min(max(base.tail_s, reach_s), TAIL_MAX_S),
+    }
 
 
 def lag_reach_s(record) -> float | None:

@@ -40,6 +40,9 @@ RUN_LEVEL_MAX = _LIMITS["run_level_rel"][1]
 # period takes these (nvmeter.probes.profile), the widest figures a profile can say.
 COUNTER_PERIOD_MAX_S = _LIMITS["counter_period_s"][1]
 EDGE_TIMEOUT_MAX_S = _LIMITS["edge_timeout_s"][1]
+# The longest tail and lag bound a profile holds: a probe's step response widens them up to these.
+TAIL_MAX_S = _LIMITS["tail_s"][1]
+POWER_LAG_ERR_MAX_S = _LIMITS["power_lag_err_s"][1]
 # A cap-spread entry: (window length s, relative SD); lengths from a counter period to a minute.
 _SPREAD_WINDOW_S = (0.05, 60.0)
 _SPREAD_REL = (0.0, 0.5)

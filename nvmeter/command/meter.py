@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nvmeter import errors, provenance
+from nvmeter.arguments import flag
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
 from nvmeter.command.life import Life, RealLife, SimulatedLife
@@ -154,6 +155,7 @@ def run_command(
             while the command runs is raised once it has ended; nothing is measured).
     """
     resolve_command(argv)
+    flag(others_idle, "others_idle", errors.UsageError)  # before the idle is measured for seconds
     if not boards:
         raise errors.UsageError("no board to meter")
     life = life or RealLife()

@@ -266,10 +266,14 @@ def _warn_of_others(board: Board) -> None:
     """
     seen_pids, most = contexts.others((contexts.read(board),))
     if most:
-        who = ", ".join(map(str, seen_pids)) or f"{most} other"
+        who = (
+            f"process(es) {', '.join(map(str, seen_pids))}"
+            if seen_pids
+            else f"{most} process(es) not this one's"
+        )
         warnings.warn(
-            f"measure(): process(es) {who} hold a CUDA context on the board: the figure will not be reliable "
-            "unless they do no work and you say so (others_idle=True)",
+            f"measure(): {who} hold a CUDA context on the board now: if they still do when the run starts "
+            "or ends, its figure is not reliable, unless they do no work and you say so (others_idle=True)",
             errors.NvmeterWarning,
             stacklevel=3,
         )

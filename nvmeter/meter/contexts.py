@@ -3,8 +3,9 @@
 The counter sums everything the board draws: another process's kernels inside a window read as
 the window's own calls. On the simulated board, 0.1-0.3 s bursts of another process's work inside
 0.5 s windows of 300 W calls read +21% median as reliable figures, 29 of 30 (an expert review,
-2026-12-07). A window therefore reads the board's compute processes at its entry and after its
-end step (:func:`read`), and one with a context that is not its own is not reliable unless its
+2026-12-07). A window therefore reads the board's compute processes at its entry and at its end:
+after the end step where the exit waits for it, at the work's end where the step is found in
+later work (``exit="return"``, whose energy ends there) (:func:`read`), and one with a context that is not its own is not reliable unless its
 caller says those processes did no work (``EnergyWindow(others_idle=True)``). NVML's list says
 who holds a context, not who ran kernels: an idle one refuses the window too.
 
@@ -85,11 +86,12 @@ def read(board: Board, own_pids: tuple[int, ...] = ()) -> ContextRead:
     except errors.TelemetryError:  # not supported, or the driver's list not readable: not known
         return ContextRead(t_s, None)
     me = os.getpid()
-    if all(pid == me for pid in pids):
-        return ContextRead(t_s, pids)
-    own = {me, *own_pids}
     host = _host_namespace()
     if host or (host is None and me in pids):
+        if all(pid == me for pid in pids):  # the common case: no process table read at all
+            return ContextRead(t_s, pids)
+        # pid 1 is every process's ancestor: as the window's own it would make every process so
+        own = {me, *(pid for pid in own_pids if pid != 1)}
         return ContextRead(t_s, pids, tuple(pid for pid in pids if _other(pid, own)))
     # the driver's pids are the host's: count the window's own processes that may hold a context
     # (a container's process table is small); nvmeter run's own process, which holds none, had
@@ -132,7 +134,9 @@ def _runs(pid: int) -> bool:
 def _may_hold_context(pid: int) -> bool:
     """False where ``pid`` has not loaded the CUDA driver (libcuda), so holds no context; True if unknown.
 
-    A process forked from one that had (a DataLoader's worker) maps it too, and is counted.
+    The lenient way where unsure: a process forked from one that had (a DataLoader's worker) maps
+    it too, and one whose map cannot be read (another uid's), and each is counted as a holder,
+    which can hide as many other processes' contexts (docs/failures.md).
     """
     try:
         with open(f"/proc/{pid}/maps", "rb") as maps:

@@ -182,7 +182,7 @@ def _others_seen(m) -> str:
         return ""
     if pids:
         return f"other process{'es' if len(pids) > 1 else ''} ({', '.join(map(str, pids))})"
-    return f"{most} more process{'es' if most > 1 else ''} than this one and its children"
+    return f"{most} more process{'es' if most > 1 else ''} than this one and its children that loaded CUDA"
 
 
 def _fixed_note(m) -> str:

