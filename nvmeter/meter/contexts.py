@@ -3,11 +3,12 @@
 The counter sums everything the board draws: another process's kernels inside a window read as
 the window's own calls. On the simulated board, 0.1-0.3 s bursts of another process's work inside
 0.5 s windows of 300 W calls read +21% median as reliable figures, 29 of 30 (an expert review,
-2026-12-07). A window therefore reads the board's compute processes at its entry and at its end:
-after the end step where the exit waits for it, at the work's end where the step is found in
-later work (``exit="return"``, whose energy ends there) (:func:`read`), and one with a context that is not its own is not reliable unless its
-caller says those processes did no work (``EnergyWindow(others_idle=True)``). NVML's list says
-who holds a context, not who ran kernels: an idle one refuses the window too.
+2026-12-07). A window therefore reads the board's compute processes (:func:`read`) at its entry
+and at its end: after the end step where the exit waits for it, at the work's end where the step
+is found in later work (``exit="return"``, whose energy ends there). One with a context that is
+not its own is not reliable unless its caller says those processes did no work
+(``EnergyWindow(others_idle=True)``). NVML's list says who holds a context, not who ran kernels:
+an idle one refuses the window too.
 
 NVML names a process by its pid in the driver's view, the host's pid namespace. Where this
 process is in it (its namespace the host's, or, where /proc cannot say, its pid listed), the
