@@ -191,6 +191,8 @@ class _State:
             if not isinstance(board, Exception):
                 board.set_load(0.0)
                 board.other_pids.clear()
+                if board.context_open:  # held by this process again, not by a pid a test named
+                    board.set_context(True)
 
     def record(self, item, m, budget: Budget | None) -> None:
         """Keep a finished window's entry."""

@@ -11,11 +11,17 @@ import os
 import signal
 
 import pytest
+import scipy.stats  # noqa: F401  (below)
 import torch
 
 from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.worker.rig import Rig
 from nvmeter.worker.simulated import SimWorker
+
+# scipy.stats loaded before any test: pytester's in-process runs put sys.modules back as they
+# found it, and a first import of scipy.stats after one (measure()'s stopping rule) reloaded
+# numpy.fft's C module, which numpy refuses ("cannot load module more than once per process":
+# tests/test_pytest_plugin.py, then tests/test_contexts.py, alone).
 
 # Without a GPU the Triton kernels run in Triton's interpreter, which must be chosen
 # before the kernels are defined (at import of nvmeter.workloads.ladder_kernels).

@@ -894,3 +894,14 @@ def test_another_process_s_context_makes_the_run_not_reliable_unless_said_idle()
     assert run.boards[0].window.reliable, run.boards[0].window.reason
     line = run.lines()[-1]  # named once, and why it is not a reason
     assert line.count(str(other)) == 1 and "held a context, taken as idle (--others-idle)" in line, line
+
+
+def test_a_process_gone_before_the_window_is_still_named_in_the_run_s_line():
+    """It held a context while the idle was measured, which its draw may be in (a review, 2026-12-07)."""
+    board = SimulatedBoard(SimConfig(seed=3))
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    board.other_pids.append(ended.pid)  # listed before the idle; ended: not another's at the edges
+    run = run_command(sleeper(0.3), [board], life=SimulatedLife(board))
+    assert run.boards[0].window.reliable
+    assert f"other processes held a CUDA context before the idle ({ended.pid})" in run.lines()[-1]

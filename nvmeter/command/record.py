@@ -149,8 +149,12 @@ class CommandRun:
                 f"; the command lived under one counter period ({m.profile.counter_period_s * 1e3:.0f} ms): "
                 "its energy is known only to the bound"
             )
-        if b.other_pids and not m.contexts:  # a window since Measurement v8 names them itself
-            line += f"; other processes held a CUDA context ({', '.join(map(str, b.other_pids))})"
+        # a window since Measurement v8 names the others it saw at its edges; one listed before the idle
+        # that it did not name (ended since) may still have drawn in the idle (a review, 2026-12-07)
+        named = {pid for r in m.contexts for pid in r.others}
+        before = [pid for pid in b.other_pids or () if pid not in named]
+        if before:
+            line += f"; other processes held a CUDA context before the idle ({', '.join(map(str, before))})"
         if m.reliable and (notes := [n for n in m.notes if "taken as idle" in n]):
             line += "; " + notes[0].replace("(others_idle=True)", "(--others-idle)")
         return line if m.reliable else f"{line}; NOT RELIABLE: {m.reason}"

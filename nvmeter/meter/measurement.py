@@ -39,7 +39,9 @@ JSON history (``schema_version`` of the dict :meth:`Measurement.to_dict` writes)
     8: adds ``contexts``: the board's compute processes at the window's entry and exit, this
        process's own told from the others (:mod:`nvmeter.meter.contexts`), and ``others_idle``:
        the caller said other processes' contexts did no work. Earlier versions read as not
-       read (empty) and false: their windows say nothing of other processes, as they did.
+       read (empty) and false: their windows say nothing of other processes, as they did. The
+       exit's read is taken after the end step where the exit waits for it, at the work's end
+       where the step is found in later work.
 """
 
 from __future__ import annotations
