@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from nvmeter import records
 from nvmeter.boards.profile import COUNTER_PERIOD_MAX_S
 from nvmeter.meter.series import CounterSeries, summary
 from nvmeter.probes import schedule
@@ -30,7 +31,6 @@ LOAD_RAMP_S = 0.2
 #      two steps; the edge wait three periods (nvmeter.probes.profile). A record of 1 keeps the
 #      figures it was made with, so that it verifies as it did.
 DERIVATION = 2
-DERIVATIONS = (1, 2)
 
 
 def needs(quick: bool) -> set[str]:
@@ -96,9 +96,7 @@ class Cadence:
     @classmethod
     def from_dict(cls, data: dict) -> Cadence:
         """Inverse of :meth:`to_dict` (records before probe v11 read as derivation 1: nvmeter.formats)."""
-        derivation = data["derivation"]
-        if type(derivation) is not int or derivation not in DERIVATIONS:
-            raise ValueError(f"the cadence's derivation is {derivation!r}, not one of {DERIVATIONS}")
+        derivation = records.integer(data["derivation"], "cadence.derivation", at_least=1, at_most=DERIVATION)
         return cls({k: CounterSeries.from_dict(v) for k, v in data["phases"].items()}, derivation)
 
 

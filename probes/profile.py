@@ -68,18 +68,15 @@ def _cadence(record, d: dict, base: BoardProfile) -> dict:
     quick probe had kept Hopper's 0.12 s, and plain windows' bounds with it: an adversarial
     review, 2026-12-07); the probe's table says so (:mod:`nvmeter.probes.cadence`).
     """
-    # with gaps, a still stretch longer than every gap is a longer one (none was on the H200s:
-    # 96 ms against 101-108 ms, every probe file in results/)
-    if record.derivation < 2:  # as made: the longest gap, else the family's period and wait
-        gaps = [
-            level["gap_ms"]["max"] for level in d.values() if isinstance(level, dict) and level["gap_ms"]["n"]
-        ]
-        return {"counter_period_s": max(gaps) / 1e3} if gaps else {}
     gaps = [
         level["gap_ms"]["max"] / 1e3
         for level in d.values()
         if isinstance(level, dict) and level["gap_ms"]["n"]
     ]
+    if record.derivation < 2:  # as made: the longest gap, else the family's period and wait
+        return {"counter_period_s": max(gaps)} if gaps else {}
+    # with gaps, a still stretch longer than every gap is a longer one (none was on the H200s:
+    # 94-96 ms against 101-108 ms, every probe file in results/)
     still = max((series.longest_still_s for series in record.phases.values()), default=0.0)
     period = max(*gaps, still) if gaps else COUNTER_PERIOD_MAX_S
     return {"counter_period_s": period, "edge_timeout_s": edge_timeout_s(period, base)}

@@ -12,6 +12,7 @@ from functools import cached_property
 
 import numpy as np
 
+from nvmeter import records
 from nvmeter.meter.series import CounterSeries
 from nvmeter.probes import schedule
 from nvmeter.worker.protocol import MatmulRun
@@ -44,7 +45,6 @@ FIT_WINDOW_S = 0.6
 #      further than the family's (nvmeter.probes.profile; probe record v11): a record of 2 keeps
 #      the family's bound it was made with, so it verifies as it did.
 DERIVATION = 3
-DERIVATIONS = (1, 2, 3)
 
 
 def needs(quick: bool) -> set[str]:
@@ -195,14 +195,12 @@ class Step:
     @classmethod
     def from_dict(cls, data: dict) -> Step:
         """Inverse of :meth:`to_dict`."""
-        derivation = data["derivation"]  # records before probe v5 read as derivation 1 (nvmeter.formats)
-        if type(derivation) is not int or derivation not in DERIVATIONS:
-            raise ValueError(f"the step response's derivation is {derivation!r}, not one of {DERIVATIONS}")
         return cls(
             CounterSeries.from_dict(data["counter"]),
             tuple(data["instant_w"]),
             MatmulRun(**data["load"]),
-            derivation,
+            # records before probe v5 read as derivation 1 (nvmeter.formats)
+            records.integer(data["derivation"], "step.derivation", at_least=1, at_most=DERIVATION),
         )
 
 

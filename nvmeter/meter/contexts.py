@@ -75,11 +75,11 @@ def read(board: Board, own_pids: tuple[int, ...] = ()) -> ContextRead:
     this host), as this host numbers them.
 
     Returns:
-        The read. One NVML query (0.02-0.05 ms on an H100: a review, 2026-12-07); where a pid
-        other than this process's is listed, its parents are read (psutil: 0.1-1 ms a pid on a
-        loaded 2-core machine, a breaker's trial), not the whole process table, which took 3.3 ms
-        on a host of 183 processes and 41 ms on one of 680. Never raises for the process list: a
-        board that does not give it reads as not known (``pids`` None).
+        The read: one NVML query. Where a pid other than this process's is listed, its parents
+        are read (0.42 ms for one pid on a 2-core machine of 69 processes), not the whole process
+        table (1.0 ms there, and it grows with the host's processes: results/contexts-read-cost.txt).
+        Never raises for the process list: a board that does not give it reads as not known
+        (``pids`` None).
     """
     t_s = board.clock.now()
     try:
@@ -94,9 +94,12 @@ def read(board: Board, own_pids: tuple[int, ...] = ()) -> ContextRead:
         # pid 1 is every process's ancestor: as the window's own it would make every process so
         own = {me, *(pid for pid in own_pids if pid != 1)}
         return ContextRead(t_s, pids, tuple(pid for pid in pids if _other(pid, own)))
-    # the driver's pids are the host's: count the window's own processes that may hold a context
-    # (a container's process table is small); nvmeter run's own process, which holds none, had
-    # hidden one other process's so (a breaker's trial, 2026-12-07)
+    # the driver's pids are the host's: count the window's own processes that may hold a context;
+    # nvmeter run's own process, which holds none, had hidden one other process's so (a breaker's
+    # trial, 2026-12-07). One context listed and this process's CUDA loaded: it is this one's, as in
+    # every window of a one-process container, without the process table read at each edge.
+    if len(pids) == 1 and _may_hold_context(me):
+        return ContextRead(t_s, pids)
     holders = [pid for pid in _own_tree() | set(own_pids) if _may_hold_context(pid)]
     return ContextRead(t_s, pids, unattributed=max(0, len(pids) - len(holders)))
 
@@ -139,11 +142,20 @@ def _may_hold_context(pid: int) -> bool:
     it too, and one whose map cannot be read (another uid's), and each is counted as a holder,
     which can hide as many other processes' contexts (docs/failures.md).
     """
+    if pid in _CUDA_LOADED:
+        return True
     try:
         with open(f"/proc/{pid}/maps", "rb") as maps:
-            return any(b"libcuda.so" in line for line in maps)
+            loaded = any(b"libcuda.so" in line for line in maps)
     except OSError:
         return True
+    if loaded and pid == os.getpid():  # never unloaded: read once (0.57 ms, results/contexts-read-cost.txt)
+        _CUDA_LOADED.add(pid)
+    return loaded
+
+
+# This process, once its map has shown libcuda (by pid: a forked child reads its own map again).
+_CUDA_LOADED: set[int] = set()
 
 
 def others(reads: tuple[ContextRead, ...]) -> tuple[tuple[int, ...], int]:
