@@ -13,7 +13,7 @@ from processes import gone
 from score_helpers import FAST, FAST_CLI, METHODS, cli
 
 from nvmeter import errors, records
-from nvmeter.boards.simulated import Fault
+from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
 from nvmeter.score import procedure as scoring
 from nvmeter.score.config import ScoreConfig
 from nvmeter.score.method_client import MethodWorker
@@ -142,7 +142,7 @@ def test_no_process_list_leaves_the_idle_reading_unknown_with_a_warning():
     worker.pid = os.getpid()  # the scorer's idle reading names the worker's pid
     worker.open_context()
     with pytest.warns(errors.NvmeterWarning, match="other processes on the GPU during idle: unknown"):
-        idle = scoring._frozen_idle(board, worker, ScoreConfig(**FAST))
+        idle = scoring._frozen_idle(board, worker, ScoreConfig(**FAST), 0.35)
     assert idle.pids is None and idle.others is None
     assert idle.span.power_w == pytest.approx(board.config.idle_frozen_w, rel=0.01)  # energy unaffected
     assert not worker.frozen  # resumed
@@ -476,3 +476,18 @@ def test_a_settings_error_names_the_option_nvmeter_score_has(setting):
     option = re.search(r"^" + setting + r" \((--[a-z-]+)\) must be", str(refused.value)).group(1)
     score = typer.main.get_command(cli.app).commands["score"]
     assert option in {name for p in score.params for name in p.opts}
+
+
+def test_frozen_idle_waits_for_a_slow_counter_as_its_profile_says():
+    # a 0.6 s counter outlasts Hopper's 0.35 s wait: the scorer's idle spans take the profile's
+    # edge wait, as every window does, not the family figure fixed in the span module
+    board = SimulatedBoard(SimConfig(seed=3, counter_period_s=1.0, counter_jitter_s=0.0))
+    worker = SimWorker(board)
+    worker.pid = os.getpid()
+    worker.open_context()
+    # an edge that waits 0.35 s sees a step of a 1 s counter only where one falls inside its wait
+    assert not scoring._frozen_idle(board, worker, ScoreConfig(**FAST), 0.35).span.aligned
+    assert not worker.frozen
+    for _ in range(3):
+        idle = scoring._frozen_idle(board, worker, ScoreConfig(**FAST), 3 * 1.0)
+        assert idle.span.aligned and not worker.frozen

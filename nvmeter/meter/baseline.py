@@ -312,13 +312,20 @@ class Freezable(Protocol):
 
 
 def measure_frozen(
-    board: Board, worker: Freezable, duration_s: float = IDLE_SPAN_S, settle_s: float = FREEZE_SETTLE_S
+    board: Board,
+    worker: Freezable,
+    duration_s: float = IDLE_SPAN_S,
+    settle_s: float = FREEZE_SETTLE_S,
+    timeout_s: float = EDGE_TIMEOUT_S,
 ) -> AlignedSpan:
-    """An idle span with the worker frozen (its group and what it started elsewhere); always resumed."""
+    """An idle span with the worker frozen (its group and what it started elsewhere); always resumed.
+
+    ``timeout_s``: the longest wait for a counter step at an edge (the profile's ``edge_timeout_s``), s.
+    """
     worker.freeze()
     try:
         board.clock.sleep(settle_s)
-        return measure_span(board, board.clock, duration_s)
+        return measure_span(board, board.clock, duration_s, timeout_s)
     finally:
         worker.resume()
 

@@ -264,12 +264,16 @@ def _read_labels(path: Path, shape: tuple[int, ...]) -> np.ndarray:
     return labels
 
 
-def _frozen_idle(board: Board, worker, config: ScoreConfig) -> IdleReading:
-    """An idle span with the worker's process group stopped; always resumed."""
+def _frozen_idle(board: Board, worker, config: ScoreConfig, timeout_s: float) -> IdleReading:
+    """An idle span with the worker's process group stopped; always resumed.
+
+    ``timeout_s``: the longest wait for a counter step at the span's edges (the board profile's
+    ``edge_timeout_s``: a slow counter outlasts the Hopper figure), s.
+    """
     worker.freeze()
     try:
         board.clock.sleep(config.idle_settle_s)
-        span = measure_span(board, board.clock, config.idle_s)
+        span = measure_span(board, board.clock, config.idle_s, timeout_s)
         busy = _unless_unsupported(lambda: board.utilization().gpu_pct, "GPU utilisation during idle")
         pids = _unless_unsupported(board.compute_pids, "other processes on the GPU during idle")
     finally:
@@ -355,13 +359,13 @@ def measure_energy(board: Board, worker, record: RunRecord, tmp: Path, root, on_
         return IdleBaseline.from_spans(list(spans), "frozen", polling_artefact_w=profile.polling_artefact_w)
 
     on_phase("idle, worker frozen (1/3)")
-    idle_a = _frozen_idle(board, worker, config)
+    idle_a = _frozen_idle(board, worker, config, profile.edge_timeout_s)
     on_phase("control window: null calls")
     control_window, control_block = _window(
         board, worker, "null", config.control_s, ctx, idle=frozen(idle_a.span), profile=profile
     )
     on_phase("idle, worker frozen (2/3)")
-    idle_b = _frozen_idle(board, worker, config)
+    idle_b = _frozen_idle(board, worker, config, profile.edge_timeout_s)
     control = replace(control_window, idle=frozen(idle_a.span, idle_b.span))
     warmup = None
     if config.window_warmup_s > 0:  # so the window does not start cold (its bound would widen)
@@ -381,7 +385,7 @@ def measure_energy(board: Board, worker, record: RunRecord, tmp: Path, root, on_
     )
     method_block = _judge_window(method_block, tmp / "window.npy", truth)
     on_phase("idle, worker frozen (3/3)")
-    idle_c = _frozen_idle(board, worker, config)
+    idle_c = _frozen_idle(board, worker, config, profile.edge_timeout_s)
     return Energy(
         trial,
         config.band,
