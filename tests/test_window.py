@@ -15,7 +15,7 @@ from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
 from nvmeter.meter.adaptive import measure, measure_many
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.errormodel import model
-from nvmeter.meter.measurement import Measurement
+from nvmeter.meter.measurement import QUIET_BELOW_MIN_S, Measurement
 from nvmeter.meter.window import EnergyWindow
 from nvmeter.probes.report import run_probes
 from nvmeter.worker.rig import Rig
@@ -784,6 +784,23 @@ def test_a_wrong_idle_is_found_in_the_pause_between_windows_back_to_back(idle_w)
         return
     assert all(r.per_call_mj < 0.85 * 550 * 40 for r in results)
     assert all("before the window, under the idle subtracted" in r.reason for r in results[1:])
+
+
+def test_a_context_idle_given_to_windows_a_loop_apart_is_refused_in_each():
+    """A new user's trial: 1 s windows ~0.2 s apart, 121 W given for a 79 W idle: one read -16%, reliable."""
+    board = SimulatedBoard()  # no CUDA context
+    board.clock.sleep(3.0)
+    results = []
+    for _ in range(6):
+        with EnergyWindow(board, sync="none", idle=board.config.idle_context_w, calls=10) as w:
+            board.set_load(300.0)
+            board.clock.sleep(1.0)
+            board.set_load(0.0)
+        results.append(w.result)
+    assert all(r.per_call_mj < 0.9 * 30_000 for r in results)
+    assert not any(r.reliable for r in results), [r.reason for r in results]
+    # some are found only by a stretch shorter than the long rule's, but deeper than real boards dip
+    assert any(r.quiet_below_idle[1] < QUIET_BELOW_MIN_S for r in results)
 
 
 def test_an_early_stop_names_the_parts_no_run_length_narrows():
