@@ -740,6 +740,13 @@ WINDOW = Format(
 
 
 # -- score-summary: `nvmeter summarize --format json` ----------------------------------------------
+def _score_summary_v3(d: dict) -> dict:
+    """v2 kept the error model only inside each run's figures; its tables were as recorded."""
+    for method in d["methods"]:
+        method["models"] = None
+    return {**d, "error_model": "recorded"}
+
+
 def _score_summary_v2(d: dict) -> dict:
     """v1 did not keep the runs' range or whether they disagree: not known (null)."""
     for method in d["methods"]:
@@ -757,6 +764,13 @@ SCORE_SUMMARY = Format(
             "(null without a metered run, and when upgraded); `methods[].runs_disagree`: two runs differ "
             "beyond their bounds (null under two metered runs, and when upgraded)",
             _score_summary_v2,
+        ),
+        Version(
+            3,
+            "`error_model`: \"recorded\" (each run's bound under the model it names) or the model's version "
+            "every run was re-read under (`nvmeter summarize --model`); `methods[].models`: the models of "
+            "its metered runs (null when upgraded)",
+            _score_summary_v3,
         ),
     ),
 )

@@ -41,6 +41,7 @@ COMMITTED = {
     ("workloads", 3): RESULTS / "workloads-h200.json",
     ("workloads", 4): FIXTURES / "workloads-v4.json",
     ("score-summary", 1): FIXTURES / "score-summary-v1.json",  # summarize at 54dae49, graph_mlp_flat
+    ("score-summary", 2): FIXTURES / "score-summary-v2.json",  # summarize at 2dc3dbc, graph_mlp_flat
     ("run", 1): FIXTURES / "run-v1.json",
     ("run", 2): FIXTURES / "run-v2.json",
     ("pytest-energy", 1): FIXTURES / "pytest-energy-v1.json",

@@ -8,6 +8,7 @@ import pytest
 from score_helpers import cli
 
 from nvmeter import records
+from nvmeter.meter.errormodel import CURRENT
 from nvmeter.score import summarize as summary
 from nvmeter.score.record import RunRecord
 from nvmeter.verify import first_difference
@@ -65,7 +66,7 @@ def test_the_tables_are_the_records_figures(folder):
     assert f"{record.energy.reference.j_per_tflop:.2f}" in stdout
     assert "| method | difficulty | ms/call | mJ/call above idle | W above idle | MNIST |" in stdout
     assert (
-        "| method | run | board | ms/call | mJ/call above idle | window s | idle W | round trip mJ |"
+        "| method | run | board | ms/call | mJ/call above idle | error model | window s | idle W | round trip"
         in stdout
     )
 
@@ -83,6 +84,33 @@ def test_the_runs_range_shows_how_far_runs_differ_beside_the_medians_bound():
     assert summary.method_rows([one])[0][summary.METHOD_HEADER.index("mJ/call, runs' range")] == "-"
 
 
+def test_the_tables_name_each_run_s_error_model_and_re_read_under_the_current_one_on_request():
+    """A new user's trial: the published H200 bounds were models 1-2's, and no table said so."""
+    folder = Path(__file__).resolve().parents[1] / "results" / "score-h200" / "ladder_d4_fast"
+    code, recorded, err = summarize(folder)
+    assert code == 0, err
+    assert recorded.startswith(
+        f"Bounds as the runs were read, under error model 2; this nvmeter's is {CURRENT}"
+    )
+    assert "| 3/3 pass, 3 metered | 2 | H200" in recorded and "(beyond their bounds)" in recorded
+    code, current, err = summarize(folder, "--model", "current", "--format", "json")
+    assert code == 0, err
+    data = json.loads(current)
+    (method,) = data["methods"]
+    assert data["error_model"] == CURRENT and method["models"] == [CURRENT]
+    assert method["runs_disagree"] is False  # the wider bounds hold both runs
+    (s,) = summary.summarize([r for _, r in summary.load_records([folder])])
+    assert method["mj_per_call_err"] > 2 * s.mj_per_call_err
+    assert abs(method["mj_per_call"] - s.mj_per_call) < 0.01 * s.mj_per_call  # re-bounded, not re-measured
+
+
+@pytest.mark.parametrize("model", ["99", "newest", "-1", ""])
+def test_an_unknown_error_model_is_one_line(folder, model):
+    code, stdout, err = summarize(folder, "--model", model)
+    assert code == 2 and not stdout
+    assert "--model takes recorded, current or an error model's version" in one_line(err)
+
+
 def test_json_and_plot(folder, tmp_path):
     plot = tmp_path / "energy.png"
     code, stdout, err = summarize(folder, "--format", "json", "--plot", plot)
@@ -92,6 +120,7 @@ def test_json_and_plot(folder, tmp_path):
     (method,) = data["methods"]
     assert method["mj_per_call"] == pytest.approx(record.energy.method.per_call_mj)
     assert method["passing"] == method["metered"] == method["runs"] == 1
+    assert data["error_model"] == "recorded" and method["models"] == [record.energy.method.model_version]
     assert method["runs_disagree"] is None and "beyond their bounds" not in err  # one run: no pair
     assert data["runs"][0]["energy"]["mj_per_call"] == pytest.approx(method["mj_per_call"])
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

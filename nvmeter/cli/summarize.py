@@ -21,6 +21,14 @@ def summarize(
         typer.Argument(help="Folders of score records (or record files).", parser=parse_path, metavar="PATH"),
     ],
     fmt: Annotated[str, typer.Option("--format", help="md (two markdown tables) or json.")] = "md",
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            help="The error model the bounds are read under: recorded (each run's own), current, "
+            "or a version number.",
+        ),
+    ] = "recorded",
     plot_path: Annotated[
         Path | None,
         typer.Option(
@@ -34,7 +42,8 @@ def summarize(
 
     Per method: medians over passing runs (ms/call, mJ/call above idle ± bound, W above idle,
     MNIST accuracy); and every run. A stored figure that disagrees with its recomputation is an
-    error (exit 2).
+    error (exit 2). Each run's bound is read under the error model it names, and the tables say
+    which; ``--model current`` re-reads every run as a window made today would be read.
     """
     import json
 
@@ -42,6 +51,7 @@ def summarize(
 
     if fmt not in ("md", "json"):
         raise errors.UsageError(f"--format must be md or json, not {fmt!r}")
+    version = _model_version(model)
     if plot_path is not None:
         summ.check_plot_path(plot_path, paths)
 
@@ -51,14 +61,31 @@ def summarize(
         say_line(f"skipped {folder}: no run-*.json or run-*.json.gz in it{hint}")
 
     loaded = summ.load_records(paths, on_empty=skipped)
-    summaries = summ.summarize([r for _, r in loaded])
+    runs = [r if version is None else summ.under_model(r, version) for _, r in loaded]
+    summaries = summ.summarize(runs)
     if plot_path is not None:
         summ.plot(summaries, plot_path)
     if fmt == "json":
-        print(json.dumps(summ.to_json(summaries), indent=1, allow_nan=False), file=console.STDOUT)
+        print(json.dumps(summ.to_json(summaries, version), indent=1, allow_nan=False), file=console.STDOUT)
     else:
-        print(summ.to_markdown(summaries), file=console.STDOUT)
+        print(summ.to_markdown(summaries, version), file=console.STDOUT)
     for line in summ.disagreement_lines(summaries):
         say_line(line)
     if plot_path is not None:
         say_line(f"wrote {plot_path}")
+
+
+def _model_version(text: str) -> int | None:
+    """``--model``'s error model: None for each run's own (recorded)."""
+    from nvmeter.meter import errormodel
+
+    if text == "recorded":
+        return None
+    if text == "current":
+        return errormodel.CURRENT
+    known = ", ".join(map(str, errormodel.MODELS))
+    if not text.isdigit() or int(text) not in errormodel.MODELS:
+        raise errors.UsageError(
+            f"--model takes recorded, current or an error model's version ({known}), not {text!r}"
+        )
+    return int(text)

@@ -17,12 +17,12 @@ import statistics
 import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nvmeter import errors, formats, provenance, records
 from nvmeter import verify as verify_figures
-from nvmeter.meter import sanity
+from nvmeter.meter import errormodel, sanity
 from nvmeter.score.procedure import folder_runs, run_paths
 from nvmeter.score.record import RunRecord
 
@@ -118,6 +118,26 @@ def load_records(
     return out
 
 
+# -- the error model ------------------------------------------------------------------------
+def under_model(record: RunRecord, version: int) -> RunRecord:
+    """``record`` with its windows' bounds derived by error model ``version``, not the one it names.
+
+    A record keeps its model, so that a model change does not move a published table; this
+    re-reads its raw readings as a window made today would be read, for a table beside it.
+
+    Raises:
+        RecordError: no such error model.
+    """
+    errormodel.model(version)  # an unknown version fails here, once
+    e = record.energy
+    if e is None:
+        return record
+    windows = {
+        name: replace(getattr(e, name), model_version=version) for name in ("control_window", "method_window")
+    }
+    return replace(record, energy=replace(e, **windows))
+
+
 # -- the tables ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MethodSummary:
@@ -192,6 +212,11 @@ class MethodSummary:
         return any(abs(a - b) > ea + eb for i, (a, ea) in enumerate(runs) for b, eb in runs[i + 1 :])
 
     @property
+    def models(self) -> tuple[int, ...]:
+        """The error models that bound its metered runs' figures (:mod:`nvmeter.meter.errormodel`)."""
+        return tuple(sorted({r.energy.method.model_version for r in self.metered}))
+
+    @property
     def w_above_idle(self) -> float:
         """Median power above idle while the method runs, W."""
         return self._median(self.metered, lambda r: r.w_above_idle)
@@ -222,6 +247,7 @@ class MethodSummary:
                 "mj_per_call_err": self.mj_per_call_err,
                 "mj_per_call_range": list(self.mj_per_call_range) if self.metered else None,
                 "runs_disagree": self.runs_disagree,
+                "models": list(self.models),
                 "w_above_idle": self.w_above_idle,
                 "mnist_accuracy": self.mnist_accuracy,
                 "runs": len(self.runs),
@@ -306,6 +332,7 @@ def method_rows(summaries: Sequence[MethodSummary]) -> list[list[str]]:
                 _pct(s.mnist_accuracy),
                 _range(s) + (" (beyond their bounds)" if s.runs_disagree else ""),
                 runs,
+                ", ".join(map(str, s.models)) or "-",
                 ", ".join(s.boards),
             ]
         )
@@ -321,6 +348,7 @@ METHOD_HEADER = [
     "MNIST",
     "mJ/call, runs' range",
     "runs",
+    "error model",
     "board",
 ]
 RUN_HEADER = [
@@ -329,6 +357,7 @@ RUN_HEADER = [
     "board",
     "ms/call",
     "mJ/call above idle",
+    "error model",
     "window s",
     "idle W",
     "round trip mJ",
@@ -355,6 +384,7 @@ def run_rows(summaries: Sequence[MethodSummary]) -> list[list[str]]:
                     r.board.short,
                     _ms(r.ms_per_call),
                     _mj(e.method.per_call_mj, e.method.per_call_mj_err) if e else "-",
+                    str(e.method.model_version) if e else "-",
                     _num(e.method.window_s, ".2f") if e else "-",
                     _num(e.method.idle_w, ".1f") if e else "-",
                     _mj(e.control.per_call_mj, e.control.per_call_mj_err) if e else "-",
@@ -372,10 +402,26 @@ def markdown(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def to_markdown(summaries: Sequence[MethodSummary]) -> str:
-    """Both tables, in markdown, with a line on what they are."""
+def model_line(summaries: Sequence[MethodSummary], version: int | None) -> str:
+    """What bounds the tables' figures: the error models the runs name, or the one they were re-read under."""
+    if version is not None:
+        return f"Bounds re-read under error model {version}, not the ones the runs name (`--model recorded`)."
+    current = errormodel.CURRENT
+    line = f"Bounds as the runs were read, under error model {_models(summaries)}"
+    if any(m < current for s in summaries for m in s.models):
+        return f"{line}; this nvmeter's is {current}: `--model current` re-reads them so."
+    return line + "."
+
+
+def _models(summaries: Sequence[MethodSummary]) -> str:
+    return ", ".join(map(str, sorted({m for s in summaries for m in s.models}))) or "-"
+
+
+def to_markdown(summaries: Sequence[MethodSummary], version: int | None = None) -> str:
+    """Both tables, in markdown, with a line on what they are (``version``: the model re-read under)."""
     return (
-        "Per method (medians over passing runs; mJ per call above idle, less the harness's round trip; "
+        model_line(summaries, version)
+        + "\n\nPer method (medians over passing runs; mJ per call above idle, less the harness's round trip; "
         "the bound is the largest run's, and holds the median of the runs' own figures; the range is "
         'how far the runs differ, "beyond their bounds" where two runs really cost differently):\n\n'
         + markdown(METHOD_HEADER, method_rows(summaries))
@@ -384,11 +430,15 @@ def to_markdown(summaries: Sequence[MethodSummary]) -> str:
     )
 
 
-def to_json(summaries: Sequence[MethodSummary]) -> dict:
-    """Both tables as data (kind ``score-summary``): per method, and every run's derived figures."""
+def to_json(summaries: Sequence[MethodSummary], version: int | None = None) -> dict:
+    """Both tables as data (kind ``score-summary``): per method, and every run's derived figures.
+
+    ``version``: the error model the runs were re-read under (None: each its own, ``"recorded"``).
+    """
     return {
         **records.header("score-summary"),
         "provenance": provenance.collect().to_dict(),
+        "error_model": "recorded" if version is None else version,
         "methods": [s.to_dict() for s in summaries],
         "runs": [
             {
