@@ -148,7 +148,10 @@ class ProbeReport:
             try:
                 built[name] = probes.RECORDS[name].from_dict(entry["raw"])
             except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-                raise errors.RecordError(f"probe {name!r} in the probe file is malformed ({exc!r})") from exc
+                what = f"no field {exc.args[0]!r}" if isinstance(exc, KeyError) and exc.args else str(exc)
+                raise errors.RecordError(
+                    f"probe {name!r} in the probe file is malformed ({what}): edited, or cut short?"
+                ) from exc
         return cls(
             board=BoardIdentity.from_dict(data["board"]),
             started_utc=data["started_utc"],

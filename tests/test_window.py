@@ -2,7 +2,10 @@
 
 import functools
 import itertools
+import json
 import math
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -145,6 +148,25 @@ def test_idle_sources_are_named(board, tmp_path):
         run_block(board, 0.3, idle=path)
     quiet, _ = run_block(board, 0.3)
     assert quiet.idle.source == "quiescent" and len(quiet.idle.spans) == 2
+
+
+def test_an_idle_probe_whose_spans_were_removed_is_damaged_not_missing(board, tmp_path, simulated_idle_probe):
+    """A new user's trial: a probe file with its idle raw block emptied read "its idle probe did not run"."""
+    data = json.loads(simulated_idle_probe.read_text())
+    data["probes"]["idle"]["raw"] = {}
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(data))
+    board = SimulatedBoard()  # the first simulated UUID, as the probe's
+    board.set_context(True)
+    with pytest.raises(
+        errors.RecordError, match=r"damaged probe record: its idle probe holds no span with a CUDA"
+    ):
+        run_block(board, 0.3, idle=path)
+    result = subprocess.run(
+        [sys.executable, "-m", "nvmeter", "show", str(path)], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "KeyError" not in result.stderr
+    assert "probe 'idle' in the probe file is malformed (no field 'spans')" in result.stderr
 
 
 def same_board(board) -> Rig:

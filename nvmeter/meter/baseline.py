@@ -137,14 +137,24 @@ class IdleBaseline:
         """
         # read the raw span straight from the file: the meter does not depend on the probes
         data = records.read_json(path, "probe")
-        try:
-            uuid = data["board"]["uuid"]
-            raw = data["probes"]["idle"]["raw"]["spans"][level]
-        except (KeyError, TypeError) as exc:
+        probes = data.get("probes")
+        if not isinstance(probes, dict) or "idle" not in probes:
             raise errors.RecordError(
                 f"{path} has no idle {LEVEL_WORDS.get(level, level)} (its idle probe did not run): give a "
                 "probe file with the idle probe (a full `nvmeter probe`, or `--only idle`), the idle in "
                 "watts, or 'measure' (the default: measured around the window)"
+            )
+        try:
+            uuid = data["board"]["uuid"]
+            raw = probes["idle"]["raw"]["spans"][level]
+        except (KeyError, TypeError) as exc:
+            # the idle probe ran: a file without its span was edited or cut short (a new user's trial
+            # read "did not run" of one whose raw block had been emptied)
+            keyed = isinstance(exc, KeyError) and exc.args
+            missing = f"no field {exc.args[0]!r}" if keyed else "not a mapping"
+            raise errors.RecordError(
+                f"{path}: damaged probe record: its idle probe holds no span {LEVEL_WORDS.get(level, level)} "
+                f"({missing}); probe the board again, or give the idle in watts or 'measure'"
             ) from exc
         if uuid != board.identity().uuid:
             raise board.identity().made_elsewhere(
