@@ -75,7 +75,8 @@ def check(
         ("TFLOP/s", f"{t.tflops:.1f}"),
         (
             "power",
-            f"{t.load.power_w:.1f} W (idle {t.idle_before.power_w:.1f} / {t.idle_after.power_w:.1f} W)",
+            f"{t.load.power_w:.1f} W (idle before {t.idle_before.power_w:.1f} W, "
+            f"after {t.idle_after.power_w:.1f} W)",
         ),
         ("J/TFLOP above idle", f"{t.j_per_tflop:.2f}"),
         ("exact FP32", {True: "yes", False: "NO", None: "not checked"}[t.exact]),

@@ -79,9 +79,12 @@ def _reading(m) -> str | None:
     if not m.calls:
         return "no calls were declared (w.call() or calls=)"
     if m.model_version >= 2 and not m.work_s > 0:
+        # the window's own length holds its edges' waits: "0.20 s" beside "no time passed" read as a
+        # contradiction (a new user's trial)
         return (
-            "no time passed on the board's clock inside the window (on a simulated board the "
-            "work must spend virtual time, e.g. board.clock.sleep(s))"
+            f"no time passed on the board's clock between the work's start and end (the window's "
+            f"{m.window_s:.2f} s are its edges' waits; on a simulated board the work must spend virtual "
+            "time, e.g. board.clock.sleep(s))"
         )
     if not math.isfinite(m.energy_j):
         return (
