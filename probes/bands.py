@@ -86,7 +86,10 @@ BANDS: dict[str, Band] = {
     # Score records quote the band in their reference_in_band and band_provisional checks:
     # a change here must re-derive them (bench/rederive_score.py) in the same commit, or
     # nvmeter summarize and bench/h200_band.py refuse them as altered.
-    # H100: no board of ours measured, so no band.
+    # H100: no band. Our H100s' references were printed by `nvmeter check` in the GPU tests' logs, but
+    # results/ keeps the raw record of one board only (probe-h100-quick-546291fd.json: 5.58 J/TFLOP,
+    # 50.9 TFLOP/s), and a band takes five boards' (bench/h200_band.py's rule): the device script's
+    # `reference` step (bench/device/cap_spread.sh) keeps one a call.
     "H200": Band(
         family="H200",
         j_per_tflop=(4.5, 7.0),

@@ -18,6 +18,8 @@
 #            user's would be), then measure() runs at 2% of LEVELS_KINDS (default fp32,copy,duty;
 #            MEASURE_RUNS each, default 6) against enclosing references (LEVELS_S of budget, default
 #            240): the probe's figure held by work it was not measured on.
+#   reference: `nvmeter probe --only reference` (~15 s): the J/TFLOP reference's raw record, kept so that
+#            the H100s (one board's record in results/) reach the five boards a band needs.
 #   loads:   bench/level_loads.py: the run-level probe's restarts at FP32 4096² and 1024², alternating,
 #            LOADS_STARTS of each (default 12: 127 s of runs on the simulated board's clock, plus the
 #            context idle): a second level in watts or as a share?
@@ -94,6 +96,12 @@ step_loads() {
   tail -6 "$W/level-loads.log"
 }
 
+step_reference() {  # the J/TFLOP reference's raw record: a family's band needs five boards' (bench/h200_band.py)
+  { header 0; timeout 60 nvmeter probe --only reference --no-cache --out "$W/reference-probe.json"; echo "probe rc=$?"; } \
+    > "$W/reference-probe.log" 2>&1
+  tail -2 "$W/reference-probe.log"
+}
+
 step_gpu() { gpu_tests "$W/gpu-tests.log" 300 tests/test_gpu.py; }  # ~210 s with the run-level probe
 
 step_rest() {
@@ -104,7 +112,7 @@ step_rest() {
 
 STEPS=${STEPS:-probe enclose gpu rest}
 for step in $STEPS; do  # before the install: a typo costs no device time
-  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, levels, loads, gpu, rest)"; exit 2; }
+  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, levels, reference, loads, gpu, rest)"; exit 2; }
 done
 install
 mkdir -p "$W"
