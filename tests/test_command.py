@@ -905,3 +905,16 @@ def test_a_process_gone_before_the_window_is_still_named_in_the_run_s_line():
     run = run_command(sleeper(0.3), [board], life=SimulatedLife(board))
     assert run.boards[0].window.reliable
     assert f"other processes held a CUDA context before the idle ({ended.pid})" in run.lines()[-1]
+
+
+@pytest.mark.parametrize(("idle", "code", "status"), [("121", "0", 1), ("measure", "0", 0), ("121", "7", 7)])
+def test_require_reliable_fails_a_successful_command_whose_figure_is_not_reliable(idle, code, status):
+    """A new user's trial: a CI step had no exit status to catch a figure marked NOT RELIABLE."""
+    result = nvmeter(
+        "run", "--simulate", "--idle", idle, "--require-reliable", "--", PY, "-c", f"exit({code})"
+    )
+    assert result.returncode == status, result.stderr
+    said = "nvmeter: exit 1 (--require-reliable): not reliable on Simulated H200" in result.stderr
+    assert said is (status == 1) and "Traceback" not in result.stderr
+    plain = nvmeter("run", "--simulate", "--idle", idle, "--", PY, "-c", f"exit({code})")
+    assert plain.returncode == int(code)  # without it, the command's own status whatever the figures

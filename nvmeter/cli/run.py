@@ -49,6 +49,14 @@ def run(
             "board's figure is not reliable (their kernels would be counted as the command's).",
         ),
     ] = False,
+    require_reliable: Annotated[
+        bool,
+        bool_flag(
+            "--require-reliable",
+            help="Exit 1 where the command succeeded but a board's figure is not reliable (for CI: "
+            "without it nvmeter exits with the command's status whatever the figures).",
+        ),
+    ] = False,
 ) -> None:
     """Run a command and meter the board for its whole life: how it ended, then one line per board, on stderr.
 
@@ -56,7 +64,8 @@ def run(
     the window's time. nvmeter exits with the command's own status (128 + N when a signal N
     ended it); SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2 and SIGALRM are passed
     on to the command, and what was measured is still printed and recorded. Exit 127: no such
-    command; 126: not executable.
+    command; 126: not executable; with ``--require-reliable``, 1 where the command exited 0 and a
+    board's figure is not reliable.
     """
     adopt_console_orphans()
     from nvmeter import command as cmd
@@ -85,7 +94,18 @@ def run(
         _unsettled(late)
         raise
     _settle(late)
-    raise typer.Exit(result.exit_status)
+    raise typer.Exit(_status(result, require_reliable))
+
+
+def _status(result, require_reliable: bool) -> int:
+    """The command's status, or 1 where it succeeded and ``--require-reliable`` finds a figure unreliable."""
+    unreliable = [b.window.device.short for b in result.boards if not b.window.reliable]
+    if not (require_reliable and result.exit_status == 0 and unreliable):
+        return result.exit_status
+    say_line(
+        f"nvmeter: exit 1 (--require-reliable): not reliable on {', '.join(unreliable)}; the command exited 0"
+    )
+    return 1
 
 
 def _settle(late) -> None:
