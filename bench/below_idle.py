@@ -45,31 +45,16 @@ def stretches(m) -> list[tuple[float, float, float]]:
     return out
 
 
-def _units(path: Path):
-    rec = analysis.load(path)
-    for name, part in rec.get("kinds", {}).items():
-        idle = analysis.idle_of(part)
-        for u in part["units"]:
-            if "raw" in u:
-                idle_u = analysis._ref_idle(u, idle) if u["type"] == "ref" else idle
-                yield name, u, idle_u
-
-
 def scan(paths: list[Path]) -> dict:
     found, windows, skipped = [], 0, []
     for path in paths:
         try:
-            units = list(_units(path))
+            units = list(analysis.measurements(path))
         except (errors.RecordError, KeyError, TypeError, ValueError) as exc:
             skipped.append(f"{path.name}: {exc}"[:160])
             continue
-        for name, u, idle in units:
-            try:
-                m = analysis.measurement(analysis._with_call_ends(u), idle)
-            except (errors.NvmeterError, KeyError, TypeError, ValueError):
-                continue
-            windows += 1
-            found += [(path.name, name, u.get("id"), *s) for s in stretches(m)]
+        windows += len(units)
+        found += [(path.name, name, u.get("id"), *s) for name, u, m in units for s in stretches(m)]
     rows = []
     for least_s in LENGTHS_S:
         longer = [f for f in found if f[3] >= least_s]
@@ -77,6 +62,12 @@ def scan(paths: list[Path]) -> dict:
         rows.append({"least_s": least_s, "stretches": len(longer), "deepest": deepest})
     longest = max(found, key=lambda f: f[3], default=None)
     return {"files": len(paths), "windows": windows, "skipped": skipped, "rows": rows, "longest": longest}
+
+
+def committed() -> list[Path]:
+    """Every record under results/ that may be a window-accuracy one (summaries and checks are not)."""
+    root = Path(__file__).resolve().parents[1] / "results"
+    return sorted(p for p in root.rglob("*.json*") if "summary" not in p.name and "check" not in p.name)
 
 
 def table(summary: dict) -> str:
@@ -100,11 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    root = Path(__file__).resolve().parents[1] / "results"
-    paths = args.paths or sorted(
-        p for p in root.rglob("*.json*") if "summary" not in p.name and "check" not in p.name
-    )
-    summary = scan(paths)
+    summary = scan(args.paths or committed())
     print(table(summary))
     if args.out:
         args.out.write_text(json.dumps(summary, indent=1))

@@ -219,3 +219,14 @@ def test_a_record_whose_contexts_are_no_list_of_two_reads_is_refused():
     for bad in ({}, [m.contexts[0].to_dict()] * 3):
         with pytest.raises(errors.RecordError, match="contexts"):
             Measurement.from_dict({**m.to_dict(), "contexts": bad})
+
+
+@pytest.mark.parametrize("pid", [4294967295, 0, -1])
+def test_a_pid_no_process_can_have_reads_as_a_list_not_known(pid):
+    """A breaker: nvidia-ml-py built for another driver lists 0 and 4294967295 (nvitop issue 75), and
+    os.kill raised OverflowError out of the window."""
+    board = _board()
+    board.other_pids.append(pid)
+    m = _window(board)
+    assert [r.pids for r in m.contexts] == [None, None]
+    assert "other processes not checked: the board does not list its compute processes" in repr(m)

@@ -147,6 +147,27 @@ def measurement(raw: dict, idle, model_version: int | None = None):
     return m
 
 
+def measurements(path: Path):
+    """Every window of a record: (kind, unit, Measurement), trials and references, each with the idle
+    :func:`kind_data` reads it with (a unit that does not build is left out).
+
+    Raises:
+        RecordError: as :func:`load`.
+    """
+    from nvmeter import errors
+
+    for name, part in load(path).get("kinds", {}).items():
+        idle = idle_of(part)
+        for u in part["units"]:
+            if "raw" not in u:
+                continue
+            try:
+                m = measurement(_with_call_ends(u), _ref_idle(u, idle) if u["type"] == "ref" else idle)
+            except (errors.NvmeterError, KeyError, TypeError, ValueError):
+                continue
+            yield name, u, m
+
+
 def _with_call_ends(u: dict) -> dict:
     """The trial's raw Measurement, with its calls' ends where the Measurement predates them.
 

@@ -16,7 +16,9 @@ window's own processes (this one, its descendants, ``own_pids`` and theirs) are 
 others by each listed pid's parents. Inside a container with a pid namespace of its own they
 cannot be: only contexts beyond the number of the window's own processes that have loaded the
 CUDA driver are certainly others' (``unattributed``), so a container's contention between its
-own processes goes unseen. A process that opens a context and ends between the two reads is not
+own processes goes unseen, and so does another container's context on a board where the window's own
+processes (a job's ranks on the other boards) hold none: they are counted as holders wherever their
+contexts are (a breaker, 2026-12-07). A process that opens a context and ends between the two reads is not
 seen either.
 """
 
@@ -33,6 +35,11 @@ from nvmeter.boards.protocol import Board
 # The inode of the host's (the initial) pid namespace: PROC_PID_INIT_INO in the Linux kernel's
 # include/linux/proc_ns.h. A process whose /proc/self/ns/pid has it sees the pids NVML lists.
 INIT_PID_NS_INO = 0xEFFFFFFC
+# The largest pid Linux gives (PID_MAX_LIMIT, include/linux/threads.h: 4 Mi on 64-bit). A list with a
+# pid outside 1..this is no process list: nvidia-ml-py built for another driver reads its structs
+# misaligned and lists 0 and 4294967295 (nvitop issue 75), which made os.kill raise out of a window
+# (a breaker, 2026-12-07).
+PID_MAX_LIMIT = 4 * 1024 * 1024
 
 
 class ContextRead(NamedTuple):
@@ -78,14 +85,16 @@ def read(board: Board, own_pids: tuple[int, ...] = ()) -> ContextRead:
         The read: one NVML query. Where a pid other than this process's is listed, its parents
         are read (0.42 ms for one pid on a 2-core machine of 69 processes), not the whole process
         table (1.0 ms there, and it grows with the host's processes: results/contexts-read-cost.txt).
-        Never raises for the process list: a board that does not give it reads as not known
-        (``pids`` None).
+        Never raises for the process list: a board that does not give it, or gives pids no
+        process can have (:data:`PID_MAX_LIMIT`), reads as not known (``pids`` None).
     """
     t_s = board.clock.now()
     try:
         pids = tuple(sorted(set(board.compute_pids())))
     except errors.TelemetryError:  # not supported, or the driver's list not readable: not known
         return ContextRead(t_s, None)
+    if not all(isinstance(pid, int) and 0 < pid <= PID_MAX_LIMIT for pid in pids):
+        return ContextRead(t_s, None)  # misread by the bindings: not known, as a list not given
     me = os.getpid()
     host = _host_namespace()
     if host or (host is None and me in pids):

@@ -151,6 +151,8 @@ def _idle(m) -> str | None:
             f"energy above idle {m.above_idle_j:.3f} J is below minus its bound: the idle "
             f"baseline ({m.idle_w:.1f} W, {m.idle.source}) is above what the window drew"
         )
+    if (busy := _busy_after(m)) is not None:
+        return busy
     if (below := m.quiet_below_idle) is not None:
         t_s, span_s, quiet_w = below
         where = (
@@ -165,6 +167,25 @@ def _idle(m) -> str | None:
             "default idle) or give the right one"
         )
     return None
+
+
+def _busy_after(m) -> str | None:
+    """The board ran on past the work's end inside the window's energy (:attr:`Measurement.after_work_w`)."""
+    from nvmeter.meter.measurement import BUSY_AFTER_MIN_W, BUSY_AFTER_REL
+
+    if (after := m.after_work_w) is None:
+        return None
+    after_w, work_w = after
+    # the end edge polls the counter there: a board that draws more while polled (Ampere's ~30 W,
+    # docs/facts.md) would read as running on
+    if after_w - m.profile.polling_artefact_w <= max(BUSY_AFTER_MIN_W, BUSY_AFTER_REL * work_w):
+        return None
+    return (
+        f"the board still drew {after_w:,.1f} W above idle from {m.profile.tail_s * 1e3:.0f} ms after the "
+        f"work's end to the window's end (the work's own: {work_w:,.1f} W), and the window counts that as "
+        "its calls: work it did not wait for (sync='none', another stream or device) or another process's; "
+        "synchronise at the exit, or end the window inside the run of calls (exit='return')"
+    )
 
 
 def _others(m) -> str | None:
@@ -339,7 +360,10 @@ def _change_notes(m) -> tuple[str, ...]:
     others = _others_seen(m) if m.others_idle else ""
     said = (f"{others} held a context, taken as idle (others_idle=True)",) if others else ()
     if any(r.pids is None for r in m.contexts):  # MIG without the rights, some vGPUs (a review)
-        said += ("other processes not checked: the board does not list its compute processes",)
+        said += (
+            "other processes not checked: the board does not list its compute processes "
+            "(or lists pids no process has)",
+        )
     return tuple(m.state_changes) + significant + foreign + said + _idle_stretch_note(m)
 
 
