@@ -28,6 +28,7 @@ from nvmeter.meter import measurement as mm
 from nvmeter.meter import reasons
 
 QUANTILES = (0.5, 0.9, 0.99, 1.0)
+HEAVY_W = 100.0
 TOP = 5
 
 
@@ -62,6 +63,12 @@ def report(rows: list[tuple]) -> str:
         f"refused ({rule}): {len(refused)}; the highest in W, then in share of the larger of the work's and "
         f"{mm.BUSY_AFTER_MIN_W:g} W:",
     ]
+    heavy = [a / w for a, w, *_ in rows if w > HEAVY_W]
+    light = [a for a, w, *_ in rows if w <= HEAVY_W]
+    lines.append(
+        f"work over {HEAVY_W:g} W: at most {max(heavy, default=0):.3f} of its W; lighter work: at most "
+        f"{max(light, default=0):.1f} W"
+    )
     by_share = sorted(rows, key=lambda r: r[0] / max(r[1], mm.BUSY_AFTER_MIN_W), reverse=True)
     for a, w, no, f, k, i in sorted(rows, reverse=True)[:TOP] + by_share[:TOP] + refused:
         lines.append(f"  {a:.1f} W after, {w:.1f} W work{', REFUSED' if no else ''}: {f} {k} {i}")

@@ -16,9 +16,11 @@ not use yet. Nothing here is part of the meter.
     python bench/process_utilization.py --out process-utilization.json [--seconds 12] [--device 0]
     python bench/process_utilization.py --table results/process-utilization-h200.json
 
-The record (kind ``bench-process-utilization``, schema 1): the board's UUID, the children's pids by
-role, and per poll ``t_s`` (since the first poll), ``cost_ms`` and ``samples`` (pid, NVML timestamp in
-µs, SM %, memory %), or ``error`` where the call raised (NVML's NOT_FOUND when no sample is new).
+The record (kind ``bench-process-utilization``, schema_version 1): the board's UUID, whether this
+process is in the host's pid namespace (where it is not, NVML's pids are not the children's, and the
+table cannot name the roles), the children's pids by role, and per poll ``t_s`` (since the first
+poll), ``cost_ms`` and ``samples`` (pid, NVML timestamp in µs, SM %, memory %), or ``error`` where the
+call raised (NVML's NOT_FOUND when no sample is new).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from nvmeter.meter import contexts
 
 SCHEMA_VERSION = 1
 KIND = "bench-process-utilization"
@@ -105,7 +109,14 @@ def run(seconds: float, poll_s: float, device: int) -> dict:
             child.wait()
         pynvml.nvmlShutdown()
     pids = {role: child.pid for role, child in children.items()}
-    return {"kind": KIND, "schema": SCHEMA_VERSION, "board": uuid, "pids": pids, "polls": polls}
+    return {
+        "kind": KIND,
+        "schema_version": SCHEMA_VERSION,
+        "board": uuid,
+        "host_pid_namespace": contexts._host_namespace(),  # else NVML's pids are not these
+        "pids": pids,
+        "polls": polls,
+    }
 
 
 def table(record: dict) -> str:
@@ -126,6 +137,8 @@ def table(record: dict) -> str:
     others = {s[0] for p in record["polls"] for s in p["samples"]} - set(role_of)
     costs = [p["cost_ms"] for p in record["polls"]]
     lines.append(f"\ncall cost: median {statistics.median(costs):.2f} ms, max {max(costs):.2f} ms")
+    if record.get("host_pid_namespace") is False:
+        lines.append("not in the host's pid namespace: NVML's pids are not the children's")
     if others:
         lines.append(f"samples of other pids: {sorted(others)}")
     return "\n".join(lines)

@@ -918,3 +918,12 @@ def test_require_reliable_fails_a_successful_command_whose_figure_is_not_reliabl
     assert said is (status == 1) and "Traceback" not in result.stderr
     plain = nvmeter("run", "--simulate", "--idle", idle, "--", PY, "-c", f"exit({code})")
     assert plain.returncode == int(code)  # without it, the command's own status whatever the figures
+
+
+def test_a_process_list_no_process_can_have_is_not_named_as_another_process():
+    """A review: misaligned bindings list 4294967295; nvmeter run named it as another process."""
+    board = SimulatedBoard(SimConfig(seed=3))
+    board.other_pids.append(4294967295)
+    run = run_command(sleeper(0.3), [board], life=SimulatedLife(board))
+    assert run.boards[0].other_pids is None and "4294967295" not in "\n".join(run.lines())
+    assert any("other processes not checked" in note for note in run.boards[0].window.notes)

@@ -584,7 +584,7 @@ def test_an_edge_outside_the_work_is_bounded_at_the_power_sampled_there():
     assert not m.reliable and "the board still drew" in m.reason and "exit='return'" in m.reason
 
 
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", [0, 1, 5, 8, 21])  # 8 and 21: end steps just past the tail
 def test_work_left_running_past_the_exit_is_not_read_as_the_window_s(seed):
     """A breaker: a window inside a run of 40 ms calls left running (sync="none") read +17 to +34%, reliable;
     measure() +4 to +21%. The tail counted the board's power after the work as the work's."""
@@ -608,6 +608,14 @@ def test_work_left_running_past_the_exit_is_not_read_as_the_window_s(seed):
         results[exit_] = w.result
     wait, ret = results["wait"], results["return"]
     assert wait.per_call_mj > 1.1 * truth_mj and not wait.reliable and "the board still drew" in wait.reason
+    # a review: a samples window's tail went unread
+    with EnergyWindow(board, sync="none", idle=given, method="samples") as w:
+        for _ in range(12):
+            board.set_load(550.0)
+            board.clock.sleep(0.04)
+            w.call()
+    board.clock.sleep(0.5)
+    assert not w.result.reliable and "the board still drew" in w.result.reason
     assert ret.reliable and abs(ret.per_call_mj - truth_mj) <= ret.per_call_mj_err  # read to the work's end
     m = measure(
         lambda: (board.set_load(550.0), board.clock.sleep(0.04)), device=board, sync="none", idle=given

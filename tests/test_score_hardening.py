@@ -478,6 +478,25 @@ def test_a_settings_error_names_the_option_nvmeter_score_has(setting):
     assert option in {name for p in score.params for name in p.opts}
 
 
+def test_the_scorer_s_frozen_idles_take_the_board_profile_s_edge_wait(tmp_path, data, monkeypatch):
+    """A review: a test of _frozen_idle alone would pass were the scorer to pass 0.35 s again."""
+    from nvmeter.boards.profile import default_profile
+
+    waits = []
+    real_span = scoring.measure_span
+
+    def span(board, clock, duration_s, timeout_s=None):
+        waits.append(timeout_s)
+        return real_span(board, clock, duration_s, timeout_s)
+
+    monkeypatch.setattr(
+        scoring, "resolve_profile", lambda *_: default_profile("H200").with_(edge_timeout_s=0.77)
+    )
+    monkeypatch.setattr(scoring, "measure_span", span)
+    score_lib(tmp_path, data, "tiny")
+    assert len(waits) == 3 and set(waits) == {0.77}
+
+
 def test_frozen_idle_waits_for_a_slow_counter_as_its_profile_says():
     # a 0.6 s counter outlasts Hopper's 0.35 s wait: the scorer's idle spans take the profile's
     # edge wait, as every window does, not the family figure fixed in the span module

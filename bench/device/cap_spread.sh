@@ -110,7 +110,7 @@ step_rest() {
   gpu_tests "$W/gpu-tests.log" 50 tests/test_pytest_plugin_gpu.py tests/test_monitor_gpu.py
 }
 
-STEPS=${STEPS:-probe enclose gpu rest}
+STEPS=${STEPS:-probe enclose gpu rest reference}
 for step in $STEPS; do  # before the install: a typo costs no device time
   declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, levels, reference, loads, gpu, rest)"; exit 2; }
 done

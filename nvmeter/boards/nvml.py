@@ -25,6 +25,7 @@ from nvmeter.boards.protocol import (
     ClockSample,
     PowerSample,
     Utilization,
+    checked_pids,
     device_spec,
 )
 from nvmeter.clock import Clock, RealClock
@@ -461,7 +462,7 @@ class NvmlBoard:
 
     def compute_pids(self) -> tuple[int, ...]:
         """Process ids of the processes holding a compute context (the driver's pid namespace)."""
-        return tuple(int(p.pid) for p in self._compute_processes())
+        return checked_pids(p.pid for p in self._compute_processes())
 
     def _compute_processes(self) -> list:
         nv = _pynvml()

@@ -126,6 +126,29 @@ class Utilization:
 
 
 # NVML's clock-event reasons (nvml.h, nvmlClocksEventReason*): bit -> name.
+# The largest pid Linux gives (PID_MAX_LIMIT, include/linux/threads.h: 4 Mi on 64-bit). A list with a
+# pid outside 1..this is no process list: nvidia-ml-py built for another driver reads its structs
+# misaligned and lists 0 and 4294967295 (nvitop issue 75), which made os.kill raise out of a window,
+# and nvmeter run name 4294967295 as another process (a breaker and a review, 2026-12-07).
+PID_MAX_LIMIT = 4 * 1024 * 1024
+
+
+def checked_pids(pids) -> tuple[int, ...]:
+    """``pids`` as a board lists its compute processes, each one a process can have.
+
+    Raises:
+        NotSupported: a pid outside 1..:data:`PID_MAX_LIMIT` (the list is misread, not known).
+    """
+    pids = tuple(int(pid) for pid in pids)
+    bad = [pid for pid in pids if not 0 < pid <= PID_MAX_LIMIT]
+    if bad:
+        raise errors.NotSupported(
+            f"the driver listed compute processes with pids no process can have ({bad[0]}): the NVML "
+            "bindings misread its list (nvidia-ml-py built for another driver?)"
+        )
+    return pids
+
+
 CLOCK_EVENT_REASONS = {
     0x1: "gpu_idle",
     0x2: "applications_clocks",

@@ -32,7 +32,14 @@ import numpy as np
 
 from nvmeter import errors
 from nvmeter.arguments import finite
-from nvmeter.boards.protocol import BoardIdentity, BoardState, ClockSample, PowerSample, Utilization
+from nvmeter.boards.protocol import (
+    BoardIdentity,
+    BoardState,
+    ClockSample,
+    PowerSample,
+    Utilization,
+    checked_pids,
+)
 from nvmeter.clock import VirtualClock
 
 # The shortest history a board may keep: over the longest look-back of its own model and of any
@@ -742,7 +749,7 @@ class SimulatedBoard:
     def compute_pids(self) -> tuple[int, ...]:
         """The context's holder (the pid given to :meth:`set_context`) and :attr:`other_pids`."""
         self._check_faults(energy=False, what=_PROCESSES)
-        return ((self._context_pid,) if self._context else ()) + tuple(self.other_pids)
+        return checked_pids(((self._context_pid,) if self._context else ()) + tuple(self.other_pids))
 
     @_locked
     def state(self) -> BoardState:

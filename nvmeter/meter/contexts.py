@@ -35,11 +35,6 @@ from nvmeter.boards.protocol import Board
 # The inode of the host's (the initial) pid namespace: PROC_PID_INIT_INO in the Linux kernel's
 # include/linux/proc_ns.h. A process whose /proc/self/ns/pid has it sees the pids NVML lists.
 INIT_PID_NS_INO = 0xEFFFFFFC
-# The largest pid Linux gives (PID_MAX_LIMIT, include/linux/threads.h: 4 Mi on 64-bit). A list with a
-# pid outside 1..this is no process list: nvidia-ml-py built for another driver reads its structs
-# misaligned and lists 0 and 4294967295 (nvitop issue 75), which made os.kill raise out of a window
-# (a breaker, 2026-12-07).
-PID_MAX_LIMIT = 4 * 1024 * 1024
 
 
 class ContextRead(NamedTuple):
@@ -86,15 +81,14 @@ def read(board: Board, own_pids: tuple[int, ...] = ()) -> ContextRead:
         are read (0.42 ms for one pid on a 2-core machine of 69 processes), not the whole process
         table (1.0 ms there, and it grows with the host's processes: results/contexts-read-cost.txt).
         Never raises for the process list: a board that does not give it, or gives pids no
-        process can have (:data:`PID_MAX_LIMIT`), reads as not known (``pids`` None).
+        process can have (:func:`nvmeter.boards.protocol.checked_pids`), reads as not known
+        (``pids`` None).
     """
     t_s = board.clock.now()
     try:
         pids = tuple(sorted(set(board.compute_pids())))
     except errors.TelemetryError:  # not supported, or the driver's list not readable: not known
         return ContextRead(t_s, None)
-    if not all(isinstance(pid, int) and 0 < pid <= PID_MAX_LIMIT for pid in pids):
-        return ContextRead(t_s, None)  # misread by the bindings: not known, as a list not given
     me = os.getpid()
     host = _host_namespace()
     if host or (host is None and me in pids):

@@ -621,21 +621,27 @@ class Measurement:
     def after_work_w(self) -> tuple[float, float] | None:
         """(the samples' mean power above idle past the tail, the work's own), W; None where not read.
 
-        The samples from the profile's ``tail_s`` after the work's end to the end edge, for a
-        window whose energy runs past the work's end (not one ended inside later work,
-        :attr:`end_found_in_work`), against the samples inside the work; None where either has
-        none. :data:`BUSY_AFTER_REL` says when the first is the board running on.
+        For a window whose energy runs past the work's end (not one ended inside later work,
+        :attr:`end_found_in_work`): the samples that end past the profile's ``tail_s`` after
+        the work's end (a sample's time ends its interval, which may begin up to a spacing
+        inside the tail: the committed windows show the power there fallen as well,
+        results/after-work.txt), up to the last the exit read (it reads the buffer a sample and
+        a half past its end step, before the caller runs anything more), against the work's
+        own: the larger of the mean of the samples inside the work and of those in its last
+        :data:`BUSY_AFTER_LAST_S` (what lingers after the tail follows the last calls). None
+        where either has none. :data:`BUSY_AFTER_REL` says when the first is the board running on.
         """
         if self.end_found_in_work:
             return None
         t0, t1, spacing = self.work_t0_s, self.work_t1_s, self.profile.sample_spacing_s
-        end_s = self.work_t1_s + self.tail_s if self.method == "samples" else self._edges[1]
         idle_w = self.idle.samples_w + self.idle_drift_w
-        inside = [x.power_w for x in self.samples if t0 + spacing <= x.t_s <= t1]
-        after = [x.power_w for x in self.samples if t1 + self.profile.tail_s <= x.t_s <= end_s]
+        inside = [x for x in self.samples if t0 + spacing <= x.t_s <= t1]
+        after = [x.power_w for x in self.samples if x.t_s >= t1 + self.profile.tail_s]
         if not inside or not after:
             return None
-        return statistics.fmean(after) - idle_w, statistics.fmean(inside) - idle_w
+        last = [x.power_w for x in inside if x.t_s >= t1 - BUSY_AFTER_LAST_S]
+        work_w = max(statistics.fmean(x.power_w for x in inside), statistics.fmean(last or [0.0]))
+        return statistics.fmean(after) - idle_w, work_w - idle_w
 
     @property
     def power_w(self) -> float:
@@ -1343,10 +1349,13 @@ QUIET_DEEP_REL = 0.25
 # BUSY_AFTER_REL of the work's own power and BUSY_AFTER_MIN_W say the board ran on:
 # work left running by an exit that did not wait for it (sync="none", another stream or device) read
 # +17 to +34% as reliable figures, and measure() +4 to +21% (a breaker on the simulated board,
-# 2026-12-07). In the 1,529 committed windows with such samples (bench/after_work.py,
-# results/after-work.txt) they sit at most 23.5 W and 4.4% of the work's power above idle.
+# 2026-12-07). In the 1,652 committed windows with such samples (bench/after_work.py,
+# results/after-work.txt) they sit at most 19.1 W above idle: for work over 100 W at most 3.3% of its
+# power, lighter work at most 5.6 W (under the floor). The work's own is the larger of its mean and its
+# last BUSY_AFTER_LAST_S's: what lingers follows the last calls (a review).
 BUSY_AFTER_REL = 0.2
 BUSY_AFTER_MIN_W = 10.0
+BUSY_AFTER_LAST_S = 0.1
 
 
 def _seconds(value, name: str) -> float:
