@@ -18,6 +18,7 @@ from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
 from nvmeter.meter import errormodel, spread
 from nvmeter.meter.adaptive import measure
 from nvmeter.meter.baseline import IdleBaseline
+from nvmeter.meter.contexts import ContextRead
 from nvmeter.meter.measurement import SCHEMA_VERSION, Measurement
 from nvmeter.meter.series import Step
 from nvmeter.meter.window import EnergyWindow
@@ -620,6 +621,11 @@ def test_work_left_running_past_the_exit_is_not_read_as_the_window_s(seed):
     m = measure(
         lambda: (board.set_load(550.0), board.clock.sleep(0.04)), device=board, sync="none", idle=given
     )
+    # nvmeter run's window: its command has exited, no own context is listed at the end, and a board
+    # stays over its no-context idle after a CUDA process's exit (results/everyday/run-reference-h200.log)
+    gone = tuple(ContextRead(r.t_s, ()) for r in wait.contexts)
+    assert replace(wait, contexts=gone).after_work_w is None
+    assert "the board still drew" not in (replace(wait, contexts=gone).reason or "")
     # its longer run dilutes the tail: refused, or within its bound
     assert (
         ("the board still drew" in m.reason)

@@ -629,9 +629,12 @@ class Measurement:
         a half past its end step, before the caller runs anything more), against the work's
         own: the larger of the mean of the samples inside the work and of those in its last
         :data:`BUSY_AFTER_LAST_S` (what lingers after the tail follows the last calls). None
-        where either has none. :data:`BUSY_AFTER_REL` says when the first is the board running on.
+        where either has none, and where the window's own processes held no CUDA context at its
+        end (``nvmeter run``'s, whose command has exited: an H200 stayed ~50 W over its
+        no-context idle for 0.5 s after its command's exit, results/everyday/run-reference-h200.log).
+        :data:`BUSY_AFTER_REL` says when the first is the board running on.
         """
-        if self.end_found_in_work:
+        if self.end_found_in_work or self._no_own_context_at_end:
             return None
         t0, t1, spacing = self.work_t0_s, self.work_t1_s, self.profile.sample_spacing_s
         idle_w = self.idle.samples_w + self.idle_drift_w
@@ -642,6 +645,14 @@ class Measurement:
         last = [x.power_w for x in inside if x.t_s >= t1 - BUSY_AFTER_LAST_S]
         work_w = max(statistics.fmean(x.power_w for x in inside), statistics.fmean(last or [0.0]))
         return statistics.fmean(after) - idle_w, work_w - idle_w
+
+    @property
+    def _no_own_context_at_end(self) -> bool:
+        """True where the exit's read of the compute processes lists none of the window's own."""
+        if not self.contexts or self.contexts[-1].pids is None:
+            return False  # not read (records before version 8), or not listed: the check stands
+        end = self.contexts[-1]
+        return len(end.pids) - end.other_n <= 0
 
     @property
     def power_w(self) -> float:
