@@ -3,10 +3,11 @@
 A window whose energy runs past the work's end (the default exit, ``method="samples"``) takes the
 profile's ``tail_s`` as the work's own power falling to idle, and refuses one whose samples after it
 still sit well above idle: the board ran on with something the window did not wait for
-(``Measurement.after_work_w``, ``BUSY_AFTER_REL``). This reads every window-accuracy record under
-``results/`` (as ``bench/window_accuracy.py analyze`` reads it) and prints, over the windows that have
-samples both inside the work and from ``tail_s`` after it to the end edge, how far above idle the
-latter sit, in W and as a share of the work's own power above idle, and the windows that sit highest.
+(``Measurement.after_work_w``, ``Measurement.ran_on_after_work``). This reads every window-accuracy
+record under ``results/`` (as ``bench/window_accuracy.py analyze`` reads it) and prints, over the
+windows that have samples both inside the work and ending ``tail_s`` or more after it (through the
+last the exit read), how far above idle the latter sit, in W and as a share of the work's own power
+above idle, and the windows that sit highest.
 Nothing here is part of the meter.
 
     python bench/after_work.py [results/enclose/*.json.gz ...]
@@ -25,7 +26,6 @@ from below_idle import committed
 
 from nvmeter import errors
 from nvmeter.meter import measurement as mm
-from nvmeter.meter import reasons
 
 QUANTILES = (0.5, 0.9, 0.99, 1.0)
 HEAVY_W = 100.0
@@ -42,7 +42,7 @@ def scan(paths: list[Path]) -> list[tuple]:
             continue  # not a window-accuracy record
         for name, u, m in units:
             if (after := m.after_work_w) is not None:
-                refused = reasons._busy_after(m) is not None
+                refused = m.ran_on_after_work
                 rows.append((*after, refused, path.name, name, u.get("id")))
     return rows
 

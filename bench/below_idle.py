@@ -16,9 +16,7 @@ a share of the idle. Nothing here is part of the meter.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -33,16 +31,13 @@ LENGTHS_S = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
 
 
 def stretches(m) -> list[tuple[float, float, float]]:
-    """(length s, mean dip W, mean dip as a share of the idle) of each stretch under the margin."""
-    idle_w = m.idle.samples_w + m.idle_drift_w
-    below_w = idle_w - m.idle.err_w - max(mm.QUIET_BELOW_MARGIN_W, mm.QUIET_BELOW_MARGIN_REL * idle_w)
-    out = []
-    for quiet, run in itertools.groupby(m.samples, lambda s: s.power_w < below_w):
-        run = list(run)
-        if quiet:
-            dip_w = idle_w - statistics.fmean(s.power_w for s in run)
-            out.append((run[-1].t_s - run[0].t_s, dip_w, dip_w / idle_w))
-    return out
+    """(length s, mean dip W, mean dip as a share of the idle) of each stretch under the check's margin,
+    anywhere in the window's samples (the check itself reads from the stretch that reaches its first read)."""
+    idle_w = m.sampled_idle_w
+    return [
+        (length_s, idle_w - mean_w, (idle_w - mean_w) / idle_w)
+        for _, length_s, mean_w in mm.stretches_under(m.samples, m.quiet_below_w)
+    ]
 
 
 def scan(paths: list[Path]) -> dict:

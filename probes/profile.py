@@ -30,7 +30,7 @@ EDGE_TIMEOUT_PERIODS = 3.0
 # derivation 1 could fit the load's edge inside a gap that a slow read left (179 ms for 16 ms,
 # results/probe-speed/f2595641/new-full.json); a record of derivation 2 was made with the family's
 # bound and keeps it, so that it verifies as it did.
-_LAG_DERIVATION = 3
+LAG_DERIVATION = 3
 # A step response widens the lag bound only where its load lifted the counter by this much (the
 # probes' FP32 products draw 550 W above idle on an H200: results/probe-h200.json) and each delay is
 # known to within this (a sharp interval across the edge places it to a grid step or two; a slow
@@ -141,7 +141,7 @@ def lag_reach_s(record) -> float | None:
     board, or an edge inside a slow read's gap, fits any delay alike (a flat step tied the fall at
     the grid's 500 ms: a review, 2026-12-07).
     """
-    if record.derivation < _LAG_DERIVATION:
+    if record.derivation < LAG_DERIVATION:
         return None
     counter = record.derived()["counter"]
     spans = [span for span in record.delay_spans_ms()["counter"].values() if span is not None]

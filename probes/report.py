@@ -91,7 +91,7 @@ class ProbeReport:
         if "step" not in self.probes:
             return []
         from nvmeter.boards.profile import default_profile
-        from nvmeter.probes.profile import lag_reach_s
+        from nvmeter.probes.profile import LAG_DERIVATION, lag_reach_s
 
         kept, family = self.profile(), default_profile(self.board.name)
         bound = f"{1e3 * kept.power_lag_s:.1f} ± {1e3 * kept.power_lag_err_s:.1f} ms"
@@ -104,7 +104,7 @@ class ProbeReport:
             step = self.probes["step"]
             why = (
                 f"the family's: a record of step derivation {step.derivation}, made before a probe widened it"
-                if step.derivation < 3
+                if step.derivation < LAG_DERIVATION
                 else "the family's: the step response placed no delay (a flat or blurred step)"
             )
         else:

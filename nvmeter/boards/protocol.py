@@ -125,7 +125,6 @@ class Utilization:
     memory_pct: float
 
 
-# NVML's clock-event reasons (nvml.h, nvmlClocksEventReason*): bit -> name.
 # The largest pid Linux gives (PID_MAX_LIMIT, include/linux/threads.h: 4 Mi on 64-bit). A list with a
 # pid outside 1..this is no process list: nvidia-ml-py built for another driver reads its structs
 # misaligned and lists 0 and 4294967295 (nvitop issue 75), which made os.kill raise out of a window,
@@ -149,6 +148,7 @@ def checked_pids(pids) -> tuple[int, ...]:
     return pids
 
 
+# NVML's clock-event reasons (nvml.h, nvmlClocksEventReason*): bit -> name.
 CLOCK_EVENT_REASONS = {
     0x1: "gpu_idle",
     0x2: "applications_clocks",

@@ -16,10 +16,10 @@ window's own processes (this one, its descendants, ``own_pids`` and theirs) are 
 others by each listed pid's parents. Inside a container with a pid namespace of its own they
 cannot be: only contexts beyond the number of the window's own processes that have loaded the
 CUDA driver are certainly others' (``unattributed``), so a container's contention between its
-own processes goes unseen, and so does another container's context on a board where the window's own
-processes (a job's ranks on the other boards) hold none: they are counted as holders wherever their
-contexts are (a breaker, 2026-12-07). A process that opens a context and ends between the two reads is not
-seen either.
+own processes goes unseen, and so does another container's context on a board where the window's
+own processes (a job's ranks on the other boards) hold none: they are counted as holders wherever
+their contexts are (a breaker, 2026-12-07). A process that opens a context and ends between the
+two reads is not seen either.
 """
 
 from __future__ import annotations
@@ -57,6 +57,11 @@ class ContextRead(NamedTuple):
     def other_n(self) -> int:
         """Contexts on the board that are certainly not the window's."""
         return len(self.others) + self.unattributed
+
+    @property
+    def own_n(self) -> int | None:
+        """Contexts on the board that may be the window's own (None: the board did not list them)."""
+        return None if self.pids is None else len(self.pids) - self.other_n
 
     def to_dict(self) -> dict:
         """JSON form."""

@@ -591,31 +591,35 @@ class Measurement:
             (its first sample's time, s on the board's clock; its length, s; its mean power, W),
             or None.
         """
-        idle_w = self.idle.samples_w + self.idle_drift_w
-        below_w = idle_w - self.idle.err_w - max(QUIET_BELOW_MARGIN_W, QUIET_BELOW_MARGIN_REL * idle_w)
+        below_w = self.quiet_below_w
         # from the stretch that reaches the first read on: earlier lead-in samples may predate a
         # context opened since (a board at 78.7 W without one, then metered at its context idle)
         lead = sum(1 for x in self.samples if x.t_s <= self.first_read_s)
-
-        def quiet(sample) -> bool:
-            return sample.power_w < below_w
-
-        reaching = sum(1 for _ in itertools.takewhile(quiet, reversed(self.samples[:lead])))
-        stretches = [
-            list(run)
-            for is_quiet, run in itertools.groupby(self.samples[lead - reaching :], quiet)
-            if is_quiet
-        ]
-        found = [
-            (run[0].t_s, run[-1].t_s - run[0].t_s, statistics.fmean(x.power_w for x in run))
-            for run in stretches
-            if len(run) > 1
-        ]
-        deep_w = (1 - QUIET_DEEP_REL) * idle_w
+        reaching = sum(
+            1 for _ in itertools.takewhile(lambda x: x.power_w < below_w, reversed(self.samples[:lead]))
+        )
+        deep_w = (1 - QUIET_DEEP_REL) * self.sampled_idle_w
         counted = [
-            f for f in found if f[1] >= QUIET_BELOW_MIN_S or (f[1] >= QUIET_DEEP_MIN_S and f[2] <= deep_w)
+            f
+            for f in stretches_under(self.samples[lead - reaching :], below_w)
+            if f[1] >= QUIET_BELOW_MIN_S or (f[1] >= QUIET_DEEP_MIN_S and f[2] <= deep_w)
         ]
         return max(counted, key=lambda f: f[1], default=None)
+
+    @property
+    def sampled_idle_w(self) -> float:
+        """The idle as the sample buffer reads it, moved by :attr:`idle_drift_w`, W."""
+        return self.idle.samples_w + self.idle_drift_w
+
+    @property
+    def quiet_below_w(self) -> float:
+        """The power a sample must be under to count towards :attr:`quiet_below_idle`, W.
+
+        The sampled idle less its bound and the larger of :data:`QUIET_BELOW_MARGIN_W` and
+        :data:`QUIET_BELOW_MARGIN_REL` of it.
+        """
+        idle_w = self.sampled_idle_w
+        return idle_w - self.idle.err_w - max(QUIET_BELOW_MARGIN_W, QUIET_BELOW_MARGIN_REL * idle_w)
 
     @functools.cached_property
     def after_work_w(self) -> tuple[float, float] | None:
@@ -634,10 +638,10 @@ class Measurement:
         no-context idle for 0.5 s after its command's exit, results/everyday/run-reference-h200.log).
         :data:`BUSY_AFTER_REL` says when the first is the board running on.
         """
-        if self.end_found_in_work or self._no_own_context_at_end:
-            return None
+        if self.end_found_in_work or (self.contexts and self.contexts[-1].own_n == 0):
+            return None  # (records before version 8 read no contexts: the check stands)
         t0, t1, spacing = self.work_t0_s, self.work_t1_s, self.profile.sample_spacing_s
-        idle_w = self.idle.samples_w + self.idle_drift_w
+        idle_w = self.sampled_idle_w
         inside = [x for x in self.samples if t0 + spacing <= x.t_s <= t1]
         after = [x.power_w for x in self.samples if x.t_s >= t1 + self.profile.tail_s]
         if not inside or not after:
@@ -647,12 +651,17 @@ class Measurement:
         return statistics.fmean(after) - idle_w, work_w - idle_w
 
     @property
-    def _no_own_context_at_end(self) -> bool:
-        """True where the exit's read of the compute processes lists none of the window's own."""
-        if not self.contexts or self.contexts[-1].pids is None:
-            return False  # not read (records before version 8), or not listed: the check stands
-        end = self.contexts[-1]
-        return len(end.pids) - end.other_n <= 0
+    def ran_on_after_work(self) -> bool:
+        """True where :attr:`after_work_w` says the board ran on past the work's end.
+
+        Its samples past the tail sit above idle, less the profile's polling artefact (the end
+        edge polls the counter there: Ampere's ~30 W, docs/facts.md, would read as running on),
+        by more than the larger of :data:`BUSY_AFTER_MIN_W` and :data:`BUSY_AFTER_REL` of the work's.
+        """
+        if (after := self.after_work_w) is None:
+            return False
+        after_w, work_w = after
+        return after_w - self.profile.polling_artefact_w > max(BUSY_AFTER_MIN_W, BUSY_AFTER_REL * work_w)
 
     @property
     def power_w(self) -> float:
@@ -1355,8 +1364,8 @@ QUIET_DEEP_REL = 0.25
 
 
 # A window whose energy runs past the work's end (the default exit, and method="samples") counts the
-# profile's tail_s as the work's power falling to idle. Samples after it, up to the end edge, that still
-# sit above idle (and the profile's polling artefact: the end edge polls the counter there) by
+# profile's tail_s as the work's power falling to idle. Samples after it, through the last the exit read,
+# that still sit above idle (and the profile's polling artefact: the end edge polls the counter there) by
 # BUSY_AFTER_REL of the work's own power and BUSY_AFTER_MIN_W say the board ran on:
 # work left running by an exit that did not wait for it (sync="none", another stream or device) read
 # +17 to +34% as reliable figures, and measure() +4 to +21% (a breaker on the simulated board,
@@ -1367,6 +1376,16 @@ QUIET_DEEP_REL = 0.25
 BUSY_AFTER_REL = 0.2
 BUSY_AFTER_MIN_W = 10.0
 BUSY_AFTER_LAST_S = 0.1
+
+
+def stretches_under(samples, below_w: float) -> list[tuple[float, float, float]]:
+    """Each run of consecutive ``samples`` under ``below_w``, W: (first sample's time, length, mean power).
+
+    The time in s on the board's clock, the length in s from the first sample to the last (0 for
+    one), the mean in W.
+    """
+    runs = (list(run) for under, run in itertools.groupby(samples, lambda x: x.power_w < below_w) if under)
+    return [(run[0].t_s, run[-1].t_s - run[0].t_s, statistics.fmean(x.power_w for x in run)) for run in runs]
 
 
 def _seconds(value, name: str) -> float:

@@ -170,16 +170,10 @@ def _idle(m) -> str | None:
 
 
 def _busy_after(m) -> str | None:
-    """The board ran on past the work's end inside the window's energy (:attr:`Measurement.after_work_w`)."""
-    from nvmeter.meter.measurement import BUSY_AFTER_MIN_W, BUSY_AFTER_REL
-
-    if (after := m.after_work_w) is None:
+    """The board ran on past the work's end, in the window's energy (``Measurement.ran_on_after_work``)."""
+    if not m.ran_on_after_work:
         return None
-    after_w, work_w = after
-    # the end edge polls the counter there: a board that draws more while polled (Ampere's ~30 W,
-    # docs/facts.md) would read as running on
-    if after_w - m.profile.polling_artefact_w <= max(BUSY_AFTER_MIN_W, BUSY_AFTER_REL * work_w):
-        return None
+    after_w, work_w = m.after_work_w
     return (
         f"the board still drew {after_w:,.1f} W above idle from {m.profile.tail_s * 1e3:.0f} ms after the "
         f"work's end to the window's end (the work's own: {work_w:,.1f} W), and the window counts that as "
