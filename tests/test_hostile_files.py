@@ -511,6 +511,13 @@ def test_a_negative_power_field_reading_is_damage(tmp_path):
     assert "damaged probe record: a negative power reading (at step)" in line, line
 
 
+def test_a_read_of_negative_cost_is_damage(tmp_path):
+    full = json.loads((Path(__file__).resolve().parents[1] / "results" / "probe-h200.json").read_text())
+    negate = lambda d: d["probes"]["read_cost"]["raw"]["reads_s"]["energy"].__setitem__(0, -0.003)  # noqa: E731
+    line = one_line_error(nvmeter("show", damaged(tmp_path, full, negate)), 2)
+    assert "damaged probe record: a read that took negative time (at read_cost)" in line, line
+
+
 def test_the_window_s_idle_from_a_probe_with_a_count_past_int64_is_refused(tmp_path, probe_data):
     data = json.loads(json.dumps(probe_data))
     board = SimulatedBoard()

@@ -143,6 +143,17 @@ def _instant_fault(d: dict) -> str | None:
     return "a negative power reading" if p and min(p) < 0 else None
 
 
+def _reads_fault(d: dict) -> str | None:
+    """The read-cost probe's durations (``reads_s``, per signal): finite and not negative.
+
+    A breaker's edit of every energy read to minus itself showed as a read cost of -3,110.9 us.
+    """
+    reads = d["reads_s"]
+    if not isinstance(reads, dict) or not all(_numbers(v) and v for v in reads.values()):
+        return "read durations with missing or non-finite values"
+    return "a read that took negative time" if min(min(v) for v in reads.values()) < 0 else None
+
+
 def _state_fault(d: dict) -> str | None:
     """A board state's clocks and temperature: hidden (null, nan) or within :data:`STATE_FIELDS`.
 
@@ -183,7 +194,7 @@ def _pid(value) -> bool:
 
 _CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, samples_fault))
 _CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault), ({"instant_w"}, _instant_fault))
-_CHECKS += ((_STATE, _state_fault), (_CONTEXT, _context_fault))
+_CHECKS += ((_STATE, _state_fault), (_CONTEXT, _context_fault), ({"reads_s"}, _reads_fault))
 
 
 def known_limit_w(device) -> float | None:
