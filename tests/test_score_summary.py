@@ -104,7 +104,7 @@ def test_the_tables_name_each_run_s_error_model_and_re_read_under_the_current_on
     assert abs(method["mj_per_call"] - s.mj_per_call) < 0.01 * s.mj_per_call  # re-bounded, not re-measured
 
 
-@pytest.mark.parametrize("model", ["99", "newest", "-1", ""])
+@pytest.mark.parametrize("model", ["99", "newest", "-1", "", "²", "１３"])
 def test_an_unknown_error_model_is_one_line(folder, model):
     code, stdout, err = summarize(folder, "--model", model)
     assert code == 2 and not stdout

@@ -246,7 +246,8 @@ def test_an_idle_option_that_is_also_a_file_here_asks_which(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize(
-    ("text", "why"), [("١٢٣", "is neither"), ("nan", "idle power must be 0 to 5,000 W, not nan")]
+    ("text", "why"),
+    [("١٢٣", "is neither"), ("1_00", "is neither"), ("nan", "idle power must be 0 to 5,000 W, not nan")],
 )
 def test_an_idle_option_refuses_other_scripts_digits_and_nan_by_name(text, why):
     from nvmeter.meter.baseline import idle_spec

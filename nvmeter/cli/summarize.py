@@ -84,7 +84,8 @@ def _model_version(text: str) -> int | None:
     if text == "current":
         return errormodel.CURRENT
     known = ", ".join(map(str, errormodel.MODELS))
-    if not text.isdigit() or int(text) not in errormodel.MODELS:
+    # ASCII only: str.isdigit() takes '²' (int() then raises) and int() takes full-width '１３'
+    if not (text.isascii() and text.isdigit()) or int(text) not in errormodel.MODELS:
         raise errors.UsageError(
             f"--model takes recorded, current or an error model's version ({known}), not {text!r}"
         )

@@ -476,7 +476,8 @@ def watts_in(text: str) -> float | None:
     """
     number = text.strip()
     number = number[:-1].rstrip() if number[-1:] in ("W", "w") else number
-    if not number.isascii():
+    # float() also takes "1_00" (100.0): a digit group nobody types for an idle
+    if not number.isascii() or "_" in number:
         return None
     try:
         return float(number)

@@ -137,8 +137,13 @@ class Block:
 
     @classmethod
     def from_dict(cls, d: dict) -> Block:
-        """Inverse of :meth:`to_dict`."""
-        return cls(
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ValueError: a call judged right on more rows than its draw holds, or judged calls
+                that are not the block's (a breaker's edit printed an MNIST score of 100.05%).
+        """
+        block = cls(
             d["kind"],
             d["t0_s"],
             d["t1_s"],
@@ -147,6 +152,11 @@ class Block:
             tuple(d["correct"]),
             d["rows"],
         )
+        if block.correct and len(block.correct) != block.calls:
+            raise ValueError(f"{len(block.correct)} calls judged, {block.calls} timed")
+        if any(not 0 <= c <= block.rows for c in block.correct):
+            raise ValueError(f"a call judged right on more rows than its draw's {block.rows}, or on < 0")
+        return block
 
 
 @dataclass(frozen=True)
@@ -242,7 +252,7 @@ class Energy:
         idle = tuple(IdleReading.from_dict(i) for i in d["idle"])
         if len(idle) != 3:
             raise ValueError(f"three idle spans expected, found {len(idle)}")
-        return cls(
+        energy = cls(
             Trial.from_dict(d["reference"]),
             d["band"],
             idle,
@@ -252,3 +262,12 @@ class Energy:
             Block.from_dict(d["method"]["block"]),
             Block.from_dict(d["warmup"]) if d["warmup"] is not None else None,
         )
+        # a window's calls are its block's: one edited alone read 14x a call's energy, 883 W above
+        # idle on a 700 W board, as a pass (a breaker's trial, 2026-12-07)
+        for name, window, block in (
+            ("control", energy.control_window, energy.control_block),
+            ("method", energy.method_window, energy.method_block),
+        ):
+            if window.calls != block.calls:
+                raise ValueError(f"the {name} window counts {window.calls} calls, its block {block.calls}")
+        return energy
