@@ -181,3 +181,70 @@ def test_call_27s_board_idled_under_its_baseline_through_the_copies():
         singles = [u for u in part["units"] if u["type"] == "single"]
         drifts = [analysis.measurement(u["raw"], idle, 8).idle_drift_w for u in singles]
         assert len(drifts) == 40 and low < np.median(drifts) < high
+
+
+# -- error model 14: a steady level past the band ----------------------------------------------------
+
+
+def calls_after_a_pause(board, idle, above_w: float, exit: str = "wait"):
+    """12 calls of 40 ms at ``above_w`` over the idle now, after 3 s of it: (Measurement, true mJ a call)."""
+    board.clock.sleep(3.0)
+    with EnergyWindow(board, sync="none", idle=idle, exit=exit) as w:
+        t0 = board.clock.now()
+        for _ in range(12):
+            board.set_load(above_w)
+            board.clock.sleep(0.04)
+            board.set_load(0.0)
+            w.call()
+        t1 = board.clock.now()
+    for _ in range(10):  # after a returning exit, more of the calls carry its end edge
+        board.set_load(above_w)
+        board.clock.sleep(0.04)
+    board.set_load(0.0)
+    return w.result, above_w * (t1 - t0) * 1e3 / 12
+
+
+@pytest.mark.parametrize(
+    ("shift_w", "above_w", "exit"),
+    [
+        (5.2, 20.0, "wait"),
+        (-5.5, 20.0, "wait"),
+        (19.0, 100.0, "wait"),
+        (49.0, 300.0, "wait"),
+        (49.0, 20.0, "return"),
+    ],
+)
+def test_an_idle_moved_past_the_band_is_held_by_the_bound(shift_w, above_w, exit):
+    # a breaker's trial (2026-12-07): a board idling 5 W over its probe file read +34% at +-22%, and
+    # 49 W over it +243%, reliable; past model 8's band nothing held the difference
+    board, probe_like = board_with_exact_idle(4)
+    board.shift_idle(shift_w)
+    m, truth_mj = calls_after_a_pause(board, probe_like, above_w, exit)
+    old = replace(m, model_version=13)
+    assert old.reliable and abs(old.per_call_mj - truth_mj) > old.per_call_mj_err
+    assert m.model_version >= 14 and m.lead_level_gap_w == pytest.approx(abs(shift_w), abs=0.5)
+    assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
+    assert "W off the idle given: an idle that moved since, or other work" in repr(m)
+
+
+@pytest.mark.parametrize("above_w", [20.0, 300.0])
+def test_the_same_calls_run_up_to_the_window_are_not_read_as_a_level(above_w):
+    board, probe_like = board_with_exact_idle(5)
+    for _ in range(60):
+        board.set_load(above_w)
+        board.clock.sleep(0.05)
+    with EnergyWindow(board, sync="none", idle=probe_like, exit="return") as w:
+        for _ in range(12):
+            board.clock.sleep(0.04)
+            w.call()
+    board.clock.sleep(0.4)
+    board.set_load(0.0)
+    assert w.result.lead_level is not None and w.result.lead_level_gap_w == 0.0
+
+
+def test_a_level_within_the_band_is_model_8_s():
+    board, probe_like = board_with_exact_idle(6)
+    board.shift_idle(3.0)
+    m, truth_mj = calls_after_a_pause(board, probe_like, 100.0)
+    assert m.lead_level_gap_w == 0.0 and m.idle_drift_w == pytest.approx(3.0, abs=0.5)
+    assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err

@@ -325,6 +325,10 @@ class ErrorModel:
             interval over all the work).
         run_level: Every window's state part is at least the board's run level
             (``BoardProfile.run_level_rel``) of the energy above idle (models 1-12: not).
+        lead_level_share: A given idle's bound holds a steady lead-in level further than
+            ``local_idle_band_w`` from it, unless that level lies within this share of the work's
+            power above idle of the work's own (the same calls run up to the window) (0: not,
+            models 1-13).
 
     """
 
@@ -358,6 +362,7 @@ class ErrorModel:
     subwindow_min_periods: float = 0.0
     uncovered_state: bool = False
     run_level: bool = False
+    lead_level_share: float = 0.0
 
 
 MODELS: dict[int, ErrorModel] = {
@@ -410,6 +415,8 @@ MODELS[12] = replace(
 )
 # the run level's figures are the board profile's (history 13)
 MODELS[13] = replace(MODELS[12], version=13, run_level=True)
+# a quarter: a chosen margin (history 14), not fitted
+MODELS[14] = replace(MODELS[13], version=14, lead_level_share=0.25)
 # The model new Measurements are made with. Model 8 became current once read on a board and a
 # kind of work it was not drawn from (an H100, FP32 4096² products; history 8); a model that
 # changes it goes on trial the same way (read with ``--model N``: ``bench/window_accuracy.py
@@ -421,7 +428,7 @@ MODELS[13] = replace(MODELS[12], version=13, run_level=True)
 # on hardware is the cap-spread probe's figure on a board none of the defaults came from. Model 11
 # only adds polled time to the bound, so it too is never narrower than the model before it; nor are
 # models 12 and 13 (histories 12-13).
-CURRENT = 13
+CURRENT = 14
 
 
 def floor_rel(m: ErrorModel, run_level_rel: float) -> float:

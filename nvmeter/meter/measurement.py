@@ -156,11 +156,61 @@ class Measurement:
 
     @property
     def idle_stretch_w(self) -> float:
-        """The quiet stretch's offset before the window that the bound holds, W (error model 12; else 0).
+        """The offset of the board's level before the window that the bound holds, W (error models 12, 14).
 
-        The idle moved by it or not (:attr:`drift_ambiguous`), the bound holds both readings.
+        Model 12: the quiet stretch's, the idle moved by it or not (:attr:`drift_ambiguous`), so
+        the bound holds both readings. Model 14: a steady level beyond that stretch's band
+        (:attr:`lead_level_gap_w`).
         """
-        return abs(self._quiet_offset_w) if self.model.drift_ambiguous_k > 0 else 0.0
+        quiet_w = abs(self._quiet_offset_w) if self.model.drift_ambiguous_k > 0 else 0.0
+        return max(quiet_w, self.lead_level_gap_w)
+
+    @functools.cached_property
+    def lead_level(self) -> tuple[float, float] | None:
+        """The steady stretch of samples right before the window's first read: (its mean, W; its length, s).
+
+        Back from the last sample before the first read, every sample within the model's
+        ``local_idle_band_w`` of the median of those in its last ``local_idle_min_s``, over at
+        most ``local_idle_s``, less its first ``local_idle_settle_s`` (model 8's figures, around
+        the stretch's own level instead of the baseline's). None where what is left is shorter
+        than ``local_idle_min_s``: no history, or a board still moving.
+        """
+        m, t_first = self.model, self.first_read_s
+        lead = [s for s in self.samples if t_first - m.local_idle_s <= s.t_s <= t_first]
+        if not lead or not m.local_idle_min_s > 0:
+            return None
+        centre_w = statistics.median(s.power_w for s in lead if s.t_s >= lead[-1].t_s - m.local_idle_min_s)
+        steady = list(
+            itertools.takewhile(lambda s: abs(s.power_w - centre_w) <= m.local_idle_band_w, reversed(lead))
+        )
+        steady = [s for s in steady if s.t_s - steady[-1].t_s >= m.local_idle_settle_s]
+        if len(steady) < 2 or steady[0].t_s - steady[-1].t_s < m.local_idle_min_s:
+            return None
+        return statistics.fmean(s.power_w for s in steady), steady[0].t_s - steady[-1].t_s
+
+    @functools.cached_property
+    def lead_level_gap_w(self) -> float:
+        """How far a steady level before the window lies from a given idle that it may be, W (model 14).
+
+        A given idle (a probe file, watts, a monitor's) was taken at another time, and a board's
+        idle moves: an H100's followed its temperature, 129.8-144.6 W within three minutes
+        (error model 8's history). Model 8 moves the idle by a quiet stretch within its band;
+        past the band nothing held the difference, and a breaker's simulated board idling 5 W
+        over its probe file read +34% at a bound of +-22%, reliable, and 49 W over it +243%
+        (2026-12-07). A steady level before the window is either the idle now or other work,
+        which the samples cannot tell apart, so the bound holds both readings: the level's
+        offset from the baseline's sampled idle. Except where the level is the window's own
+        work run up to it (a warm window): within ``lead_level_share`` of the work's power above
+        idle (or the band) of that power. 0 for an idle measured around this window
+        (``idle.local``), under models before 14, and within the band (model 8's and 12's).
+        """
+        m, level = self.model, self.lead_level
+        base_w = self.idle.samples_power_w
+        if not m.lead_level_share > 0 or self.idle.local or level is None or not math.isfinite(base_w):
+            return 0.0
+        gap_w = level[0] - base_w
+        warm_w = self.work_w - max(m.local_idle_band_w, m.lead_level_share * self.work_w)
+        return abs(gap_w) if m.local_idle_band_w < abs(gap_w) and gap_w < warm_w else 0.0
 
     @property
     def idle_artefact_w(self) -> float | None:
@@ -1120,6 +1170,8 @@ class Measurement:
             figures["state_rel"] = self.state_rel
         if self.model_version >= 12:
             figures["drift_ambiguous"] = self.drift_ambiguous
+        if self.model_version >= 14:
+            figures["lead_level_gap_w"] = self.lead_level_gap_w
         return figures
 
     def to_dict(self) -> dict:

@@ -367,8 +367,18 @@ IDLE_STRETCH_NOTE_SHARE = 0.25
 
 
 def _idle_stretch_note(m) -> tuple[str, ...]:
-    """Where the quiet stretch before the window (error model 12) takes much of the bound, what it is."""
+    """Where the quiet stretch before the window (error model 12) takes much of the bound, what it is.
+
+    And always where a steady level further from a given idle widened it (error model 14).
+    """
     held_j = m.idle_stretch_w * m.window_s  # 0 before error model 12
+    if m.lead_level_gap_w > abs(m._quiet_offset_w):  # error model 14's level, said whatever its share
+        level_w, length_s = m.lead_level
+        return (
+            f"the board drew {level_w:,.1f} W steadily for {length_s:.1f} s before the window, "
+            f"{level_w - m.idle.samples_power_w:+,.1f} W off the idle given: an idle that moved since, or "
+            f"other work; {held_j:,.1f} J of the bound holds both (idle='measure' measures the idle now)",
+        )
     if not held_j >= IDLE_STRETCH_NOTE_SHARE * m.err_j > 0:
         return ()
     how = (
