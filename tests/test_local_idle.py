@@ -248,3 +248,14 @@ def test_a_level_within_the_band_is_model_8_s():
     m, truth_mj = calls_after_a_pause(board, probe_like, 100.0)
     assert m.lead_level_gap_w == 0.0 and m.idle_drift_w == pytest.approx(3.0, abs=0.5)
     assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
+
+
+@pytest.mark.parametrize(("given_w", "exit"), [(78.7, "return"), (78.7, "wait"), (110.0, "return")])
+def test_watts_given_too_low_are_held_by_the_bound(given_w, exit):
+    # a breaker's trial (2026-12-07): the no-context rest given as watts to a board holding a context
+    # (121.3 W), 20 W calls: +212% with a returning exit, reliable; watts have no sampled idle, so model
+    # 8's band does not apply to them
+    board = context_board(8)
+    m, truth_mj = calls_after_a_pause(board, given_w, 20.0, exit)
+    assert m.lead_level_gap_w == pytest.approx(board.config.idle_context_w - given_w, abs=1.0)
+    assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err

@@ -255,6 +255,23 @@ History:
        +-1.8-4.0% to +-4.1-6.3%). The level's cause is not known: the references of all three
        boards sat at the one level, and so did runs right after a
        reference (5 of 5).
+   14: model 13, with a given idle's bound holding a steady level before the window that lies
+       further than model 8's band from it (``lead_level_share``,
+       :attr:`~nvmeter.meter.measurement.Measurement.lead_level_gap_w`). Why: a given idle (a
+       probe file, watts, a monitor's) was taken at another time, and an idle moves (an H100's
+       followed its temperature over 15 W within three minutes, history 8). Model 8 moves the
+       idle by a quiet stretch within its 5 W band, and past it nothing held the difference: a
+       breaker's simulated board idling 5 W over its probe file read +34% at +-22%, 19 W over it
+       +24%, 49 W over it +243% with a returning exit, all reliable (2026-12-07). A steady level
+       (model 8's figures: within the band of its own median, 0.2 s settled, 0.2 s left, at most
+       2 s) is either the idle now or other work, and the samples cannot tell which, so the
+       bound holds both: the level's offset from the baseline's sampled idle, over the window.
+       Not where the level is the window's own calls run up to it (within a quarter of the
+       work's power above idle, or the band, of that power: a warm window), nor for an idle
+       measured around the window. A quarter is a chosen margin, not fitted. Never narrower than
+       model 13; current at once. Read on the committed H100 pool (thirteen boards, every kind)
+       it moved no figure and one bound: a single bf16 call at the cap, +-33.7% to +-37.8%
+       (results/enclose/pooled-h100-model14.md).
 """
 
 from __future__ import annotations
@@ -427,7 +444,7 @@ MODELS[14] = replace(MODELS[13], version=14, lead_level_share=0.25)
 # ``measure()``, held all 60 on the board it was not proposed on (history 10). What stays to check
 # on hardware is the cap-spread probe's figure on a board none of the defaults came from. Model 11
 # only adds polled time to the bound, so it too is never narrower than the model before it; nor are
-# models 12 and 13 (histories 12-13).
+# models 12, 13 and 14 (histories 12-14).
 CURRENT = 14
 
 

@@ -202,15 +202,17 @@ class Measurement:
         offset from the baseline's sampled idle. Except where the level is the window's own
         work run up to it (a warm window): within ``lead_level_share`` of the work's power above
         idle (or the band) of that power. 0 for an idle measured around this window
-        (``idle.local``), under models before 14, and within the band (model 8's and 12's).
+        (``idle.local``), under models before 14, and within the band where the idle has a
+        sampled figure (model 8's and 12's; an idle given in watts has none, and any offset counts).
         """
         m, level = self.model, self.lead_level
-        base_w = self.idle.samples_power_w
-        if not m.lead_level_share > 0 or self.idle.local or level is None or not math.isfinite(base_w):
+        if not m.lead_level_share > 0 or self.idle.local or level is None:
             return 0.0
-        gap_w = level[0] - base_w
+        gap_w = level[0] - self.idle.samples_w
+        # model 8 reads a level within its band, where the idle has a sampled figure (watts have none)
+        band_w = m.local_idle_band_w if math.isfinite(self.idle.samples_power_w) else 0.0
         warm_w = self.work_w - max(m.local_idle_band_w, m.lead_level_share * self.work_w)
-        return abs(gap_w) if m.local_idle_band_w < abs(gap_w) and gap_w < warm_w else 0.0
+        return abs(gap_w) if band_w < abs(gap_w) and gap_w < warm_w else 0.0
 
     @property
     def idle_artefact_w(self) -> float | None:
