@@ -521,6 +521,13 @@ def test_a_read_of_negative_cost_is_damage(tmp_path):
     assert "damaged probe record: a read that took negative time (at read_cost)" in line, line
 
 
+@pytest.mark.parametrize("wait", [-5.0, "2 s"])
+def test_a_settle_wait_that_cannot_be_is_damage(tmp_path, probe_data, wait):
+    change = lambda d: d["probes"]["idle"]["raw"]["settle_s"].__setitem__("context", wait)  # noqa: E731
+    line = one_line_error(nvmeter("show", damaged(tmp_path, probe_data, change)), 2)
+    assert "damaged probe record: a settle wait" in line or "settle waits with" in line, line
+
+
 def test_the_window_s_idle_from_a_probe_with_a_count_past_int64_is_refused(tmp_path, probe_data):
     data = json.loads(json.dumps(probe_data))
     board = SimulatedBoard()

@@ -481,6 +481,25 @@ def test_a_probe_file_gives_its_board_s_profile_and_windows_can_use_it(tmp_path,
     assert str(path) in w.result.profile.source
 
 
+@pytest.mark.parametrize("removed", ["deleted", None])
+def test_a_probe_file_without_its_profile_block_gives_the_profile_its_probes_derive(tmp_path, removed):
+    # the block deleted or null had left a window given the file on the family's defaults (a breaker)
+    from nvmeter.probes.report import load_report
+
+    full = load_report(Path(__file__).parent.parent / "results" / "probe-h200.json").to_dict()
+    assert "profile" in full  # as this nvmeter writes it
+    (tmp_path / "whole.json").write_text(json.dumps(full))
+    stored = profiles.load_profile(tmp_path / "whole.json")
+    if removed == "deleted":
+        del full["profile"]
+    else:
+        full["profile"] = removed
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(full))
+    derived = profiles.load_profile(path)
+    assert derived.with_(source="") == stored.with_(source="") and derived.source.startswith(str(path))
+
+
 def test_a_profile_files_source_says_it_is_taken_as_it_stands():
     # it had shown the file's own "probe ..." claim as where the figures came from (a breaker's trial)
     fixture = Path(__file__).parent / "fixtures" / "profile-v1.json"

@@ -384,10 +384,14 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
     """
     data = records.read_any(Path(path), (KIND, "probe"))
     block = data.get("profile")
+    if data.get("kind") == "probe" and block is None and isinstance(data.get("board"), dict):
+        # derived from its probes, as a kept record's is: one whose block was deleted had left its
+        # windows on the family's defaults without a word (a breaker's trial, 2026-12-07)
+        profile = records.load_verified("probe", Path(path), data, board=board).profile()
+        return profile.with_(source=f"{path} ({profile.source})")
     if not isinstance(block, dict) or not isinstance(data.get("board"), dict):
         raise errors.RecordError(
-            f"{path} holds no board profile (a probe file from before nvmeter 0.2): pass "
-            "nvmeter.load_report(path).profile() instead, or probe the board again"
+            f"{path} holds no board profile: probe the board again (`nvmeter probe --out probe.json`)"
         )
     uuid = (data.get("board") or {}).get("uuid")
     if not isinstance(uuid, str) or not uuid or not uuid.isprintable():

@@ -154,6 +154,14 @@ def _reads_fault(d: dict) -> str | None:
     return "a read that took negative time" if min(min(v) for v in reads.values()) < 0 else None
 
 
+def _settle_fault(d: dict) -> str | None:
+    """The idle probe's waits before its spans (``settle_s``, per level): finite and not negative."""
+    waits = d["settle_s"]
+    if not isinstance(waits, dict) or not _numbers(list(waits.values())):
+        return "settle waits with missing or non-finite values"
+    return "a settle wait of negative time" if any(v < 0 for v in waits.values()) else None
+
+
 def _state_fault(d: dict) -> str | None:
     """A board state's clocks and temperature: hidden (null, nan) or within :data:`STATE_FIELDS`.
 
@@ -195,6 +203,7 @@ def _pid(value) -> bool:
 _CHECKS = ((_SERIES, series_fault), (_SPAN, _span_fault), (_SAMPLES, samples_fault))
 _CHECKS += ((_JOB, _job_fault), (_BURST, _burst_fault), ({"instant_w"}, _instant_fault))
 _CHECKS += ((_STATE, _state_fault), (_CONTEXT, _context_fault), ({"reads_s"}, _reads_fault))
+_CHECKS += (({"settle_s", "spans"}, _settle_fault),)
 
 
 def known_limit_w(device) -> float | None:
