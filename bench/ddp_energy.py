@@ -107,6 +107,7 @@ class Run:
         if self.rank != 0:
             return
         whole = json.loads(self.json_path.read_text()) if self.json_path.exists() else {"units": {}}
+        whole["kind"] = "bench-ddp-energy"  # nvmeter show points such records at their bench script
         whole["units"][self.unit] = self.data
         # compact (records.write_json indents): the file stays well under 1 MB
         tmp = self.json_path.with_suffix(".part")

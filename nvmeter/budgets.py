@@ -176,7 +176,11 @@ def _narrows(m) -> str:
             f"(±{idle_mj:,.1f} mJ of the bound is the idle's, ±{m.idle_bound_w:.2f} W over each call's time: "
             "more calls do not narrow that part; the budget is too close to the figure to decide)"
         )
-    return "(more calls in the window, or a warm start rather than a cold or transient one, narrow the bound)"
+    # how to get a warm start, too: a marker alone meters the whole test, which starts from idle (a new user)
+    return (
+        "(more calls in the window narrow the bound, and so does a warm start: with the energy fixture, "
+        "calls run just before its window and the idle given, --energy-idle=PROBE_FILE)"
+    )
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ records from them, so every derived figure in a probe file can be recomputed.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -97,7 +98,12 @@ class ProbeReport:
         bound = f"{1e3 * kept.power_lag_s:.1f} ± {1e3 * kept.power_lag_err_s:.1f} ms"
         reach_s = lag_reach_s(self.probes["step"])
         if kept.power_lag_err_s > family.power_lag_err_s:
-            why = f"widened to reach this board's counter delay, {1e3 * reach_s:.0f} ms"
+            # the parts, since the step's own row shows its best delays, not the latest that fits (a new user)
+            read_ms = 1e3 * statistics.median(self.probes["step"].counter.read_cost_s)
+            why = (
+                f"widened to reach this board's counter delay, {1e3 * reach_s:.0f} ms (the latest delay the "
+                f"step fits, {1e3 * reach_s - read_ms:.0f} ms, and a read, {read_ms:.0f} ms)"
+            )
             if kept.tail_s > family.tail_s:
                 why += f"; the exit's tail with it, {1e3 * kept.tail_s:.0f} ms"
         elif reach_s is None:

@@ -277,6 +277,11 @@ def test_show_points_score_and_workloads_records_to_their_readers():
     assert "evaluate --table results/workloads-h200.json" in line
     line = one_line_error(nvmeter("show", "results/window-accuracy-v2/run1-a.json.gz", cwd=root), 2)
     assert "read it with `python bench/window_accuracy.py analyze results/window-accuracy-v2/" in line
+    # bench records, with their kind and from before they named one (a new user's trial)
+    line = one_line_error(nvmeter("show", "results/everyday/run-reference-h200.json", cwd=root), 2)
+    assert "is a bench record (bench-run-reference): the bench script that wrote it reads it" in line
+    line = one_line_error(nvmeter("show", "results/distributed/ddp-x2-h200.json", cwd=root), 2)
+    assert "no `kind` field; if a bench script wrote it, that script reads it (bench/README.md" in line
 
 
 def test_show_prints_a_job_record_verified(tmp_path):

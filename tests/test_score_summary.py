@@ -1,5 +1,6 @@
 """`nvmeter summarize`: the tables recomputed from raw records; a stored figure that disagrees is an error."""
 
+import glob
 import json
 import shutil
 from pathlib import Path
@@ -336,8 +337,11 @@ def test_a_folder_without_records_among_others_is_said_not_lost(folder, tmp_path
     code, out, err = summarize(folder, nested)
     assert code == 0 and "| method |" in out
     # with where its runs are: a session kept one level down read as a fault (a new user's trial)
-    hint = f"(its subfolders hold runs: give {nested}/* to read them)"
+    hint = f"(its subfolders hold runs: give {nested}/*/ to read them)"
     assert err.strip() == f"skipped {nested}: no run-*.json or run-*.json.gz in it {hint}"
+    (nested / "README.md").write_text("a session's notes\n")  # what {nested}/* would name too
+    code, out, err = summarize(*(Path(p) for p in glob.glob(f"{nested}/*/")))  # as a shell expands the hint
+    assert code == 0 and "| method |" in out, err
     (nested / "deeper" / "run-001.json").unlink()
     code, out, err = summarize(folder, nested)
     assert code == 0 and err.strip() == f"skipped {nested}: no run-*.json or run-*.json.gz in it"

@@ -41,6 +41,11 @@ def show(
     }
     if kind in elsewhere:  # records that another command (or the library, or the bench) reads
         raise errors.UsageError(f"{record_file} is a {kind} record: read it with `{elsewhere[kind]}`")
+    if kind.startswith("bench-"):
+        raise errors.UsageError(
+            f"{record_file} is a bench record ({kind}): the bench script that wrote it reads it "
+            "(bench/README.md lists them)"
+        )
     from nvmeter.formats import SHOWN_KINDS
 
     if kind not in SHOWN_KINDS:  # a record of nvmeter's, but not one show reads
@@ -119,6 +124,9 @@ def _shown() -> str:
     return f"an nvmeter {', '.join(SHOWN_KINDS[:-1])} or {SHOWN_KINDS[-1]} record"
 
 
+_BENCH_READS = "if a bench script wrote it, that script reads it (bench/README.md lists them)"
+
+
 def _parse_record(path: Path) -> tuple[str, dict]:
     """The record's ``kind`` and its JSON: a bounded regular file of JSON whose ``kind`` is a string.
 
@@ -133,5 +141,8 @@ def _parse_record(path: Path) -> tuple[str, dict]:
     data = records.parse_json(path, _shown())
     kind = data.get("kind") if isinstance(data, dict) else None
     if not isinstance(kind, str):
-        raise errors.RecordError(f"{path}: not {_shown()} ({formats.found_kind(data)})")
+        # results/ holds bench records from before they named their kind (results/distributed/): say where
+        # they are read (a new user's trial)
+        bench = f"; {_BENCH_READS}" if isinstance(data, dict) and "kind" not in data else ""
+        raise errors.RecordError(f"{path}: not {_shown()} ({formats.found_kind(data)}{bench})")
     return kind, data

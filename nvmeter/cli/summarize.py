@@ -57,7 +57,8 @@ def summarize(
 
     def skipped(folder: Path, below: list[Path]) -> None:
         # a folder of a session's runs kept one level down read as a fault (a new user's trial)
-        hint = f" (its subfolders hold runs: give {folder}/* to read them)" if below else ""
+        # the slash: a shell's {folder}/* also names the session's notes and logs, which are not runs
+        hint = f" (its subfolders hold runs: give {folder}/*/ to read them)" if below else ""
         say_line(f"skipped {folder}: no run-*.json or run-*.json.gz in it{hint}")
 
     loaded = summ.load_records(paths, on_empty=skipped)

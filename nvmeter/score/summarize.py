@@ -556,7 +556,8 @@ def plot(summaries: Sequence[MethodSummary], path: Path) -> None:
         if len(boards) <= 2
         else f"{len(boards)} boards ({', '.join(sorted({b.split()[0] for b in boards}))})"
     )
-    ax.set_title(f"nvmeter score on {on}", fontsize=10)
+    # which model's bounds the bars are: the runs' own, or the one --model re-read them under (a new user)
+    ax.set_title(f"nvmeter score on {on}; bounds of error model {_models(points)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()
