@@ -259,3 +259,17 @@ def test_watts_given_too_low_are_held_by_the_bound(given_w, exit):
     m, truth_mj = calls_after_a_pause(board, given_w, 20.0, exit)
     assert m.lead_level_gap_w == pytest.approx(board.config.idle_context_w - given_w, abs=1.0)
     assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
+
+
+def test_a_level_over_twice_the_idle_is_work_not_an_idle_that_moved():
+    # an evaluation at 200 W above idle before an epoch at 400 W: no idle moves so far, and reading it as
+    # one would widen every such epoch by the evaluation's power
+    board, probe_like = board_with_exact_idle(9)
+    board.set_load(200.0)
+    board.clock.sleep(2.0)
+    with EnergyWindow(board, sync="none", idle=probe_like) as w:
+        board.set_load(400.0)
+        board.clock.sleep(1.0)
+        w.call(20)
+        board.set_load(0.0)
+    assert w.result.lead_level is not None and w.result.lead_level_gap_w == 0.0

@@ -267,8 +267,10 @@ History:
        2 s) is either the idle now or other work, and the samples cannot tell which, so the
        bound holds both: the level's offset from the baseline's sampled idle, over the window.
        Not where the level is the window's own calls run up to it (within a quarter of the
-       work's power above idle, or the band, of that power: a warm window), nor for an idle
-       measured around the window. A quarter is a chosen margin, not fitted. Never narrower than
+       work's power above idle, or the band, of that power: a warm window), nor where it lies
+       more than the idle itself above the idle (``measurement.LEAD_LEVEL_IDLE_SHARE``: work, not
+       an idle that moved), nor for an idle measured around the window. A quarter and the whole
+       idle are chosen margins, not fitted. Never narrower than
        model 13; current at once. Read on the committed H100 pool (thirteen boards, every kind)
        it moved no figure and one bound: a single bf16 call at the cap, +-33.7% to +-37.8%
        (results/enclose/pooled-h100-model14.md).

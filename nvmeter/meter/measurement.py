@@ -201,7 +201,8 @@ class Measurement:
         which the samples cannot tell apart, so the bound holds both readings: the level's
         offset from the baseline's sampled idle. Except where the level is the window's own
         work run up to it (a warm window): within ``lead_level_share`` of the work's power above
-        idle (or the band) of that power. 0 for an idle measured around this window
+        idle (or the band) of that power; nor where it lies more than :data:`LEAD_LEVEL_IDLE_SHARE`
+        of the idle above it, further than any idle moves. 0 for an idle measured around this window
         (``idle.local``), under models before 14, and within the band where the idle has a
         sampled figure (model 8's and 12's; an idle given in watts has none, and any offset counts).
         """
@@ -212,7 +213,10 @@ class Measurement:
         # model 8 reads a level within its band, where the idle has a sampled figure (watts have none)
         band_w = m.local_idle_band_w if math.isfinite(self.idle.samples_power_w) else 0.0
         warm_w = self.work_w - max(m.local_idle_band_w, m.lead_level_share * self.work_w)
-        return abs(gap_w) if band_w < abs(gap_w) and gap_w < warm_w else 0.0
+        # no idle moves by as much as itself: a level over twice the idle is work (an evaluation before
+        # an epoch, say), which would otherwise have widened a monitor's every epoch by its power
+        idle_like = gap_w <= LEAD_LEVEL_IDLE_SHARE * self.idle.samples_w
+        return abs(gap_w) if band_w < abs(gap_w) and gap_w < warm_w and idle_like else 0.0
 
     @property
     def idle_artefact_w(self) -> float | None:
@@ -1415,6 +1419,13 @@ QUIET_BELOW_MIN_S = 0.3
 # (bench/below_idle.py, results/below-idle.txt): twice the longest, and a dip a third deeper than any.
 QUIET_DEEP_MIN_S = 0.12
 QUIET_DEEP_REL = 0.25
+
+# Error model 14 reads a steady level before a window as possibly the idle up to this share of the idle
+# above it. The idles we know moved far less: an H100's followed its temperature over 15 W (129.8-144.6 W)
+# within three minutes (errormodel history 8), and a wrong level (a no-context idle for a process holding
+# a context) is ~40 W on an H200 (78.7 against 121.3 W, results/probe-h200.json): 54% of it. A chosen
+# margin, not fitted: a level further above is work, whose windows it would otherwise widen by its power.
+LEAD_LEVEL_IDLE_SHARE = 1.0
 
 
 # A window whose energy runs past the work's end (the default exit, and method="samples") counts the
