@@ -266,11 +266,12 @@ def test_a_given_idle_above_the_boards_power_limit_is_refused_before_the_work(bo
     assert not w.result.reliable
 
 
-@pytest.mark.parametrize("idle_w", [50.0, 7.87])
-def test_a_given_idle_below_the_board_s_rest_is_refused_before_the_work(board, idle_w):
+@pytest.mark.parametrize(("idle_w", "shown"), [(50.0, "50.0"), (7.87, "7.9"), (1e-320, "1e-320")])
+def test_a_given_idle_below_the_board_s_rest_is_refused_before_the_work(board, idle_w, shown):
     """An adversarial review: 7.87 W typed for 78.7 W, or 50 W for 121 W, read too high, marked reliable."""
-    below = pytest.raises(
-        errors.UsageError, match=r"below what .* draws at rest without a CUDA context \(78.7 W"
+    below = pytest.raises(  # 1e-320 had shown as "idle 0.0 W ... (0 for its whole energy)" (a breaker)
+        errors.UsageError,
+        match=rf"idle {shown} W is below what .* draws at rest without a CUDA context \(78.7 W",
     )
     with below, EnergyWindow(board, sync="none", idle=idle_w):
         pytest.fail("the window opened")

@@ -391,8 +391,10 @@ def drawable(idle: IdleBaseline, board: Board) -> IdleBaseline:
     floor = rest_floor_w(board) if idle.power_w > 0 else None
     if floor is None or idle.power_w + idle.err_w >= floor[0]:
         return idle
+    # 1e-320 W had read "idle 0.0 W is below ... (0 for its whole energy)" (a breaker)
+    given = f"{idle.power_w:,.1f}" if idle.power_w >= 0.05 else f"{idle.power_w:.3g}"
     below = (
-        f"idle {idle.power_w:,.1f} W is below what {ident.short} draws at rest without a CUDA context "
+        f"idle {given} W is below what {ident.short} draws at rest without a CUDA context "
         f"({floor[0]:,.1f} W, {floor[1]})"
     )
     if idle.power_w + idle.err_w < REST_FLOOR_SHARE * floor[0]:
