@@ -563,3 +563,32 @@ def test_the_sm_clock_sample_buffer_is_on_our_clock_and_follows_the_work(board):
     assert samples[-1].t_s == pytest.approx(board.clock.now(), abs=1.0)
     recent = [s.sm_clock_mhz for s in samples if s.t_s > board.clock.now() - 1.0]
     assert recent and 500 < max(recent) < 3000  # busy clocks, MHz (H200: 1,980 boost)
+
+
+def test_a_given_idle_of_this_board_is_not_widened_by_the_level_before_a_window(board):
+    """Error model 14 on hardware: the board's own quiescent idle, given to a window after a pause,
+    is the level the samples read before it (within model 8's band), so the bound is not widened."""
+    import torch
+
+    from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+    from nvmeter.meter.window import EnergyWindow
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(4096, 4096, device="cuda")
+    out = torch.empty_like(a)
+    torch.cuda.synchronize()
+    time.sleep(1.0)  # the context's idle settles
+    baseline = IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
+    time.sleep(1.5)  # a pause the window's sample history holds whole
+    with EnergyWindow(board, idle=baseline) as w:
+        end = time.perf_counter() + 0.5
+        while time.perf_counter() < end:
+            for _ in range(15):
+                torch.matmul(a, a, out=out)
+            torch.cuda.synchronize()
+            w.call()
+    m = w.result
+    print(m, m.lead_level, m.lead_level_gap_w)
+    assert m.model_version >= 14 and m.lead_level is not None
+    assert m.lead_level_gap_w == 0.0 and abs(m.lead_level[0] - baseline.samples_w) <= 5.0
+    assert m.reliable, m.reason
