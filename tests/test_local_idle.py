@@ -10,6 +10,7 @@ from simboards import context_board
 
 from bench.accuracy import analysis
 from nvmeter import records
+from nvmeter.boards.simulated import SimConfig, SimulatedBoard
 from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
 from nvmeter.meter.measurement import Measurement
 from nvmeter.meter.window import EnergyWindow
@@ -273,3 +274,50 @@ def test_a_level_over_twice_the_idle_is_work_not_an_idle_that_moved():
         w.call(20)
         board.set_load(0.0)
     assert w.result.lead_level is not None and w.result.lead_level_gap_w == 0.0
+
+
+# a review of model 14 (2026-12-07): the calls' power was taken above the given idle, with its error
+
+
+@pytest.mark.parametrize("above_w", [14.0, 20.0])
+def test_light_calls_after_a_wrong_idle_are_not_read_as_warm(above_w):
+    # 14 W calls with 78.7 W given on a board at 121.2 W: the level (42.5 W over the idle) was within
+    # a quarter of the calls' power over that idle, so read as the calls: +307%, reliable
+    board = context_board(8)
+    m, truth_mj = calls_after_a_pause(board, 78.7, above_w, "return")
+    assert m.lead_level_gap_w == pytest.approx(board.config.idle_context_w - 78.7, abs=1.0)
+    assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
+
+
+def test_a_level_under_a_given_idle_always_counts():
+    # 5.5 W under the probe's idle (under the below-idle check's margin), 1 W calls: the calls' power over
+    # that idle was negative, and the level read as theirs: -929%, reliable
+    board, probe_like = board_with_exact_idle(4)
+    board.shift_idle(-5.5)
+    board.clock.sleep(3.0)
+    with EnergyWindow(board, sync="none", idle=probe_like) as w:
+        t0 = board.clock.now()
+        for _ in range(12):
+            board.set_load(1.0)
+            board.clock.sleep(0.02)
+            board.set_load(0.0)
+            w.call()
+        t1 = board.clock.now()
+    idle_now_w = board.config.idle_context_w - 5.5
+    truth_mj = (board.true_energy_j(t0, t1) - idle_now_w * (t1 - t0)) * 1e3 / 12
+    assert w.result.lead_level_gap_w == pytest.approx(5.5, abs=0.5)
+    assert abs(w.result.per_call_mj - truth_mj) <= w.result.per_call_mj_err
+
+
+def test_a_noisy_idle_still_shows_its_level():
+    # one sample 6.4 W off (2 W of noise) had ended the level after 0.1 s: +25% at +-16%, reliable
+    board = SimulatedBoard(SimConfig(seed=4, noise_w=2.0))
+    board.set_context(True)
+    board.clock.sleep(1.0)
+    idle_w = board.config.idle_context_w
+    board.shift_idle(20.0)
+    m, truth_mj = calls_after_a_pause(
+        board, IdleBaseline(idle_w, 0.3, "probe", samples_power_w=idle_w), 100.0
+    )
+    assert m.lead_level_gap_w == pytest.approx(20.0, abs=1.5)
+    assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err

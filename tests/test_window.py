@@ -192,12 +192,14 @@ def test_a_probe_file_given_as_idle_is_the_boards_profile_too(board, tmp_path):
     result, _ = run_block(board, 0.5, idle=path)
     assert str(path) in result.profile.source
     assert result.profile.counter_period_s == pytest.approx(data["profile"]["counter_period_s"])
-    # a profile given wins; a probe file without a profile block still gives its idle
+    # a profile given wins; a probe file without its profile block gives its idle and the profile its
+    # probes derive (it had left the window on the family's defaults: a breaker)
     assert run_block(board, 0.5, idle=path, profile=HOPPER)[0].profile is HOPPER
     del data["profile"]
     records.write_json(path, data)
     bare, _ = run_block(board, 0.5, idle=path)
-    assert bare.idle.source == "probe" and str(path) not in bare.profile.source
+    assert bare.idle.source == "probe" and str(path) in bare.profile.source
+    assert bare.profile.counter_period_s == pytest.approx(result.profile.counter_period_s)
 
 
 def test_given_idle_must_be_sane():

@@ -256,7 +256,7 @@ History:
        boards sat at the one level, and so did runs right after a
        reference (5 of 5).
    14: model 13, with a given idle's bound holding a steady level before the window that lies
-       further than model 8's band from it (``lead_level_share``,
+       further than model 8's band from it (``lead_level_same_rel``,
        :attr:`~nvmeter.meter.measurement.Measurement.lead_level_gap_w`). Why: a given idle (a
        probe file, watts, a monitor's) was taken at another time, and an idle moves (an H100's
        followed its temperature over 15 W within three minutes, history 8). Model 8 moves the
@@ -266,11 +266,15 @@ History:
        (model 8's figures: within the band of its own median, 0.2 s settled, 0.2 s left, at most
        2 s) is either the idle now or other work, and the samples cannot tell which, so the
        bound holds both: the level's offset from the baseline's sampled idle, over the window.
-       Not where the level is the window's own calls run up to it (within a quarter of the
-       work's power above idle, or the band, of that power: a warm window), nor where it lies
-       more than the idle itself above the idle (``measurement.LEAD_LEVEL_IDLE_SHARE``: work, not
-       an idle that moved), nor for an idle measured around the window. A quarter and the whole
-       idle are chosen margins, not fitted. Never narrower than
+       A level under the idle always counts. One over it does not where it is the window's own
+       calls run up to it (under their sampled power, in watts, by no more than 3% of it, the
+       band or twice the samples' spread: a warm window; the limiter's overshoot after a pause is
+       ~3%, docs/facts.md), nor where it lies more than the idle itself above the idle
+       (``measurement.LEAD_LEVEL_IDLE_SHARE``: work, not an idle that moved), nor for an idle
+       measured around the window. The three are chosen margins, not fitted. A first version
+       compared the level with the work's power above the given idle, which carried the idle's
+       error: light calls after a wrong idle read as warm, +307% reliable, and an idle given too
+       high made that power negative (a review, 2026-12-07). Never narrower than
        model 13; current at once. Read on the committed H100 pool (thirteen boards, every kind)
        it moved no figure and one bound: a single bf16 call at the cap, +-33.7% to +-37.8%
        (results/enclose/pooled-h100-model14.md).
@@ -344,10 +348,10 @@ class ErrorModel:
             interval over all the work).
         run_level: Every window's state part is at least the board's run level
             (``BoardProfile.run_level_rel``) of the energy above idle (models 1-12: not).
-        lead_level_share: A given idle's bound holds a steady lead-in level further than
-            ``local_idle_band_w`` from it, unless that level lies within this share of the work's
-            power above idle of the work's own (the same calls run up to the window) (0: not,
-            models 1-13).
+        lead_level_same_rel: A given idle's bound holds a steady lead-in level further than
+            ``local_idle_band_w`` from it, unless that level lies within this share of the calls'
+            sampled power (or the band, or twice the samples' spread) under it: the same calls run
+            up to the window (0: not, models 1-13).
 
     """
 
@@ -381,7 +385,7 @@ class ErrorModel:
     subwindow_min_periods: float = 0.0
     uncovered_state: bool = False
     run_level: bool = False
-    lead_level_share: float = 0.0
+    lead_level_same_rel: float = 0.0
 
 
 MODELS: dict[int, ErrorModel] = {
@@ -434,8 +438,8 @@ MODELS[12] = replace(
 )
 # the run level's figures are the board profile's (history 13)
 MODELS[13] = replace(MODELS[12], version=13, run_level=True)
-# a quarter: a chosen margin (history 14), not fitted
-MODELS[14] = replace(MODELS[13], version=14, lead_level_share=0.25)
+# 3%: the limiter's overshoot after a pause (history 14), not fitted
+MODELS[14] = replace(MODELS[13], version=14, lead_level_same_rel=0.03)
 # The model new Measurements are made with. Model 8 became current once read on a board and a
 # kind of work it was not drawn from (an H100, FP32 4096² products; history 8); a model that
 # changes it goes on trial the same way (read with ``--model N``: ``bench/window_accuracy.py

@@ -172,21 +172,25 @@ class Measurement:
         Back from the last sample before the first read, every sample within the model's
         ``local_idle_band_w`` of the median of those in its last ``local_idle_min_s``, over at
         most ``local_idle_s``, less its first ``local_idle_settle_s`` (model 8's figures, around
-        the stretch's own level instead of the baseline's). None where what is left is shorter
-        than ``local_idle_min_s``: no history, or a board still moving.
+        the stretch's own level instead of the baseline's). A lone sample outside the band is
+        passed over, not taken: one noisy sample (2 W of noise) had ended the stretch after 0.1 s
+        (a review). None where what is left is shorter than ``local_idle_min_s``: no history, or a
+        board still moving.
         """
         m, t_first = self.model, self.first_read_s
         lead = [s for s in self.samples if t_first - m.local_idle_s <= s.t_s <= t_first]
         if not lead or not m.local_idle_min_s > 0:
             return None
         centre_w = statistics.median(s.power_w for s in lead if s.t_s >= lead[-1].t_s - m.local_idle_min_s)
-        steady = list(
-            itertools.takewhile(lambda s: abs(s.power_w - centre_w) <= m.local_idle_band_w, reversed(lead))
-        )
-        steady = [s for s in steady if s.t_s - steady[-1].t_s >= m.local_idle_settle_s]
-        if len(steady) < 2 or steady[0].t_s - steady[-1].t_s < m.local_idle_min_s:
+        inside = [abs(s.power_w - centre_w) <= m.local_idle_band_w for s in lead]
+        first = len(lead)  # back to where two samples in a row leave the band
+        while first > 0 and (inside[first - 1] or (first > 1 and inside[first - 2])):
+            first -= 1
+        steady = [s for s, ok in zip(lead[first:], inside[first:], strict=True) if ok]
+        steady = [s for s in steady if s.t_s - steady[0].t_s >= m.local_idle_settle_s]
+        if len(steady) < 2 or steady[-1].t_s - steady[0].t_s < m.local_idle_min_s:
             return None
-        return statistics.fmean(s.power_w for s in steady), steady[0].t_s - steady[-1].t_s
+        return statistics.fmean(s.power_w for s in steady), steady[-1].t_s - steady[0].t_s
 
     @functools.cached_property
     def lead_level_gap_w(self) -> float:
@@ -199,24 +203,41 @@ class Measurement:
         over its probe file read +34% at a bound of +-22%, reliable, and 49 W over it +243%
         (2026-12-07). A steady level before the window is either the idle now or other work,
         which the samples cannot tell apart, so the bound holds both readings: the level's
-        offset from the baseline's sampled idle. Except where the level is the window's own
-        work run up to it (a warm window): within ``lead_level_share`` of the work's power above
-        idle (or the band) of that power; nor where it lies more than :data:`LEAD_LEVEL_IDLE_SHARE`
-        of the idle above it, further than any idle moves. 0 for an idle measured around this window
+        offset from the baseline's sampled idle. A level under the idle always counts (a board
+        cannot idle under its idle). One over it does not where it is the window's own calls run
+        up to it (a warm window: under their sampled power by no more than the band, twice the
+        samples' spread, or ``lead_level_same_rel`` of that power), where it is not under their
+        power at all, nor where it lies more than :data:`LEAD_LEVEL_IDLE_SHARE` of the idle above
+        it, further than any idle moves. The calls' power is the samples' own, in watts: one
+        above a given idle took the idle's error with it, and light calls after a wrong idle had
+        read as warm (+307%, reliable: a review). 0 for an idle measured around this window
         (``idle.local``), under models before 14, and within the band where the idle has a
         sampled figure (model 8's and 12's; an idle given in watts has none, and any offset counts).
         """
         m, level = self.model, self.lead_level
-        if not m.lead_level_share > 0 or self.idle.local or level is None:
+        if not m.lead_level_same_rel > 0 or self.idle.local or level is None:
             return 0.0
         gap_w = level[0] - self.idle.samples_w
         # model 8 reads a level within its band, where the idle has a sampled figure (watts have none)
         band_w = m.local_idle_band_w if math.isfinite(self.idle.samples_power_w) else 0.0
-        warm_w = self.work_w - max(m.local_idle_band_w, m.lead_level_share * self.work_w)
+        if abs(gap_w) <= band_w:
+            return 0.0
+        if gap_w < 0:
+            return -gap_w
         # no idle moves by as much as itself: a level over twice the idle is work (an evaluation before
         # an epoch, say), which would otherwise have widened a monitor's every epoch by its power
-        idle_like = gap_w <= LEAD_LEVEL_IDLE_SHARE * self.idle.samples_w
-        return abs(gap_w) if band_w < abs(gap_w) and gap_w < warm_w and idle_like else 0.0
+        if gap_w > LEAD_LEVEL_IDLE_SHARE * self.idle.samples_w:
+            return 0.0
+        own = [
+            s.power_w
+            for s in self.samples
+            if self.work_t0_s < s.t_s <= self.work_t1_s + self.profile.sample_spacing_s
+        ]
+        if not own:  # no sample of the calls: nothing says the level is theirs
+            return gap_w
+        own_w = statistics.fmean(own)
+        same_w = max(m.local_idle_band_w, 2 * statistics.pstdev(own), m.lead_level_same_rel * own_w)
+        return gap_w if level[0] < own_w - same_w else 0.0
 
     @property
     def idle_artefact_w(self) -> float | None:

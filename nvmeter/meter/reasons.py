@@ -377,7 +377,8 @@ def _idle_stretch_note(m) -> tuple[str, ...]:
         return (
             f"the board drew {level_w:,.1f} W steadily for {length_s:.1f} s before the window, "
             f"{level_w - m.idle.samples_w:+,.1f} W off the idle given: an idle that moved since, or "
-            f"other work; {held_j:,.1f} J of the bound holds both (idle='measure' measures the idle now)",
+            f"other work; {held_j:,.1f} J of the bound holds both (a fresh idle narrows it: idle='measure', "
+            "an EnergyMonitor's measure_idle())",
         )
     if not held_j >= IDLE_STRETCH_NOTE_SHARE * m.err_j > 0:
         return ()
