@@ -101,8 +101,8 @@ class ProbeReport:
             # the parts, since the step's own row shows its best delays, not the latest that fits (a new user)
             read_ms = 1e3 * statistics.median(self.probes["step"].counter.read_cost_s)
             why = (
-                f"widened to reach this board's counter delay, {1e3 * reach_s:.0f} ms (the latest delay the "
-                f"step fits, {1e3 * reach_s - read_ms:.0f} ms, and a read, {read_ms:.0f} ms)"
+                f"widened to reach this board's counter delay, {1e3 * reach_s:.1f} ms (the latest delay the "
+                f"step fits, {1e3 * reach_s - read_ms:.1f} ms, and a read, {read_ms:.1f} ms)"
             )
             if kept.tail_s > family.tail_s:
                 why += f"; the exit's tail with it, {1e3 * kept.tail_s:.0f} ms"

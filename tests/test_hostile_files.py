@@ -465,8 +465,12 @@ def test_a_probe_files_profile_block_is_checked_against_its_raw_series(tmp_path,
         ),
         (set_at("board", "uuid", "GPU-1"), "board.uuid is 'GPU-1', not an NVML UUID"),
         # figures a consistent rewrite would make: 883 W above idle on a 700 W board, 100.05% right
-        (set_at("energy", "method", "window", "calls", 1), r"method window counts 1 calls, its block \d+"),
+        (
+            set_at("energy", "method", "window", "calls", 1),
+            r"method window counts 1 call\(s\), its block \d+",
+        ),
         (set_at("energy", "method", "block", "correct", 0, 10**6), "judged right on more rows than its draw"),
+        (set_at("energy", "method", "block", "correct", 0, 0.5), "right labels is not a whole number"),
     ],
 )
 def test_a_damaged_score_record_is_one_line_and_exit_2(tmp_path, score_data, change, why):
@@ -521,11 +525,14 @@ def test_a_read_of_negative_cost_is_damage(tmp_path):
     assert "damaged probe record: a read that took negative time (at read_cost)" in line, line
 
 
-@pytest.mark.parametrize("wait", [-5.0, "2 s"])
-def test_a_settle_wait_that_cannot_be_is_damage(tmp_path, probe_data, wait):
+@pytest.mark.parametrize(
+    ("wait", "why"),
+    [(-5.0, "a settle wait of negative time"), ("2 s", "settle waits with missing or non-finite")],
+)
+def test_a_settle_wait_that_cannot_be_is_damage(tmp_path, probe_data, wait, why):
     change = lambda d: d["probes"]["idle"]["raw"]["settle_s"].__setitem__("context", wait)  # noqa: E731
     line = one_line_error(nvmeter("show", damaged(tmp_path, probe_data, change)), 2)
-    assert "damaged probe record: a settle wait" in line or "settle waits with" in line, line
+    assert f"damaged probe record: {why}" in line, line
 
 
 def test_the_window_s_idle_from_a_probe_with_a_count_past_int64_is_refused(tmp_path, probe_data):

@@ -273,6 +273,13 @@ def test_the_probe_table_says_which_lag_bound_the_profile_keeps_and_why(trailing
 
     widened = dict(trailing.rows())["power lag kept"]
     assert widened.startswith("7.5 ± ") and "widened to reach this board's counter delay" in widened
+    # its parts, which add up to it: the step's own row shows its best delays, not the latest that fits
+    import re
+
+    total, fits, read = map(
+        float, re.search(r"delay, ([\d.]+) ms \(.*fits, ([\d.]+) ms.*read, ([\d.]+) ms", widened).groups()
+    )
+    assert total == pytest.approx(fits + read, abs=0.11) and read > 0
     old = dict(load_report(RESULTS / "probe-h200.json").rows())["power lag kept"]
     assert old == "7.5 ± 5.0 ms, the family's: a record of step derivation 1, made before a probe widened it"
     monkeypatch.setattr(probe_profile, "lag_reach_s", lambda record: None)  # a flat or blurred step

@@ -384,12 +384,8 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
     """
     data = records.read_any(Path(path), (KIND, "probe"))
     block = data.get("profile")
-    if data.get("kind") == "probe" and block is None and isinstance(data.get("board"), dict):
-        # derived from its probes, as a kept record's is: one whose block was deleted had left its
-        # windows on the family's defaults without a word (a breaker's trial, 2026-12-07)
-        profile = records.load_verified("probe", Path(path), data, board=board).profile()
-        return profile.with_(source=f"{path} ({profile.source})")
-    if not isinstance(block, dict) or not isinstance(data.get("board"), dict):
+    derived = data.get("kind") == "probe" and block is None  # a block deleted: its probes give it
+    if not (isinstance(block, dict) or derived) or not isinstance(data.get("board"), dict):
         raise errors.RecordError(
             f"{path} holds no board profile: probe the board again (`nvmeter probe --out probe.json`)"
         )
@@ -398,6 +394,11 @@ def load_profile(path: Path, board: BoardIdentity | None = None) -> BoardProfile
         raise errors.RecordError(f"{path}: damaged record: its board.uuid {uuid!r:.60} is not a board's UUID")
     if board is not None and uuid != board.uuid:
         raise board.made_elsewhere(path, uuid, "probe this board (`nvmeter probe --out probe.json`)")
+    if derived:
+        # as a kept record's is: one whose block was deleted had left its windows on the family's
+        # defaults without a word (a breaker's trial, 2026-12-07)
+        profile = records.load_verified("probe", Path(path), data, board=board).profile()
+        return profile.with_(source=f"{path} ({profile.source})")
     if data.get("kind") == "probe":  # its profile was derived from its raw series: checked as show does
         records.verify(path, "probe")
     try:

@@ -52,6 +52,7 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from nvmeter import errors
 from nvmeter.arguments import finite
@@ -162,82 +163,70 @@ class Measurement:
         the bound holds both readings. Model 14: a steady level beyond that stretch's band
         (:attr:`lead_level_gap_w`).
         """
-        quiet_w = abs(self._quiet_offset_w) if self.model.drift_ambiguous_k > 0 else 0.0
+        quiet_w = abs(self.quiet_offset_w) if self.model.drift_ambiguous_k > 0 else 0.0
         return max(quiet_w, self.lead_level_gap_w)
 
     @functools.cached_property
-    def lead_level(self) -> tuple[float, float] | None:
-        """The steady stretch of samples right before the window's first read: (its mean, W; its length, s).
+    def lead_level(self) -> LeadLevel | None:
+        """The steady stretch of samples right before the window's first read (error model 14).
 
-        Back from the last sample before the first read, every sample within the model's
-        ``local_idle_band_w`` of the median of those in its last ``local_idle_min_s``, over at
-        most ``local_idle_s``, less its first ``local_idle_settle_s`` (model 8's figures, around
-        the stretch's own level instead of the baseline's). A lone sample outside the band is
-        passed over, not taken: one noisy sample (2 W of noise) had ended the stretch after 0.1 s
-        (a review). None where what is left is shorter than ``local_idle_min_s``: no history, or a
-        board still moving.
+        Model 8's stretch (:func:`steady_stretch`), around the median of the samples in its last
+        ``local_idle_min_s`` instead of the baseline's idle, a lone sample outside the band passed
+        over: one noisy sample (2 W of noise) had ended it after 0.1 s (a review). None where
+        none is left: no history, or a board still moving.
         """
         m, t_first = self.model, self.first_read_s
         lead = [s for s in self.samples if t_first - m.local_idle_s <= s.t_s <= t_first]
         if not lead or not m.local_idle_min_s > 0:
             return None
         centre_w = statistics.median(s.power_w for s in lead if s.t_s >= lead[-1].t_s - m.local_idle_min_s)
-        inside = [abs(s.power_w - centre_w) <= m.local_idle_band_w for s in lead]
-        first = len(lead)  # back to where two samples in a row leave the band
-        while first > 0 and (inside[first - 1] or (first > 1 and inside[first - 2])):
-            first -= 1
-        steady = [s for s, ok in zip(lead[first:], inside[first:], strict=True) if ok]
-        steady = [s for s in steady if s.t_s - steady[0].t_s >= m.local_idle_settle_s]
-        if len(steady) < 2 or steady[-1].t_s - steady[0].t_s < m.local_idle_min_s:
+        stretch = steady_stretch(lead, centre_w, m, lone_ok=True)
+        if stretch is None:
             return None
-        return statistics.fmean(s.power_w for s in steady), steady[-1].t_s - steady[0].t_s
+        return LeadLevel(statistics.fmean(s.power_w for s in stretch), stretch[-1].t_s - stretch[0].t_s)
 
     @functools.cached_property
     def lead_level_gap_w(self) -> float:
         """How far a steady level before the window lies from a given idle that it may be, W (model 14).
 
-        A given idle (a probe file, watts, a monitor's) was taken at another time, and a board's
-        idle moves: an H100's followed its temperature, 129.8-144.6 W within three minutes
-        (error model 8's history). Model 8 moves the idle by a quiet stretch within its band;
-        past the band nothing held the difference, and a breaker's simulated board idling 5 W
-        over its probe file read +34% at a bound of +-22%, reliable, and 49 W over it +243%
-        (2026-12-07). A steady level before the window is either the idle now or other work,
-        which the samples cannot tell apart, so the bound holds both readings: the level's
-        offset from the baseline's sampled idle. A level under the idle always counts (a board
-        cannot idle under its idle). One over it does not where it is the window's own calls run
-        up to it (a warm window: under their sampled power by no more than the band, twice the
-        samples' spread, or ``lead_level_same_rel`` of that power), where it is not under their
-        power at all, nor where it lies more than :data:`LEAD_LEVEL_IDLE_SHARE` of the idle above
-        it, further than any idle moves. The calls' power is the samples' own, in watts: one
-        above a given idle took the idle's error with it, and light calls after a wrong idle had
-        read as warm (+307%, reliable: a review). 0 for an idle measured around this window
-        (``idle.local``), under models before 14, and within the band where the idle has a
-        sampled figure (model 8's and 12's; an idle given in watts has none, and any offset counts).
+        A given idle was taken at another time, and a board's idle moves; a steady level before
+        the window is either the idle now or other work, which the samples cannot tell apart, so
+        the bound holds both readings: the level's offset from the baseline's sampled idle, less
+        the idle's own bound (already in it). A level under the idle always counts (a board cannot
+        idle under its idle). One over it does not where it is the window's own calls run up to
+        it (under their sampled power, in watts, by no more than the band or
+        ``lead_level_same_rel`` of it), where it is not under their power at all, nor where it
+        lies more than ``lead_level_idle_share`` of the idle above it (work: no idle moves so
+        far). 0 for an idle measured around this window (``idle.local``), under models before
+        14, within the band where the idle has a sampled figure (model 8's), and under
+        :data:`LEAD_LEVEL_MIN_W` for watts. Why, and the figures: errormodel's history 14.
         """
         m, level = self.model, self.lead_level
-        if not m.lead_level_same_rel > 0 or self.idle.local or level is None:
+        if not m.lead_level or self.idle.local or level is None:
             return 0.0
-        gap_w = level[0] - self.idle.samples_w
+        gap_w = level.mean_w - self.idle.samples_w
         # model 8 reads a level within its band, where the idle has a sampled figure (watts have none)
-        band_w = m.local_idle_band_w if math.isfinite(self.idle.samples_power_w) else 0.0
+        band_w = m.local_idle_band_w if math.isfinite(self.idle.samples_power_w) else LEAD_LEVEL_MIN_W
         if abs(gap_w) <= band_w:
             return 0.0
+        beyond_w = max(0.0, abs(gap_w) - self.idle.err_w)  # its own bound holds the rest already
         if gap_w < 0:
-            return -gap_w
-        # no idle moves by as much as itself: a level over twice the idle is work (an evaluation before
-        # an epoch, say), which would otherwise have widened a monitor's every epoch by its power
-        if gap_w > LEAD_LEVEL_IDLE_SHARE * self.idle.samples_w:
+            return beyond_w
+        if gap_w > m.lead_level_idle_share * self.idle.samples_w:
             return 0.0
-        own = [
-            s.power_w
-            for s in self.samples
-            if self.work_t0_s < s.t_s <= self.work_t1_s + self.profile.sample_spacing_s
-        ]
+        # the calls' own samples, in watts: above a given idle their power carried its error (a review)
+        own = self._work_samples_w
         if not own:  # no sample of the calls: nothing says the level is theirs
-            return gap_w
+            return beyond_w
         own_w = statistics.fmean(own)
-        same_w = max(m.local_idle_band_w, 2 * statistics.pstdev(own), m.lead_level_same_rel * own_w)
-        return gap_w if level[0] < own_w - same_w else 0.0
+        same_w = max(m.local_idle_band_w, m.lead_level_same_rel * own_w)
+        return beyond_w if level.mean_w < own_w - same_w else 0.0
+
+    @functools.cached_property
+    def _work_samples_w(self) -> list[float]:
+        """The samples of the calls (those whose ~20 ms reaches into the work), W."""
+        t1_s = self.work_t1_s + self.profile.sample_spacing_s
+        return [s.power_w for s in self.samples if self.work_t0_s <= s.t_s <= t1_s]
 
     @property
     def idle_artefact_w(self) -> float | None:
@@ -609,7 +598,7 @@ class Measurement:
         :data:`~nvmeter.meter.errormodel.MODELS` 8 and where they come from: errormodel's history.
         From model 12, 0 where the stretch may be the work itself (:attr:`drift_ambiguous`).
         """
-        return 0.0 if self.drift_ambiguous else self._quiet_offset_w
+        return 0.0 if self.drift_ambiguous else self.quiet_offset_w
 
     @functools.cached_property
     def drift_ambiguous(self) -> bool:
@@ -623,30 +612,22 @@ class Measurement:
         calls may run up to heavier ones, which then clear the test (an adversarial review).
         """
         m = self.model
-        if not (m.drift_ambiguous_k > 0 and self._quiet_offset_w != 0.0):
+        if not (m.drift_ambiguous_k > 0 and self.quiet_offset_w != 0.0):
             return False
-        t1_s = self.work_t1_s + self.profile.sample_spacing_s
-        powers_w = [s.power_w for s in self.samples if self.work_t0_s <= s.t_s <= t1_s]
+        powers_w = self._work_samples_w
         rise_w = m.drift_ambiguous_k * m.local_idle_band_w
         return not powers_w or max(powers_w) - self.idle.samples_power_w < rise_w
 
     @functools.cached_property
-    def _quiet_offset_w(self) -> float:
-        """The quiet stretch's mean before the first read less the baseline's sampled idle, W (0: none)."""
+    def quiet_offset_w(self) -> float:
+        """The quiet stretch's mean before the first read less the baseline's sampled idle, W (model 8)."""
         m = self.model
         if self.idle.local or not (m.local_idle_s > 0 and math.isfinite(self.idle.samples_power_w)):
             return 0.0
-        t_first = self.first_read_s
-        base_w, stretch = self.idle.samples_power_w, []
-        for s in reversed([s for s in self.samples if t_first - m.local_idle_s <= s.t_s <= t_first]):
-            if abs(s.power_w - base_w) > m.local_idle_band_w:
-                break
-            stretch.append(s)
-        # what ran before the stretch (or before the history) may still be falling to idle
-        stretch = [x for x in stretch if stretch and x.t_s - stretch[-1].t_s >= m.local_idle_settle_s]
-        if len(stretch) < 2 or stretch[0].t_s - stretch[-1].t_s < m.local_idle_min_s:
-            return 0.0
-        return statistics.fmean(x.power_w for x in stretch) - base_w
+        t_first, base_w = self.first_read_s, self.idle.samples_power_w
+        lead = [s for s in self.samples if t_first - m.local_idle_s <= s.t_s <= t_first]
+        stretch = steady_stretch(lead, base_w, m, lone_ok=False)
+        return 0.0 if stretch is None else statistics.fmean(x.power_w for x in stretch) - base_w
 
     @functools.cached_property
     def quiet_below_idle(self) -> tuple[float, float, float] | None:
@@ -1441,12 +1422,10 @@ QUIET_BELOW_MIN_S = 0.3
 QUIET_DEEP_MIN_S = 0.12
 QUIET_DEEP_REL = 0.25
 
-# Error model 14 reads a steady level before a window as possibly the idle up to this share of the idle
-# above it. The idles we know moved far less: an H100's followed its temperature over 15 W (129.8-144.6 W)
-# within three minutes (errormodel history 8), and a wrong level (a no-context idle for a process holding
-# a context) is ~40 W on an H200 (78.7 against 121.3 W, results/probe-h200.json): 54% of it. A chosen
-# margin, not fitted: a level further above is work, whose windows it would otherwise widen by its power.
-LEAD_LEVEL_IDLE_SHARE = 1.0
+# Error model 14, for an idle given in watts (no sampled figure, so no band): a level under this far from
+# it, beyond the idle's own bound, is not counted. The samples follow the counter's idle to -0.05..+0.14 W
+# (errormodel history 8); a level's mean moves by less. A chosen margin, seven times that.
+LEAD_LEVEL_MIN_W = 1.0
 
 
 # A window whose energy runs past the work's end (the default exit, and method="samples") counts the
@@ -1462,6 +1441,33 @@ LEAD_LEVEL_IDLE_SHARE = 1.0
 BUSY_AFTER_REL = 0.2
 BUSY_AFTER_MIN_W = 10.0
 BUSY_AFTER_LAST_S = 0.1
+
+
+class LeadLevel(NamedTuple):
+    """A steady level of the samples before a window (:attr:`Measurement.lead_level`)."""
+
+    mean_w: float
+    length_s: float
+
+
+def steady_stretch(lead: list, centre_w: float, m: errormodel.ErrorModel, lone_ok: bool) -> list | None:
+    """The samples at the end of ``lead`` within the model's ``local_idle_band_w`` of ``centre_w``, or None.
+
+    Back from the last sample while each lies within the band (``lone_ok``: a lone sample outside
+    it is passed over and left out; two in a row end the stretch), less its first
+    ``local_idle_settle_s`` (what ran before may still be falling to idle); None where what is left
+    is shorter than ``local_idle_min_s`` or one sample. Error model 8's stretch (``lone_ok`` False)
+    and model 14's level. ``lead``: PowerSamples in time order.
+    """
+    inside = [abs(s.power_w - centre_w) <= m.local_idle_band_w for s in lead]
+    first = len(lead)
+    while first > 0 and (inside[first - 1] or (lone_ok and first > 1 and inside[first - 2])):
+        first -= 1
+    stretch = [s for s, ok in zip(lead[first:], inside[first:], strict=True) if ok]
+    stretch = [s for s in stretch if s.t_s - stretch[0].t_s >= m.local_idle_settle_s]
+    if len(stretch) < 2 or stretch[-1].t_s - stretch[0].t_s < m.local_idle_min_s:
+        return None
+    return stretch
 
 
 def stretches_under(samples, below_w: float) -> list[tuple[float, float, float]]:

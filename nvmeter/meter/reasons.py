@@ -372,7 +372,7 @@ def _idle_stretch_note(m) -> tuple[str, ...]:
     And always where a steady level further from a given idle widened it (error model 14).
     """
     held_j = m.idle_stretch_w * m.window_s  # 0 before error model 12
-    if m.lead_level_gap_w > abs(m._quiet_offset_w):  # error model 14's level, said whatever its share
+    if m.lead_level_gap_w > abs(m.quiet_offset_w):  # error model 14's level, said whatever its share
         level_w, length_s = m.lead_level
         return (
             f"the board drew {level_w:,.1f} W steadily for {length_s:.1f} s before the window, "
@@ -386,7 +386,7 @@ def _idle_stretch_note(m) -> tuple[str, ...]:
         "calls that light, or an idle that moved: not moved" if m.drift_ambiguous else "the idle moved by it"
     )
     return (
-        f"the board read {m._quiet_offset_w:+.1f} W against the idle right before the window ({how}); "
+        f"the board read {m.quiet_offset_w:+.1f} W against the idle right before the window ({how}); "
         f"{held_j:,.1f} J of the bound holds either reading",
     )
 

@@ -149,7 +149,7 @@ def _reads_fault(d: dict) -> str | None:
     A breaker's edit of every energy read to minus itself showed as a read cost of -3,110.9 us.
     """
     reads = d["reads_s"]
-    if not isinstance(reads, dict) or not all(_numbers(v) and v for v in reads.values()):
+    if not isinstance(reads, dict) or not reads or not all(_numbers(v) and v for v in reads.values()):
         return "read durations with missing or non-finite values"
     return "a read that took negative time" if min(min(v) for v in reads.values()) < 0 else None
 

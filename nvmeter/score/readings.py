@@ -154,8 +154,12 @@ class Block:
         )
         if block.correct and len(block.correct) != block.calls:
             raise ValueError(f"{len(block.correct)} calls judged, {block.calls} timed")
+        if not all(type(c) is int for c in block.correct):
+            raise ValueError("a call's count of right labels is not a whole number")
         if any(not 0 <= c <= block.rows for c in block.correct):
-            raise ValueError(f"a call judged right on more rows than its draw's {block.rows}, or on < 0")
+            raise ValueError(
+                f"a call judged right on more rows than its draw's {block.rows}, or on fewer than 0"
+            )
         return block
 
 
@@ -269,5 +273,5 @@ class Energy:
             ("method", energy.method_window, energy.method_block),
         ):
             if window.calls != block.calls:
-                raise ValueError(f"the {name} window counts {window.calls} calls, its block {block.calls}")
+                raise ValueError(f"the {name} window counts {window.calls} call(s), its block {block.calls}")
         return energy
