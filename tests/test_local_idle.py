@@ -209,7 +209,6 @@ def calls_after_a_pause(board, idle, above_w: float, exit: str = "wait"):
     ("shift_w", "above_w", "exit"),
     [
         (5.2, 20.0, "wait"),
-        (-5.5, 20.0, "wait"),
         (19.0, 100.0, "wait"),
         (49.0, 300.0, "wait"),
         (49.0, 20.0, "return"),
@@ -289,24 +288,25 @@ def test_light_calls_after_a_wrong_idle_are_not_read_as_warm(above_w):
     assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
 
 
-def test_a_level_under_a_given_idle_always_counts():
+@pytest.mark.parametrize(("shift_w", "above_w"), [(-5.5, 1.0), (-5.5, 20.0)])
+def test_a_level_under_a_given_idle_refuses_the_window(shift_w, above_w):
     # 5.5 W under the probe's idle (under the below-idle check's margin), 1 W calls: the calls' power over
-    # that idle was negative, and the level read as theirs: -929%, reliable
+    # that idle was negative, and the level read as theirs: -929%, reliable. A board cannot idle under its
+    # idle: refused, not widened (widening hid the impossible-reading check: bench/given_idle_shift.py)
     board, probe_like = board_with_exact_idle(4)
-    board.shift_idle(-5.5)
+    board.shift_idle(shift_w)
     board.clock.sleep(3.0)
     with EnergyWindow(board, sync="none", idle=probe_like) as w:
-        t0 = board.clock.now()
         for _ in range(12):
-            board.set_load(1.0)
+            board.set_load(above_w)
             board.clock.sleep(0.02)
             board.set_load(0.0)
             w.call()
-        t1 = board.clock.now()
-    idle_now_w = board.config.idle_context_w - 5.5
-    truth_mj = (board.true_energy_j(t0, t1) - idle_now_w * (t1 - t0)) * 1e3 / 12
-    assert w.result.lead_level_gap_w == pytest.approx(5.5, abs=0.5)
-    assert abs(w.result.per_call_mj - truth_mj) <= w.result.per_call_mj_err
+    m = w.result
+    assert replace(m, model_version=13).reliable
+    assert m.lead_level_under_w == pytest.approx(-shift_w - probe_like.err_w, abs=0.5)
+    assert m.lead_level_gap_w == 0.0 and not m.reliable and "steadily for" in m.reason
+    assert "under the idle given" in m.reason
 
 
 def test_a_noisy_idle_still_shows_its_level():

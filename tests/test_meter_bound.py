@@ -128,11 +128,7 @@ def test_an_idle_above_what_the_window_drew_is_not_reliable():
     with EnergyWindow(board, idle=IdleBaseline.given(400.0, 0.1), sync="none") as w:
         calls(board, 0.5, load_w=50.0, window=w)
     board.set_load(0.0)
-    # from error model 14 the bound holds the level before the window, 290 W under the idle: the quiet
-    # stretch under the idle refuses the window instead
-    assert not w.result.reliable and "under the idle subtracted" in w.result.reason
-    before = replace(w.result, model_version=13)
-    assert not before.reliable and "below minus its bound" in before.reason
+    assert not w.result.reliable and "below minus its bound" in w.result.reason
 
 
 def test_a_window_in_which_no_virtual_time_passed_is_not_reliable():

@@ -266,12 +266,13 @@ History:
        (model 8's figures: within the band of its own median, 0.2 s settled, 0.2 s left, at most
        2 s) is either the idle now or other work, and the samples cannot tell which, so the
        bound holds both: the level's offset from the baseline's sampled idle, over the window.
-       A level under the idle always counts. One over it does not where it is the window's own
-       calls run up to it (under their sampled power, in watts, by no more than 3% of it, the
-       band or twice the samples' spread: a warm window; the limiter's overshoot after a pause is
-       ~3%, docs/facts.md), nor where it lies more than the idle itself above the idle
-       (``lead_level_idle_share``: work, not an idle that moved), nor for an idle
-       measured around the window. The three are chosen margins, not fitted. A first version
+       A level under the idle makes the window not reliable instead (a board cannot idle under
+       its idle; widening there had hidden the impossible-reading check, bench/given_idle_shift.py).
+       One over it does not count where it is the window's own calls run up to it (under their
+       sampled power, in watts, by no more than 3% of it or the band: a warm window; the
+       limiter's overshoot after a pause is ~3%, docs/facts.md), nor where it lies more than the
+       idle itself above the idle (``lead_level_idle_share``: work, not an idle that moved), nor
+       for an idle measured around the window. The three are chosen margins, not fitted. A first version
        compared the level with the work's power above the given idle, which carried the idle's
        error: light calls after a wrong idle read as warm, +307% reliable, and an idle given too
        high made that power negative (a review, 2026-12-07); a second review found that twice the

@@ -185,21 +185,40 @@ class Measurement:
             return None
         return LeadLevel(statistics.fmean(s.power_w for s in stretch), stretch[-1].t_s - stretch[0].t_s)
 
-    @functools.cached_property
+    @property
     def lead_level_gap_w(self) -> float:
-        """How far a steady level before the window lies from a given idle that it may be, W (model 14).
+        """How far a steady level over a given idle, that may be the idle, lies above it, W (model 14).
 
-        A given idle was taken at another time, and a board's idle moves; a steady level before
-        the window is either the idle now or other work, which the samples cannot tell apart, so
-        the bound holds both readings: the level's offset from the baseline's sampled idle, less
-        the idle's own bound (already in it). A level under the idle always counts (a board cannot
-        idle under its idle). One over it does not where it is the window's own calls run up to
-        it (under their sampled power, in watts, by no more than the band or
-        ``lead_level_same_rel`` of it), where it is not under their power at all, nor where it
-        lies more than ``lead_level_idle_share`` of the idle above it (work: no idle moves so
-        far). 0 for an idle measured around this window (``idle.local``), under models before
-        14, within the band where the idle has a sampled figure (model 8's), and under
-        :data:`LEAD_LEVEL_MIN_W` for watts. Why, and the figures: errormodel's history 14.
+        The part of :attr:`lead_level_offset_w` the bound holds: a level over the idle is either
+        the idle now or other work, which the samples cannot tell apart, so the bound holds both
+        readings.
+        """
+        return max(0.0, self.lead_level_offset_w)
+
+    @property
+    def lead_level_under_w(self) -> float:
+        """How far a steady level lies under a given idle, W (model 14): the window is not reliable.
+
+        A board cannot idle under its idle, so that idle is not this board's now. Widening the bound
+        instead hid the impossible-reading check: committed windows re-read with their idle moved
+        8 W up were refused under model 13 and read as reliable figures outside their bounds
+        (bench/given_idle_shift.py, results/given-idle-shift.txt).
+        """
+        return max(0.0, -self.lead_level_offset_w)
+
+    @functools.cached_property
+    def lead_level_offset_w(self) -> float:
+        """A steady level before the window less a given idle, beyond the idle's bound, W (model 14; signed).
+
+        A given idle was taken at another time, and a board's idle moves. Counted beyond the
+        idle's own bound (the bound holds that already). A level under the idle always counts.
+        One over it does not where it is the window's own calls run up to it (under their sampled
+        power, in watts, by no more than the band or ``lead_level_same_rel`` of it), where it is
+        not under their power at all, nor where it lies more than ``lead_level_idle_share`` of the
+        idle above it (work: no idle moves so far). 0 for an idle measured around this window
+        (``idle.local``), under models before 14, within the band where the idle has a sampled
+        figure (model 8's), and under :data:`LEAD_LEVEL_MIN_W` for watts. Why, and the figures:
+        errormodel's history 14.
         """
         m, level = self.model, self.lead_level
         if not m.lead_level or self.idle.local or level is None:
@@ -211,7 +230,7 @@ class Measurement:
             return 0.0
         beyond_w = max(0.0, abs(gap_w) - self.idle.err_w)  # its own bound holds the rest already
         if gap_w < 0:
-            return beyond_w
+            return -beyond_w
         if gap_w > m.lead_level_idle_share * self.idle.samples_w:
             return 0.0
         # the calls' own samples, in watts: above a given idle their power carried its error (a review)

@@ -166,6 +166,13 @@ def _idle(m) -> str | None:
             "just before the window reads so too: let it settle); measure it around the window (the "
             "default idle) or give the right one"
         )
+    if m.lead_level_under_w > 0:  # error model 14: a steady level, shorter or shallower than the above
+        level_w, length_s = m.lead_level
+        return (
+            f"the board drew {level_w:.1f} W steadily for {length_s:.1f} s before the window, under the idle "
+            f"given ({m.idle.samples_w:.1f} ± {m.idle.err_w:.1f} W, {m.idle.source}): that idle is not this "
+            "board's now; measure it around the window (the default idle) or give the right one"
+        )
     return None
 
 
