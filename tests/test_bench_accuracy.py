@@ -1315,3 +1315,16 @@ def test_measure_at_two_percent_stops_only_once_its_own_bound_fits(tmp_path):
     for u in units:
         m = Measurement.from_dict(u["raw"])
         assert m.reliable or m.work_s >= 12.0 - 0.5, (m.work_s, m.reason)
+
+
+def test_model_14_holds_single_calls_of_a_real_board_given_an_idle_off_its_own():
+    """bench/given_idle_shift.py on one committed H100 record (call 28, GPU-546291fd): its single calls
+    re-read with the idle given 40 W under the board's are held under model 14 where model 13 missed, and
+    given 8 W over it are refused, not read as reliable figures."""
+    import given_idle_shift
+
+    record = ROOT / "results" / "enclose" / "call28-db61784-h100-enclose.json.gz"
+    rows = {r["shift_w"]: r for r in given_idle_shift.scan([record], (-40.0, 8.0))["rows"]}
+    low, high = rows[-40.0], rows[8.0]
+    assert low["m13_missed"] >= 5 and low.get("m14_missed", 0) == 0
+    assert high.get("m14_missed", 0) == 0 and high.get("m14_held", 0) == 0 and high["m14_refused"] >= 11
