@@ -212,6 +212,19 @@ class Measurement:
         under_w = -self.lead_level_offset_w
         return under_w if under_w > self._under_margin_w() else 0.0
 
+    @property
+    def under_level_held_j(self) -> float:
+        """The part of the bound that holds a level under a given idle (model 14), J.
+
+        The impossible-reading check leaves it out: with it, warm windows re-read with their idle
+        8 W too high, which model 13 refused, read as reliable figures outside their bounds
+        (bench/given_idle_shift.py).
+        """
+        if self.lead_level_offset_w >= 0:
+            return 0.0
+        quiet_w = abs(self.quiet_offset_w) if self.model.drift_ambiguous_k > 0 else 0.0
+        return max(0.0, self.lead_level_gap_w - quiet_w) * self.window_s
+
     def _under_margin_w(self) -> float:
         """The below-idle check's margin at this idle, W (:data:`QUIET_BELOW_MARGIN_W`, ``_REL``)."""
         return max(QUIET_BELOW_MARGIN_W, QUIET_BELOW_MARGIN_REL * self.idle.samples_w)
