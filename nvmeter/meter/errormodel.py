@@ -266,8 +266,12 @@ History:
        (model 8's figures: within the band of its own median, 0.2 s settled, 0.2 s left, at most
        2 s) is either the idle now or other work, and the samples cannot tell which, so the
        bound holds both: the level's offset from the baseline's sampled idle, over the window.
-       A level under the idle makes the window not reliable instead (a board cannot idle under
-       its idle; widening there had hidden the impossible-reading check, bench/given_idle_shift.py).
+       A level under the idle past the below-idle check's margin makes the window not reliable
+       (a board cannot idle under its idle); within it the bound holds it, and the
+       impossible-reading check leaves that part out (with it, warm windows given an idle 8 W
+       too high, which model 13 refused, read as reliable figures outside their bounds:
+       bench/given_idle_shift.py, results/given-idle-shift.txt; and refusing from 1 W had
+       refused an H100's window for 3.1 W its bound held many times over, call 90).
        One over it does not count where it is the window's own calls run up to it (under their
        sampled power, in watts, by no more than 3% of it or the band: a warm window; the
        limiter's overshoot after a pause is ~3%, docs/facts.md), nor where it lies more than the
