@@ -148,7 +148,12 @@ def lag_reach_s(record) -> float | None:
     sharp = spans and all(high - low <= STEP_SPAN_MAX_MS for low, high in spans)
     if not sharp or not counter["plateau_w"] - counter["idle_w"] >= STEP_RISE_MIN_W:
         return None
-    return max(high for _, high in spans) / 1e3 + float(np.median(record.counter.read_cost_s))
+    return max(high for _, high in spans) / 1e3 + step_read_s(record)
+
+
+def step_read_s(record) -> float:
+    """The step response's median counter read, s: the part of :func:`lag_reach_s` past the delay."""
+    return float(np.median(record.counter.read_cost_s))
 
 
 def _cap_spread(_record, d: dict, _base: BoardProfile) -> dict:

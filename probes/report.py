@@ -6,7 +6,6 @@ records from them, so every derived figure in a probe file can be recomputed.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -92,14 +91,14 @@ class ProbeReport:
         if "step" not in self.probes:
             return []
         from nvmeter.boards.profile import default_profile
-        from nvmeter.probes.profile import LAG_DERIVATION, lag_reach_s
+        from nvmeter.probes.profile import LAG_DERIVATION, lag_reach_s, step_read_s
 
         kept, family = self.profile(), default_profile(self.board.name)
         bound = f"{1e3 * kept.power_lag_s:.1f} ± {1e3 * kept.power_lag_err_s:.1f} ms"
         reach_s = lag_reach_s(self.probes["step"])
         if kept.power_lag_err_s > family.power_lag_err_s:
             # the parts, since the step's own row shows its best delays, not the latest that fits (a new user)
-            read_ms = 1e3 * statistics.median(self.probes["step"].counter.read_cost_s)
+            read_ms = 1e3 * step_read_s(self.probes["step"])
             why = (
                 f"widened to reach this board's counter delay, {1e3 * reach_s:.1f} ms (the latest delay the "
                 f"step fits, {1e3 * reach_s - read_ms:.1f} ms, and a read, {read_ms:.1f} ms)"

@@ -187,22 +187,40 @@ def test_call_27s_board_idled_under_its_baseline_through_the_copies():
 # -- error model 14: a steady level past the band ----------------------------------------------------
 
 
-def calls_after_a_pause(board, idle, above_w: float, exit: str = "wait"):
-    """12 calls of 40 ms at ``above_w`` over the idle now, after 3 s of it: (Measurement, true mJ a call)."""
+def window_after_a_pause(
+    board, idle, load_w: float, exit: str = "wait", on_s: float = 0.04, off_s: float = 0.0
+):
+    """12 calls (``load_w`` above idle for ``on_s``, then idle for ``off_s``) after 3 s at idle, 10 after.
+
+    Returns:
+        (the window's Measurement, its calls' start, their end), times on the board's clock, s.
+    """
     board.clock.sleep(3.0)
     with EnergyWindow(board, sync="none", idle=idle, exit=exit) as w:
         t0 = board.clock.now()
         for _ in range(12):
-            board.set_load(above_w)
-            board.clock.sleep(0.04)
+            board.set_load(load_w)
+            board.clock.sleep(on_s)
             board.set_load(0.0)
+            board.clock.sleep(off_s)
             w.call()
         t1 = board.clock.now()
     for _ in range(10):  # after a returning exit, more of the calls carry its end edge
-        board.set_load(above_w)
-        board.clock.sleep(0.04)
+        board.set_load(load_w)
+        board.clock.sleep(on_s)
     board.set_load(0.0)
-    return w.result, above_w * (t1 - t0) * 1e3 / 12
+    return w.result, t0, t1
+
+
+def calls_after_a_pause(board, idle, above_w: float, exit: str = "wait"):
+    """12 calls of 40 ms at ``above_w`` over the idle now, after 3 s of it: (Measurement, true mJ a call)."""
+    m, t0, t1 = window_after_a_pause(board, idle, above_w, exit)
+    return m, above_w * (t1 - t0) * 1e3 / 12
+
+
+def true_mj(board, t0: float, t1: float, idle_now_w: float) -> float:
+    """The board's true energy a call over ``idle_now_w`` W from ``t0`` to ``t1`` (12 calls), mJ."""
+    return (board.true_energy_j(t0, t1) - idle_now_w * (t1 - t0)) * 1e3 / 12
 
 
 @pytest.mark.parametrize(
@@ -261,20 +279,6 @@ def test_watts_given_too_low_are_held_by_the_bound(given_w, exit):
     assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
 
 
-def test_a_level_over_twice_the_idle_is_work_not_an_idle_that_moved():
-    # an evaluation at 200 W above idle before an epoch at 400 W: no idle moves so far, and reading it as
-    # one would widen every such epoch by the evaluation's power
-    board, probe_like = board_with_exact_idle(9)
-    board.set_load(200.0)
-    board.clock.sleep(2.0)
-    with EnergyWindow(board, sync="none", idle=probe_like) as w:
-        board.set_load(400.0)
-        board.clock.sleep(1.0)
-        w.call(20)
-        board.set_load(0.0)
-    assert w.result.lead_level is not None and w.result.lead_level_gap_w == 0.0
-
-
 # a review of model 14 (2026-12-07): the calls' power was taken above the given idle, with its error
 
 
@@ -290,19 +294,11 @@ def test_light_calls_after_a_wrong_idle_are_not_read_as_warm(above_w):
 
 @pytest.mark.parametrize(("shift_w", "above_w"), [(-7.0, 1.0), (-7.0, 20.0)])
 def test_a_level_under_a_given_idle_refuses_the_window(shift_w, above_w):
-    # 5.5 W under the probe's idle (under the below-idle check's margin), 1 W calls: the calls' power over
-    # that idle was negative, and the level read as theirs: -929%, reliable. A board cannot idle under its
-    # idle: refused, not widened (widening hid the impossible-reading check: bench/given_idle_shift.py)
+    # past the below-idle check's margin (6.06 W here): a board cannot idle under its idle, so refused, not
+    # widened (widening hid the impossible-reading check: bench/given_idle_shift.py)
     board, probe_like = board_with_exact_idle(4)
     board.shift_idle(shift_w)
-    board.clock.sleep(3.0)
-    with EnergyWindow(board, sync="none", idle=probe_like) as w:
-        for _ in range(12):
-            board.set_load(above_w)
-            board.clock.sleep(0.02)
-            board.set_load(0.0)
-            w.call()
-    m = w.result
+    m, _, _ = window_after_a_pause(board, probe_like, above_w, on_s=0.02)
     assert m.lead_level_under_w == pytest.approx(-shift_w - probe_like.err_w, abs=0.5)
     assert m.lead_level_gap_w == 0.0 and not m.reliable  # past the below-idle margin (6.06 W here)
 
@@ -327,29 +323,17 @@ def test_calls_with_pauses_do_not_hide_a_level_behind_their_spread(exit):
     # pauses read a level 40 W over the idle as their own: +30%, reliable
     board, probe_like = board_with_exact_idle(4)
     board.shift_idle(40.0)
-    board.clock.sleep(3.0)
-    with EnergyWindow(board, sync="none", idle=probe_like, exit=exit) as w:
-        t0 = board.clock.now()
-        for _ in range(12):
-            board.set_load(300.0)
-            board.clock.sleep(0.04)
-            board.set_load(0.0)
-            board.clock.sleep(0.04)
-            w.call()
-        t1 = board.clock.now()
-    for _ in range(10):
-        board.set_load(300.0)
-        board.clock.sleep(0.04)
-    board.set_load(0.0)
-    idle_now_w = board.config.idle_context_w + 40.0
-    truth_mj = (board.true_energy_j(t0, t1) - idle_now_w * (t1 - t0)) * 1e3 / 12
-    assert w.result.lead_level_gap_w == pytest.approx(40.0 - probe_like.err_w, abs=0.5)
-    assert abs(w.result.per_call_mj - truth_mj) <= w.result.per_call_mj_err
+    m, t0, t1 = window_after_a_pause(board, probe_like, 300.0, exit, off_s=0.04)
+    truth_mj = true_mj(board, t0, t1, board.config.idle_context_w + 40.0)
+    assert m.lead_level_gap_w == pytest.approx(40.0 - probe_like.err_w, abs=0.5)
+    assert abs(m.per_call_mj - truth_mj) <= m.per_call_mj_err
 
 
-@pytest.mark.parametrize(("before_w", "counted"), [(110.0, True), (130.0, False)])
+@pytest.mark.parametrize(("before_w", "counted"), [(110.0, True), (130.0, False), (200.0, False)])
 def test_a_level_counts_up_to_one_idle_above_the_idle(before_w, counted):
-    # the bound jumps there (errormodel history 14): the idle here is 121.2 W
+    # the bound jumps there (errormodel history 14): the idle here is 121.2 W. Past it is work (an
+    # evaluation at 200 W above idle before an epoch at 400 W): no idle moves so far, and reading it as
+    # one would widen every such epoch by the evaluation's power
     board, probe_like = board_with_exact_idle(9)
     board.set_load(before_w)
     board.clock.sleep(2.0)
@@ -358,7 +342,7 @@ def test_a_level_counts_up_to_one_idle_above_the_idle(before_w, counted):
         board.clock.sleep(1.0)
         w.call(20)
         board.set_load(0.0)
-    assert (w.result.lead_level_gap_w > 0) is counted
+    assert w.result.lead_level is not None and (w.result.lead_level_gap_w > 0) is counted
 
 
 def test_the_right_watts_leave_no_note():
@@ -374,17 +358,8 @@ def test_a_level_just_under_a_given_idle_is_held_by_the_bound():
     # reliable, before model 14; held by the bound (an H100 given 3.1 W too much had been refused)
     board, probe_like = board_with_exact_idle(4)
     board.shift_idle(-5.5)
-    board.clock.sleep(3.0)
-    with EnergyWindow(board, sync="none", idle=probe_like) as w:
-        t0 = board.clock.now()
-        for _ in range(12):
-            board.set_load(1.0)
-            board.clock.sleep(0.02)
-            board.set_load(0.0)
-            w.call()
-        t1 = board.clock.now()
-    truth_mj = (board.true_energy_j(t0, t1) - (board.config.idle_context_w - 5.5) * (t1 - t0)) * 1e3 / 12
-    m = w.result
+    m, t0, t1 = window_after_a_pause(board, probe_like, 1.0, on_s=0.02)
+    truth_mj = true_mj(board, t0, t1, board.config.idle_context_w - 5.5)
     assert m.lead_level_under_w == 0.0 and m.lead_level_gap_w == pytest.approx(
         5.5 - probe_like.err_w, abs=0.5
     )

@@ -259,7 +259,7 @@ History:
        further than model 8's band from it (``lead_level_same_rel``,
        :attr:`~nvmeter.meter.measurement.Measurement.lead_level_gap_w`). Why: a given idle (a
        probe file, watts, a monitor's) was taken at another time, and an idle moves (an H100's
-       followed its temperature over 15 W within three minutes, history 8). Model 8 moves the
+       followed its temperature by 14.8 W within three minutes, history 8). Model 8 moves the
        idle by a quiet stretch within its 5 W band, and past it nothing held the difference: a
        breaker's simulated board idling 5 W over its probe file read +34% at +-22%, 19 W over it
        +24%, 49 W over it +243% with a returning exit, all reliable (2026-12-07). A steady level
@@ -284,8 +284,8 @@ History:
        (300 W for 40 ms, 40 ms off) read a level 40 W over the idle as their own: +30%, reliable.
        The offset counts beyond the idle's own bound, and for watts (no band) from 1 W
        (``measurement.LEAD_LEVEL_MIN_W``). The bound jumps where a level reaches one idle above
-       the idle: lighter work 115 W above a 121 W idle before 300 W calls widens it to +-50%,
-       125 W above leaves it at model 13's +-7%. Never narrower than
+       the idle: lighter work 115 W above a 121 W idle before 300 W calls widens it to +-49.4%,
+       125 W above leaves it at model 13's +-7.0%. Never narrower than
        model 13; current at once. Read on the committed pools (thirteen H100s and fifteen H200s,
        every kind) it moves no figure and no bound: their single calls' levels lie within the band
        or within their idle's own bound (results/enclose/pooled-h100-model14.md,

@@ -163,8 +163,12 @@ class Measurement:
         the bound holds both readings. Model 14: a steady level beyond that stretch's band
         (:attr:`lead_level_gap_w`).
         """
-        quiet_w = abs(self.quiet_offset_w) if self.model.drift_ambiguous_k > 0 else 0.0
-        return max(quiet_w, self.lead_level_gap_w)
+        return max(self._quiet_stretch_w, self.lead_level_gap_w)
+
+    @property
+    def _quiet_stretch_w(self) -> float:
+        """Model 12's part of :attr:`idle_stretch_w`: the quiet stretch's offset, W (0 before model 12)."""
+        return abs(self.quiet_offset_w) if self.model.drift_ambiguous_k > 0 else 0.0
 
     @functools.cached_property
     def lead_level(self) -> LeadLevel | None:
@@ -175,8 +179,7 @@ class Measurement:
         over: one noisy sample (2 W of noise) had ended it after 0.1 s (a review). None where
         none is left: no history, or a board still moving.
         """
-        m, t_first = self.model, self.first_read_s
-        lead = [s for s in self.samples if t_first - m.local_idle_s <= s.t_s <= t_first]
+        m, lead = self.model, self._lead_samples
         if not lead or not m.local_idle_min_s > 0:
             return None
         centre_w = statistics.median(s.power_w for s in lead if s.t_s >= lead[-1].t_s - m.local_idle_min_s)
@@ -192,7 +195,7 @@ class Measurement:
         The part of :attr:`lead_level_offset_w` the bound holds: a level over the idle is either
         the idle now or other work, which the samples cannot tell apart, so the bound holds both
         readings; one under it, by no more than the below-idle check's margin
-        (:meth:`_under_margin_w`), likewise.
+        (:func:`below_idle_margin_w`), likewise.
         """
         offset_w = self.lead_level_offset_w
         return offset_w if offset_w > 0 else (0.0 if self.lead_level_under_w else -offset_w)
@@ -210,7 +213,7 @@ class Measurement:
         (results/gpu-tests/h100ah-74aacbe.log).
         """
         under_w = -self.lead_level_offset_w
-        return under_w if under_w > self._under_margin_w() else 0.0
+        return under_w if under_w > below_idle_margin_w(self.idle.samples_w) else 0.0
 
     @property
     def under_level_held_j(self) -> float:
@@ -222,12 +225,7 @@ class Measurement:
         """
         if self.lead_level_offset_w >= 0:
             return 0.0
-        quiet_w = abs(self.quiet_offset_w) if self.model.drift_ambiguous_k > 0 else 0.0
-        return max(0.0, self.lead_level_gap_w - quiet_w) * self.window_s
-
-    def _under_margin_w(self) -> float:
-        """The below-idle check's margin at this idle, W (:data:`QUIET_BELOW_MARGIN_W`, ``_REL``)."""
-        return max(QUIET_BELOW_MARGIN_W, QUIET_BELOW_MARGIN_REL * self.idle.samples_w)
+        return max(0.0, self.lead_level_gap_w - self._quiet_stretch_w) * self.window_s
 
     @functools.cached_property
     def lead_level_offset_w(self) -> float:
@@ -263,6 +261,12 @@ class Measurement:
         own_w = statistics.fmean(own)
         same_w = max(m.local_idle_band_w, m.lead_level_same_rel * own_w)
         return beyond_w if level.mean_w < own_w - same_w else 0.0
+
+    @functools.cached_property
+    def _lead_samples(self) -> list[PowerSample]:
+        """The samples of the model's ``local_idle_s`` up to the window's first read (models 8 and 14)."""
+        t_first, look_s = self.first_read_s, self.model.local_idle_s
+        return [s for s in self.samples if t_first - look_s <= s.t_s <= t_first]
 
     @functools.cached_property
     def _work_samples_w(self) -> list[float]:
@@ -666,9 +670,8 @@ class Measurement:
         m = self.model
         if self.idle.local or not (m.local_idle_s > 0 and math.isfinite(self.idle.samples_power_w)):
             return 0.0
-        t_first, base_w = self.first_read_s, self.idle.samples_power_w
-        lead = [s for s in self.samples if t_first - m.local_idle_s <= s.t_s <= t_first]
-        stretch = steady_stretch(lead, base_w, m, lone_ok=False)
+        base_w = self.idle.samples_power_w
+        stretch = steady_stretch(self._lead_samples, base_w, m, lone_ok=False)
         return 0.0 if stretch is None else statistics.fmean(x.power_w for x in stretch) - base_w
 
     @functools.cached_property
@@ -719,7 +722,7 @@ class Measurement:
         :data:`QUIET_BELOW_MARGIN_REL` of it.
         """
         idle_w = self.sampled_idle_w
-        return idle_w - self.idle.err_w - max(QUIET_BELOW_MARGIN_W, QUIET_BELOW_MARGIN_REL * idle_w)
+        return idle_w - self.idle.err_w - below_idle_margin_w(idle_w)
 
     @functools.cached_property
     def after_work_w(self) -> tuple[float, float] | None:
@@ -1466,7 +1469,7 @@ QUIET_DEEP_REL = 0.25
 
 # Error model 14, for an idle given in watts (no sampled figure, so no band): a level under this far from
 # it, beyond the idle's own bound, is not counted. The samples follow the counter's idle to -0.05..+0.14 W
-# (errormodel history 8); a level's mean moves by less. A chosen margin, seven times that.
+# (errormodel history 8). A chosen margin, seven times that.
 LEAD_LEVEL_MIN_W = 1.0
 
 
@@ -1490,6 +1493,15 @@ class LeadLevel(NamedTuple):
 
     mean_w: float
     length_s: float
+
+
+def below_idle_margin_w(idle_w: float) -> float:
+    """How far under an idle of ``idle_w`` W the board may draw before that idle is not its own, W.
+
+    The larger of :data:`QUIET_BELOW_MARGIN_W` and :data:`QUIET_BELOW_MARGIN_REL` of it: the
+    below-idle check's (:attr:`Measurement.quiet_below_idle`) and error model 14's under-idle level.
+    """
+    return max(QUIET_BELOW_MARGIN_W, QUIET_BELOW_MARGIN_REL * idle_w)
 
 
 def steady_stretch(lead: list, centre_w: float, m: errormodel.ErrorModel, lone_ok: bool) -> list | None:
