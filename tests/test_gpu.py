@@ -592,3 +592,41 @@ def test_a_given_idle_of_this_board_is_not_widened_by_the_level_before_a_window(
     assert m.model_version >= 14 and m.lead_level is not None
     assert m.lead_level_gap_w == 0.0 and abs(m.lead_level[0] - baseline.samples_w) <= 5.0
     assert m.reliable, m.reason
+
+
+def test_a_given_idle_off_the_board_s_is_held_by_the_bound_or_refused(board):
+    """Error model 14 live: a window given an idle 30 W under the board's (the no-context idle given
+    to a process holding a context, say) holds the figure its own quiescent idle gives, or is not
+    reliable; one given an idle 30 W over it is not reliable (a board cannot idle under its idle)."""
+    import torch
+
+    from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+    from nvmeter.meter.window import EnergyWindow
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(4096, 4096, device="cuda")
+    out = torch.empty_like(a)
+
+    def window(idle):
+        time.sleep(1.5)  # a pause the window's sample history holds whole
+        with EnergyWindow(board, idle=idle) as w:
+            end = time.perf_counter() + 0.5
+            while time.perf_counter() < end:
+                for _ in range(15):
+                    torch.matmul(a, a, out=out)
+                torch.cuda.synchronize()
+                w.call()
+        return w.result
+
+    torch.cuda.synchronize()
+    time.sleep(1.0)  # the context's idle settles
+    baseline = IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
+    own, low, high = window(baseline), window(baseline.power_w - 30.0), window(baseline.power_w + 30.0)
+    for m in (own, low, high):
+        print(m, m.lead_level, m.lead_level_offset_w, m.lead_level_gap_w, m.lead_level_under_w)
+    assert own.reliable, own.reason
+    assert low.lead_level_gap_w >= 20.0  # the 30 W, less the 1 W band and the board's idle noise
+    if low.reliable:  # each window is other calls: both bounds hold their difference
+        assert abs(low.per_call_mj - own.per_call_mj) <= low.per_call_mj_err + own.per_call_mj_err
+    assert high.lead_level_under_w > 0.0 and not high.reliable
+    assert "under" in high.reason
