@@ -456,6 +456,22 @@ def test_the_samples_reading_covers_the_window_s_own_tail(board):
     assert again.per_call_mj == result.per_call_mj and again.window_s == result.window_s
 
 
+@pytest.mark.parametrize("method", ["samples", "aligned", "plain"])
+def test_a_tail_shorter_than_the_profile_s_is_not_reliable(method):
+    # a breaker's trial: tail_s=0 read single calls -31 to -52% under method="samples", and calls whose
+    # power fell over 0.2 s -48% under any method, as reliable figures
+    slow = SimulatedBoard(SimConfig(seed=7, tau_s=0.2))
+    slow.set_context(True)
+    slow.clock.sleep(1.0)
+    for board, seconds, calls in ((context_board(7), 0.02, 1), (slow, 0.4, 10)):
+        result, truth = run_block(board, seconds, calls=calls, method=method, tail_s=0.0)
+        assert not result.reliable, (result, truth)
+        assert "waited 0 s after the work" in result.reason and "tail_s" in result.reason
+        tail_s = EnergyWindow(board).profile.tail_s
+        kept, _ = run_block(board, seconds, calls=calls, method=method, tail_s=tail_s)
+        assert "tail_s" not in (kept.reason or "")
+
+
 def _block(board, seconds: float) -> int:
     end = board.clock.now() + seconds
     calls = 0

@@ -119,7 +119,8 @@ class EnergyWindow:
         calls: Calls the block will make (else count them with :meth:`call`).
         control_mj, control_err_mj: Per-call round-trip cost to subtract and its bound, mJ.
         max_rel_err: Relative bound above which the result is marked not reliable.
-        tail_s: Wait after the work before the end edge, s (default: the profile's).
+        tail_s: Wait after the work before the end edge, s (default: the profile's; a shorter one
+            makes a window whose energy runs past the work's end not reliable).
         profile: A :class:`BoardProfile`, a probe or profile file of this board, or None for
             the probe file given as ``idle``, else the one ``nvmeter probe`` cached for this
             board, else its family's defaults.
