@@ -15,7 +15,7 @@ from nvmeter import errors
 from nvmeter.boards import profile as profiles
 from nvmeter.boards.protocol import BoardIdentity, BoardState
 from nvmeter.boards.simulated import Fault, SimConfig, SimulatedBoard
-from nvmeter.meter import errormodel, spread
+from nvmeter.meter import errormodel, measurement, spread
 from nvmeter.meter.adaptive import measure
 from nvmeter.meter.baseline import IdleBaseline
 from nvmeter.meter.contexts import ContextRead
@@ -1130,6 +1130,28 @@ def test_a_partial_counter_s_disagreement_with_the_samples_joins_the_bound(seed)
     assert m.reading_err_j - replace(m, model_version=10).reading_err_j == pytest.approx(
         abs(m.counter_samples_j), rel=0.2
     )
+
+
+def test_a_partial_counter_on_a_board_taken_as_full_is_refused_where_the_samples_contradict_it_4_to_1():
+    """A breaker: a board named H200 (its family's counter senses all of each period) whose counter
+    senses 25 ms of 100 ms read calls locked to its period -58 to -101%, as reliable figures. Where
+    the samples read 4 times the counter or more (no board we measured came within a tenth of it)
+    the window is not reliable and says to probe the board; where they read less, the figure stands
+    as before (the probe does not measure the coverage yet)."""
+    refused = 0
+    for seed in range(6):
+        board = SimulatedBoard(SimConfig(sensor_window_s=0.025, seed=seed, counter_jitter_s=0.0005))
+        board.set_context(True)
+        board.clock.sleep(3.0 + 0.013 * seed)
+        m = pulsed_window(board, 400.0, 0.025, 0.075, 10)
+        assert m.profile.counter_coverage == 1.0 and m.counter_samples_share is not None
+        if abs(m.counter_samples_share) > measurement.COUNTER_SAMPLES_FULL_REL:
+            refused += 1
+            assert not m.reliable and "probe the board" in m.reason and "sense only part" in m.reason
+            assert replace(m, model_version=10).reliable  # model 10 read no counter against its samples
+        else:
+            assert "disagree" not in (m.reason or "")
+    assert refused >= 4
 
 
 def test_a_counter_of_full_coverage_keeps_its_bound_and_passes_the_check():
