@@ -85,15 +85,21 @@ def test_the_runs_range_shows_how_far_runs_differ_beside_the_medians_bound():
     assert summary.method_rows([one])[0][summary.METHOD_HEADER.index("mJ/call, runs' range")] == "-"
 
 
-def test_the_tables_name_each_run_s_error_model_and_re_read_under_the_current_one_on_request():
-    """A new user's trial: the published H200 bounds were models 1-2's, and no table said so."""
+def test_the_tables_re_read_every_run_under_the_current_model_and_name_each_run_s_own_on_request():
+    """New users' trials: the published H200 bounds were models 1-2's, and no table said so; then the
+    default showed those bounds, 1.3-3.6 times narrower than the README's, and "beyond their bounds"
+    verdicts that the current model's bounds do not give."""
     folder = Path(__file__).resolve().parents[1] / "results" / "score-h200" / "ladder_d4_fast"
-    code, recorded, err = summarize(folder)
+    code, recorded, err = summarize(folder, "--model", "recorded")
     assert code == 0, err
     assert recorded.startswith(
         f"Bounds as the runs were read, under error model 2; this nvmeter's is {CURRENT}"
     )
     assert "| 3/3 pass, 3 metered | 2 | H200" in recorded and "(beyond their bounds)" in recorded
+    code, default, err = summarize(folder)
+    assert code == 0, err
+    assert default.startswith(f"Bounds read under error model {CURRENT}, this nvmeter's")
+    assert f"| 3/3 pass, 3 metered | {CURRENT} | H200" in default and "(beyond their bounds)" not in default
     code, current, err = summarize(folder, "--model", "current", "--format", "json")
     assert code == 0, err
     data = json.loads(current)
@@ -121,7 +127,7 @@ def test_json_and_plot(folder, tmp_path):
     (method,) = data["methods"]
     assert method["mj_per_call"] == pytest.approx(record.energy.method.per_call_mj)
     assert method["passing"] == method["metered"] == method["runs"] == 1
-    assert data["error_model"] == "recorded" and method["models"] == [record.energy.method.model_version]
+    assert data["error_model"] == CURRENT and method["models"] == [CURRENT]
     assert method["runs_disagree"] is None and "beyond their bounds" not in err  # one run: no pair
     assert data["runs"][0]["energy"]["mj_per_call"] == pytest.approx(method["mj_per_call"])
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -161,7 +161,9 @@ class RunRecord:
         """Power above idle while the method runs: mJ per call / timed ms per call, W.
 
         As the A100 table's column reads (e.g. 2,429 mJ / 61.6 ms = 39 W for the CUDA-graph
-        MLP); nan without energy readings.
+        MLP): the energy window's back-to-back calls over the isolated timed calls' time, so not
+        quite the power the window drew (``window_ms_consistent`` holds the two times to 10%);
+        nan without energy readings.
         """
         if self.energy is None or not self.calls:
             return math.nan

@@ -404,6 +404,8 @@ def markdown(header: list[str], rows: list[list[str]]) -> str:
 
 def model_line(summaries: Sequence[MethodSummary], version: int | None) -> str:
     """What bounds the tables' figures: the error models the runs name, or the one they were re-read under."""
+    if version == errormodel.CURRENT:
+        return f"Bounds read under error model {version}, this nvmeter's (`--model recorded`: the runs' own)."
     if version is not None:
         return f"Bounds re-read under error model {version}, not the ones the runs name (`--model recorded`)."
     current = errormodel.CURRENT
