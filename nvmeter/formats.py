@@ -240,6 +240,11 @@ def _probe_v11(d: dict) -> dict:
     return d
 
 
+def _probe_v12(d: dict) -> dict:
+    """v11 had no coverage probe: its records read as they were."""
+    return d
+
+
 def _family_default(name: str, before: str):
     """An upgrade that fills ``profile.<name>`` with the record's board family's default, as it derives today.
 
@@ -327,6 +332,12 @@ PROBE = Format(
             "the longest gap or still stretch, the longest a profile holds where no phase saw two steps, "
             "and an edge wait of three periods (earlier records: 1, as made)",
             _probe_v11,
+        ),
+        Version(
+            12,
+            "the coverage probe (`probes.coverage`, opt-in: `nvmeter probe --coverage`): bursts at phases "
+            "over the counter's period; `profile.counter_coverage` from it where under the family's",
+            _probe_v12,
         ),
     ),
     verifier="nvmeter.probes.report:load_report",

@@ -10,9 +10,21 @@ The schedule, not this order, decides when each thing is measured: the no-contex
 measurements first, each span made once for every probe that uses it.
 """
 
-from . import bursts, cadence, capspread, idle, polling, read_cost, reference, runlevels, samples, step
+from . import (
+    bursts,
+    cadence,
+    capspread,
+    coverage,
+    idle,
+    polling,
+    read_cost,
+    reference,
+    runlevels,
+    samples,
+    step,
+)
 
-ALL = (read_cost, polling, idle, samples, step, bursts, reference, cadence, capspread, runlevels)
+ALL = (read_cost, polling, idle, samples, step, bursts, reference, cadence, capspread, runlevels, coverage)
 BY_NAME = {m.NAME: m for m in ALL}
 RECORDS = {
     "read_cost": read_cost.ReadCost,
@@ -25,6 +37,7 @@ RECORDS = {
     "cadence": cadence.Cadence,
     "cap_spread": capspread.CapSpread,
     "run_levels": runlevels.RunLevels,
+    "coverage": coverage.Coverage,
 }
 
 
@@ -36,7 +49,8 @@ def offered(quick: bool) -> tuple:
 def selected(quick: bool) -> tuple:
     """The probes a run makes unless told which: those offered, less the opt-in ones.
 
-    The cap-spread and run-level probes are opt-in (``--cap-spread``, ``--run-levels``, or named in
-    ``--only``): their ~30 s and ~45 s would take a full run past issue 16's 60 s.
+    The cap-spread, run-level and coverage probes are opt-in (``--cap-spread``, ``--run-levels``,
+    ``--coverage``, or named in ``--only``): their ~30 s, ~45 s and ~10 s would take a full run past
+    issue 16's 60 s.
     """
     return tuple(m for m in offered(quick) if not getattr(m, "OPT_IN", False))

@@ -102,10 +102,7 @@ class Bursts:
     @property
     def energy_per_matmul_j(self) -> float:
         """Energy above idle of one product in the long window, J (counter, aligned edges)."""
-        ref = self.reference
-        above = ref.energy_j - self.idle.power_w * ref.duration_s
-        # the span covers only part of the job: scale by the job's product rate
-        return above / (ref.duration_s * self.reference_run.matmuls / self.reference_run.duration_s)
+        return energy_per_matmul_j(self.idle, self.reference, self.reference_run)
 
     def ratios(self) -> dict[str, dict[str, list[float]]]:
         """Reading / expected energy, per size and method."""
@@ -167,6 +164,13 @@ class Bursts:
             MatmulRun(**d["reference_run"]),
             {k: tuple(Burst.from_dict(b) for b in v) for k, v in d["bursts"].items()},
         )
+
+
+def energy_per_matmul_j(idle: AlignedSpan, reference: AlignedSpan, run: MatmulRun) -> float:
+    """Energy above ``idle`` of one product of ``run``, from its aligned span ``reference``, J."""
+    above = reference.energy_j - idle.power_w * reference.duration_s
+    # the span covers only part of the job: scale by the job's product rate
+    return above / (reference.duration_s * run.matmuls / run.duration_s)
 
 
 def _read(rig: Rig) -> tuple[float, float, int]:

@@ -177,6 +177,17 @@ def _run_levels(_record, d: dict, base: BoardProfile) -> dict:
     return {"run_level_rel": level} if level is not None and level > (base.run_level_rel or 0.0) else {}
 
 
+def _coverage(_record, d: dict, base: BoardProfile) -> dict:
+    """Only a lower coverage than the family's: sixteen bursts may all miss a sensed part's edges.
+
+    A counter of partial coverage whose bursts all fell in its sensed part would read as full;
+    one whose bursts went unseen cannot be full. So the probe turns error model 11's check on
+    (``nvmeter.probes.coverage``) and never off.
+    """
+    coverage = d["coverage"]
+    return {"counter_coverage": coverage} if coverage is not None and coverage < base.counter_coverage else {}
+
+
 # Each probe's figures: (its record, its derived figures, the profile so far) -> the figures it sets.
 _FIGURES = {
     "cadence": _cadence,
@@ -185,4 +196,5 @@ _FIGURES = {
     "step": _step,
     "cap_spread": _cap_spread,
     "run_levels": _run_levels,
+    "coverage": _coverage,
 }

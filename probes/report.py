@@ -15,7 +15,7 @@ from pathlib import Path
 from nvmeter import errors, probes, provenance, records, verify
 from nvmeter.boards.protocol import BoardIdentity
 from nvmeter.meter import sanity
-from nvmeter.probes import runlevels
+from nvmeter.probes import coverage, runlevels
 from nvmeter.provenance import Provenance
 from nvmeter.worker.rig import Rig
 
@@ -253,6 +253,8 @@ def for_cache(report: ProbeReport) -> ProbeReport:
         # a board's run level only widens: a later probe that missed the level does not undo an
         # earlier one that saw it (three probes of one H100 read 3.09%, 3.46%, then 1.81%)
         probes["run_levels"] = runlevels.wider_levels(kept.probes["run_levels"], probes["run_levels"])
+    if "coverage" in kept.probes and "coverage" in report.probes:  # likewise, a coverage only narrows
+        probes["coverage"] = coverage.lower_coverage(kept.probes["coverage"], probes["coverage"])
     return replace(
         report,
         started_utc=min(kept.started_utc, report.started_utc),

@@ -389,6 +389,13 @@ def _bursts(s: Session):
     return run_bursts(s.rig, s.context(), s.plan.bursts)
 
 
+def _coverage_bursts(s: Session):
+    from nvmeter.probes.coverage import run_trials
+
+    s.after_load()
+    return run_trials(s.rig, s.context())
+
+
 def _step(s: Session) -> StepPolls:
     from nvmeter.probes.cadence import LOAD_RAMP_S
     from nvmeter.probes.step import poll_step
@@ -529,6 +536,7 @@ STEPS = (
     Step("random", "load, random operands", True, _random),
     Step("idle_after", "idle after the loads", True, _idle_after_load("idle after the loads")),
     Step("bursts", "isolated bursts", True, _bursts),
+    Step("coverage_bursts", "bursts over the counter's period", True, _coverage_bursts),
     Step("step", "step response", True, _step),
     Step("context_poll", "counter polled, context", True, _context_poll),
     # last: an idle span after ~30 s at the cap would read a board still warm
@@ -551,6 +559,10 @@ BURST_EXTRA_S = 3 * 0.0031 + 0.25 + 0.05 + 0.0005 + 0.005
 # Burst lengths (nvmeter.probes.bursts.TARGETS_S), the mean gap (GAP_S) and the calibration's
 # 28 products of ~2.7 ms, s.
 BURST_S = (0.020, 0.075)
+# The coverage probe's bursts (nvmeter.probes.coverage.BURSTS): each polls the counter to two steps
+# (1.5 periods on average), its phase (half a period), the burst, AFTER_S and 2.5 periods more.
+COVERAGE_TRIALS = 16
+COVERAGE_TRIAL_S = 4.5 * 0.1 + 0.010 + 0.15 + 0.005
 BURST_GAP_S = (0.35 + 0.7) / 2
 CALIBRATE_S = 28 * 0.0027
 
@@ -583,6 +595,7 @@ def expected_s(quick: bool, needs: set[str], plan_: Plan | None = None) -> float
         "random": p.load_lead_s + poll + p.load_s + span,
         "idle_after": p.after_load_s + p.between_s + span,
         "bursts": CALIBRATE_S + p.bursts * sum(BURST_GAP_S + b + BURST_EXTRA_S for b in BURST_S),
+        "coverage_bursts": p.after_load_s + COVERAGE_TRIALS * COVERAGE_TRIAL_S,
         "step": sum(step_s),
         "context_poll": cadence_s,
         "cap_load": cap_load(p).seconds(p.after_load_s),

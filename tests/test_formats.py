@@ -29,6 +29,7 @@ COMMITTED = {
     ("probe", 8): RESULTS / "enclose" / "call78-c393e71-h100ac-cap-spread-probe.json",
     ("probe", 9): RESULTS / "enclose" / "call85-e5f25b5-h100af-run-levels-probe.json",
     ("probe", 10): RESULTS / "enclose" / "call88-1e6bb77-h100ag-run-levels-probe.json",
+    ("probe", 11): RESULTS / "probe-step-h100-cb07ed95.json",
     ("profile", 1): FIXTURES / "profile-v1.json",
     ("profile", 2): FIXTURES / "profile-v2.json",
     ("profile", 3): FIXTURES / "profile-v3.json",

@@ -565,29 +565,43 @@ def test_the_sm_clock_sample_buffer_is_on_our_clock_and_follows_the_work(board):
     assert recent and 500 < max(recent) < 3000  # busy clocks, MHz (H200: 1,980 boost)
 
 
-def test_a_given_idle_of_this_board_is_not_widened_by_the_level_before_a_window(board):
-    """Error model 14 on hardware: the board's own quiescent idle, given to a window after a pause,
-    is the level the samples read before it (within model 8's band), so the bound is not widened."""
+def _quiescent_idle(board):
+    """The board's quiescent idle with this process's context open and settled."""
     import torch
 
     from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
+
+    torch.cuda.synchronize()
+    time.sleep(1.0)  # the context's idle settles
+    return IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
+
+
+def _window_after_a_pause(board, idle):
+    """0.5 s of FP32 4096² products in a window given ``idle``, after a pause its samples hold whole."""
+    import torch
+
     from nvmeter.meter.window import EnergyWindow
 
     torch.backends.cuda.matmul.allow_tf32 = False
     a = torch.randn(4096, 4096, device="cuda")
     out = torch.empty_like(a)
     torch.cuda.synchronize()
-    time.sleep(1.0)  # the context's idle settles
-    baseline = IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
-    time.sleep(1.5)  # a pause the window's sample history holds whole
-    with EnergyWindow(board, idle=baseline) as w:
+    time.sleep(1.5)
+    with EnergyWindow(board, idle=idle) as w:
         end = time.perf_counter() + 0.5
         while time.perf_counter() < end:
             for _ in range(15):
                 torch.matmul(a, a, out=out)
             torch.cuda.synchronize()
             w.call()
-    m = w.result
+    return w.result
+
+
+def test_a_given_idle_of_this_board_is_not_widened_by_the_level_before_a_window(board):
+    """Error model 14 on hardware: the board's own quiescent idle, given to a window after a pause,
+    is the level the samples read before it (within model 8's band), so the bound is not widened."""
+    baseline = _quiescent_idle(board)
+    m = _window_after_a_pause(board, baseline)
     print(m, m.lead_level, m.lead_level_gap_w)
     assert m.model_version >= 14 and m.lead_level is not None
     assert m.lead_level_gap_w == 0.0 and abs(m.lead_level[0] - baseline.samples_w) <= 5.0
@@ -598,30 +612,11 @@ def test_a_given_idle_off_the_board_s_is_held_by_the_bound_or_refused(board):
     """Error model 14 live: a window given an idle 30 W under the board's (the no-context idle given
     to a process holding a context, say) holds the figure its own quiescent idle gives, or is not
     reliable; one given an idle 30 W over it is not reliable (a board cannot idle under its idle)."""
-    import torch
-
-    from nvmeter.meter.baseline import IdleBaseline, measure_quiescent
-    from nvmeter.meter.window import EnergyWindow
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(4096, 4096, device="cuda")
-    out = torch.empty_like(a)
-
-    def window(idle):
-        time.sleep(1.5)  # a pause the window's sample history holds whole
-        with EnergyWindow(board, idle=idle) as w:
-            end = time.perf_counter() + 0.5
-            while time.perf_counter() < end:
-                for _ in range(15):
-                    torch.matmul(a, a, out=out)
-                torch.cuda.synchronize()
-                w.call()
-        return w.result
-
-    torch.cuda.synchronize()
-    time.sleep(1.0)  # the context's idle settles
-    baseline = IdleBaseline.from_spans([measure_quiescent(board)], "quiescent")
-    own, low, high = window(baseline), window(baseline.power_w - 30.0), window(baseline.power_w + 30.0)
+    baseline = _quiescent_idle(board)
+    own, low, high = (
+        _window_after_a_pause(board, idle)
+        for idle in (baseline, baseline.power_w - 30.0, baseline.power_w + 30.0)
+    )
     for m in (own, low, high):
         print(m, m.lead_level, m.lead_level_offset_w, m.lead_level_gap_w, m.lead_level_under_w)
     assert own.reliable, own.reason
@@ -629,4 +624,4 @@ def test_a_given_idle_off_the_board_s_is_held_by_the_bound_or_refused(board):
     if low.reliable:  # each window is other calls: both bounds hold their difference
         assert abs(low.per_call_mj - own.per_call_mj) <= low.per_call_mj_err + own.per_call_mj_err
     assert high.lead_level_under_w > 0.0 and not high.reliable
-    assert "under" in high.reason
+    assert "under the idle" in high.reason

@@ -20,6 +20,8 @@
 #            240): the probe's figure held by work it was not measured on.
 #   reference: `nvmeter probe --only reference` (~15 s): the J/TFLOP reference's raw record, kept so that
 #            the H100s (one board's record in results/) reach the five boards a band needs.
+#   coverage: `nvmeter probe --only coverage` (~15 s): 16 bursts of ~10 ms at phases over the counter's
+#            period; a counter that senses part of each period reads some as nothing.
 #   loads:   bench/level_loads.py: the run-level probe's restarts at FP32 4096² and 1024², alternating,
 #            LOADS_STARTS of each (default 12: 127 s of runs on the simulated board's clock, plus the
 #            context idle): a second level in watts or as a share?
@@ -102,6 +104,12 @@ step_reference() {  # the J/TFLOP reference's raw record: a family's band needs 
   tail -2 "$W/reference-probe.log"
 }
 
+step_coverage() {  # the coverage probe's first runs on hardware: does a Hopper counter sense all of each period?
+  { header 0; timeout 60 nvmeter probe --only coverage --no-cache --out "$W/coverage-probe.json"; echo "probe rc=$?"; } \
+    > "$W/coverage-probe.log" 2>&1
+  tail -4 "$W/coverage-probe.log"
+}
+
 step_gpu() { gpu_tests "$W/gpu-tests.log" 300 tests/test_gpu.py; }  # ~210 s with the run-level probe
 
 step_rest() {
@@ -112,7 +120,7 @@ step_rest() {
 
 STEPS=${STEPS:-probe enclose gpu rest reference}
 for step in $STEPS; do  # before the install: a typo costs no device time
-  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, levels, reference, loads, gpu, rest)"; exit 2; }
+  declare -F "step_$step" >/dev/null || { echo "unknown step '$step' (probe, enclose, lead10, fp32measure, levels, reference, coverage, loads, gpu, rest)"; exit 2; }
 done
 install
 mkdir -p "$W"

@@ -29,6 +29,7 @@ PROBE_NAMES = (
     "cadence",
     "cap_spread",
     "run_levels",
+    "coverage",
 )
 
 

@@ -106,6 +106,15 @@ def probe(
             "family's default, 3% on Hopper, its figure widens the floor of every window's state part).",
         ),
     ] = False,
+    coverage: Annotated[
+        bool,
+        bool_flag(
+            "--coverage",
+            help="Also run the coverage probe: ~10 s of 10 ms bursts at phases over the counter's period, "
+            "which find a counter that senses only part of each period (where one does, every window "
+            "is checked against the power samples).",
+        ),
+    ] = False,
     sim_boards: Annotated[int, typer.Option("--sim-boards", hidden=True)] = 1,
 ) -> None:
     """Characterise the board's telemetry and write a probe record (a minute a board; simulated, a second)."""
@@ -121,6 +130,7 @@ def probe(
     opted = (
         (cap_spread, "--cap-spread", "cap_spread", "cap-spread"),
         (run_levels, "--run-levels", "run_levels", "run-level"),
+        (coverage, "--coverage", "coverage", "coverage"),
     )
     for wanted, flag, name, label in opted:
         if not wanted:
