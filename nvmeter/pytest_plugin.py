@@ -303,9 +303,10 @@ def pytest_addoption(parser) -> None:
         "--energy-idle",
         metavar="FILE|W",
         default=None,
-        help="The idle subtracted: a probe file of the board, watts, or measure (the default: measured "
-        "around each window). Write it --energy-idle=FILE: pytest takes a path after a space into its "
-        "rootdir.",
+        help="The idle subtracted, the board's idle with a CUDA context (a test's process holds one): "
+        "a probe file of the board (its context idle), watts (121.3 on an H200), or measure (the "
+        "default: measured around each window). Write it --energy-idle=FILE: pytest takes a path "
+        "after a space into its rootdir.",
     )
     group.addoption(
         "--energy-simulate", action="store_true", help="Meter the simulated board (no GPU needed)."

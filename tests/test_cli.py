@@ -407,6 +407,16 @@ def test_help_shows_no_value_for_a_flag(command, capsys):
     assert "--help" in text and "<bool>" not in text
 
 
+def test_run_s_idle_help_names_the_idle_without_a_context(capsys):
+    """A new user's trial: the help's example was the H200's idle with a context (121.3 W), not run's."""
+    from nvmeter import cli
+
+    with pytest.raises(SystemExit):
+        cli.app(["run", "--help"], standalone_mode=True, prog_name="nvmeter")
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "idle without a CUDA context" in text and "121.3" not in text
+
+
 @pytest.mark.parametrize(
     ("args", "option"),
     [

@@ -43,6 +43,12 @@ def test_the_plugin_is_registered_through_pytest11(pytester):
     result.stdout.fnmatch_lines(["*@pytest.mark.energy(max_mj_per_call, calls=1, device=None)*"])
 
 
+def test_the_idle_option_s_help_names_the_idle_with_a_context(pytester):
+    """A test's process holds a CUDA context, so --energy-idle's watts are the board's context idle."""
+    help_text = " ".join(pytester.runpytest("--help").stdout.str().split())
+    assert "the board's idle with a CUDA context" in help_text
+
+
 def test_a_marked_test_within_its_budget_passes(pytester):
     result = run(
         pytester,

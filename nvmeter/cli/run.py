@@ -29,8 +29,10 @@ def run(
         str | None,
         typer.Option(
             "--idle",
-            help="The idle subtracted: a probe file of this board (its no-context idle), watts (121.3 "
-            "or 121.3W), or measure (the default: measured for 1 s just before the command starts).",
+            help="The idle subtracted, the board's idle without a CUDA context (the command's own "
+            "context is part of its energy): a probe file of this board (its no-context idle), watts "
+            "(78.7 or 78.7W on an H200), or measure (the default: measured for 1 s just before the "
+            "command starts).",
         ),
     ] = None,
     simulate: Annotated[
