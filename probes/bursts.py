@@ -141,8 +141,8 @@ class Bursts:
             parts = []
             for m in METHODS:
                 e = d[size][m]
-                if e["n"]:
-                    parts.append(f"{m} {e['median']:+.0%} [{e['min']:+.0%}, {e['max']:+.0%}]")
+                if e["n"]:  # the bursts' median error and their whole range, not an interval
+                    parts.append(f"{m} median {e['median']:+.0%} (range {e['min']:+.0%}..{e['max']:+.0%})")
             rows.append((f"burst {dur:.0f} ms, error", "; ".join(parts)))
         return rows
 

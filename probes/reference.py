@@ -131,7 +131,7 @@ class Reference:
                 (
                     f"reference, {k} operands",
                     f"{t.j_per_tflop:.2f} J/TFLOP at {t.tflops:.1f} TFLOP/s, "
-                    f"{t.load.power_w:.0f} W ({t.above_idle_w:.0f} above idle){exact}",
+                    f"{t.load.power_w:.0f} W ({t.above_idle_w:.0f} W above idle){exact}",
                 )
             )
         return rows

@@ -259,6 +259,9 @@ def test_show_verifies_the_stored_figures(probe_file, tmp_path):
     shown = nvmeter("show", "results/probe-h200.json", cwd=Path(__file__).parents[1])
     assert shown.returncode == 0, shown.stderr
     assert "idle, no context" in shown.stdout
+    # a new user's trial: "[-138%, +62%]" read as an interval, and "(295 above idle)" had no unit
+    assert "edges median -133% (range -138%..+62%)" in shown.stdout
+    assert "417 W (295 W" in shown.stdout  # "above idle" wraps to the next line
     data = json.loads(probe_file.read_text())
     data["probes"]["idle"]["derived"]["context"]["power_w"] += 0.5
     bad = tmp_path / "altered.json"

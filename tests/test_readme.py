@@ -1,6 +1,9 @@
 """The README's examples import from the public API only, and its layout names paths that exist."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import nvmeter
@@ -41,3 +44,18 @@ def test_the_simulated_board_example_runs_as_written_and_reads_its_40_ms_at_550_
     truth_mj = 550.0 * 0.04 * 1e3
     assert abs(window.per_call_mj - truth_mj) <= window.per_call_mj_err
     assert abs(per_call_mj - truth_mj) <= err_mj and err_mj / per_call_mj < 0.05  # measure()'s default target
+
+
+def test_the_sample_output_is_what_show_prints_of_its_probe_file():
+    block = README.split("## Sample output", 1)[1].split("```\n", 2)[1]  # the fenced table, as printed
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # rich's width for a pipe: 80
+    shown = subprocess.run(
+        [sys.executable, "-m", "nvmeter.cli", "show", "results/probe-h200.json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    assert block == shown.stdout
