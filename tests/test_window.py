@@ -799,8 +799,36 @@ def test_measure_marks_a_run_of_calls_longer_than_its_sub_windows_not_reliable()
     assert len(longer.subwindow_mj) >= 3 and longer.reliable, longer.reason  # the advice given is enough
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        (
+            {"min_window_s": 100},
+            "min_window_s 100 s with min_windows 3 needs a max_window_s of at least 400 s, not 30",
+        ),
+        ({"min_window_s": 0}, "min_window_s is a sub-window's length in seconds, over 0; not 0"),
+        (
+            {"min_window_s": 1000, "max_window_s": 3600},
+            "min_window_s 1000 s with min_windows 3 needs a run of 4000 s",
+        ),
+        ({"target_rel_err": 0}, "target_rel_err is a fraction in (0, 1), 0.05 for 5%; not 0"),
+        ({"target_rel_err": 5}, "target_rel_err is a fraction in (0, 1), 0.05 for 5%; not 5"),
+        ({"max_window_s": -1}, "max_window_s must be a finite number of seconds >= 0 and <= 3600, not -1"),
+        ({"warmup_s": float("nan")}, "warmup_s must be a finite number of seconds >= 0 and <= 3600, not nan"),
+    ],
+)
+def test_measure_names_the_argument_it_refuses_and_its_value(board, kwargs, words):
+    """A new user's trial: min_window_s=100, target_rel_err=0 and max_window_s=-1 got one message for four."""
+    with pytest.raises(errors.UsageError) as refused:
+        measure(lambda: board.clock.sleep(0.01), device=board, sync="none", **kwargs)
+    assert words in str(refused.value)
+
+
 def test_measure_refuses_more_sub_windows_than_its_longest_run_holds(board):
-    with pytest.raises(errors.UsageError, match=r"of 0\.5 s need a max_window_s of at least 30\.5"):
+    with pytest.raises(
+        errors.UsageError,
+        match=r"min_window_s 0\.5 s with min_windows 60 needs a max_window_s of at least 30\.5 s, not 30 ",
+    ):
         measure(lambda: board.clock.sleep(0.01), device=board, sync="none", min_windows=60)
 
 

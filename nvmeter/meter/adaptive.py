@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nvmeter import errors
-from nvmeter.arguments import flag
+from nvmeter.arguments import finite, flag
 from nvmeter.boards.factory import open_board
 from nvmeter.boards.profile import BoardProfile, resolve_profile
 from nvmeter.boards.protocol import Board
@@ -324,17 +324,18 @@ def _is_number(x) -> bool:
 
 
 def _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_windows, settle) -> None:
-    if not all(map(_is_number, (min_window_s, target_rel_err, max_window_s, warmup_s))) or not (
-        min_window_s > 0 and max_window_s >= min_window_s and target_rel_err > 0 and warmup_s >= 0
-    ):
+    # one argument a message, named with what came (one message for all four left a new user
+    # guessing which of them was wrong); a target of 1 would accept a bound as large as the figure
+    if not (_is_number(target_rel_err) and 0 < target_rel_err < 1):
         raise errors.UsageError(
-            "measure needs finite min_window_s > 0, max_window_s >= min_window_s, target_rel_err > 0 "
-            "and warmup_s >= 0"
+            f"target_rel_err is a fraction in (0, 1), 0.05 for 5%; not {target_rel_err!r}"
         )
-    if target_rel_err >= 1:  # a fraction: 1 would accept a bound as large as the figure
-        raise errors.UsageError(f"target_rel_err is a fraction below 1 (0.01 is 1%), not {target_rel_err!r}")
-    if max_window_s > MAX_S or warmup_s > MAX_S:
-        raise errors.UsageError(f"measure's max_window_s and warmup_s are at most {MAX_S:g} s")
+    if not (_is_number(min_window_s) and min_window_s > 0):
+        raise errors.UsageError(
+            f"min_window_s is a sub-window's length in seconds, over 0; not {min_window_s!r}"
+        )
+    for name, value in (("max_window_s", max_window_s), ("warmup_s", warmup_s)):
+        finite(value, name, kind="number of seconds", minimum=0, maximum=MAX_S, error=errors.UsageError)
     if (
         isinstance(min_windows, bool)
         or not isinstance(min_windows, int)
@@ -343,11 +344,18 @@ def _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_w
         raise errors.UsageError(
             f"min_windows must be a whole number from 3 to {MAX_WINDOWS}, not {min_windows!r}"
         )
+    if _run_s_for(min_windows, min_window_s) > MAX_S:  # no max_window_s would do: say what to shorten
+        raise errors.UsageError(
+            f"min_window_s {min_window_s:g} s with min_windows {min_windows} needs a run of "
+            f"{_run_s_for(min_windows, min_window_s):g} s, over measure's longest ({MAX_S:g} s): give a "
+            "shorter min_window_s or fewer min_windows"
+        )
     # 1e-9 for round-off (7 x 0.1 s is over 0.7 s)
     if _run_s_for(min_windows, min_window_s) > max_window_s * (1 + 1e-9):
         raise errors.UsageError(
-            f"{min_windows} sub-windows of {min_window_s:g} s need a max_window_s of at least "
-            f"{_run_s_for(min_windows, min_window_s):g} s, not {max_window_s:g}"
+            f"min_window_s {min_window_s:g} s with min_windows {min_windows} needs a max_window_s of at "
+            f"least {_run_s_for(min_windows, min_window_s):g} s, not {max_window_s:g} (or give a shorter "
+            "min_window_s)"
         )
     cool_down = _is_number(settle) and 0 <= settle <= SETTLE_MAX_S
     if settle is not None and settle != "temperature" and not cool_down:
