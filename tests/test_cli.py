@@ -318,7 +318,12 @@ def test_show_names_the_kind_of_a_record_it_does_not_read(tmp_path):
 
 @pytest.mark.parametrize(
     "idle, words",
-    [("abc", "--idle takes a probe file or watts"), ("1e300", "0 to 5,000 W"), ("nan", "0 to 5,000 W")],
+    [
+        ("abc", "--idle takes a probe file or watts"),
+        ("1e300", "watts >= 0, under the board's power limit; not 1e+300"),
+        ("nan", "watts >= 0, under the board's power limit; not nan"),
+        ("-5", "watts >= 0, under the board's power limit; not -5.0"),
+    ],
 )
 def test_run_refuses_a_bad_idle_before_the_command_starts(idle, words, tmp_path):
     marker = tmp_path / "ran"

@@ -249,13 +249,27 @@ def test_an_idle_option_that_is_also_a_file_here_asks_which(tmp_path, monkeypatc
 
 @pytest.mark.parametrize(
     ("text", "why"),
-    [("١٢٣", "is neither"), ("1_00", "is neither"), ("nan", "idle power must be 0 to 5,000 W, not nan")],
+    [
+        ("١٢٣", "is neither"),
+        ("1_00", "is neither"),
+        ("nan", "idle power must be a finite number of watts >= 0, under the board's power limit; not nan"),
+    ],
 )
 def test_an_idle_option_refuses_other_scripts_digits_and_nan_by_name(text, why):
     from nvmeter.meter.baseline import idle_spec
 
     with pytest.raises(errors.UsageError, match=why):
         idle_spec(text)
+
+
+@pytest.mark.parametrize("idle", [-1, -5.0, float("inf")])
+def test_a_given_idle_that_is_no_power_names_no_maximum_beside_the_boards_limit(board, idle):
+    """A new user's trial: -5 W read "must be 0 to 5,000 W", and then 5,000 W was refused over 700 W."""
+    with pytest.raises(errors.UsageError) as refused, EnergyWindow(board, idle=idle, sync="none"):
+        pass
+    said = str(refused.value)
+    assert said.startswith("idle power must be a finite number of watts >= 0, under the board's power limit")
+    assert said.endswith(f"; not {float(idle)!r}") and "5,000" not in said
 
 
 def test_a_given_idle_above_the_boards_power_limit_is_refused_before_the_work(board):

@@ -81,12 +81,21 @@ class IdleBaseline:
         """A caller's own figure.
 
         Raises:
-            UsageError: a negative or non-finite power or error.
+            UsageError: a negative or non-finite power or error, or one over any board's draw.
         """
-        for value, what in ((power_w, "idle power"), (err_w, "idle's error")):
+        # MAX_BOARD_W only screens out what no board draws: the board's own power limit, checked
+        # once the board is known (drawable), is the bound a user meets, so the power's message
+        # names that limit, not 5,000 W ("must be 0 to 5,000 W" beside a refusal of 5,000 W read
+        # as two rules, a new user's trial)
+        for value, what, bound in (
+            (power_w, "idle power", "under the board's power limit"),
+            (err_w, "idle's error", f"at most {sanity.MAX_BOARD_W:,.0f} W"),
+        ):
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not (number and 0 <= value <= sanity.MAX_BOARD_W):
-                raise errors.UsageError(f"{what} must be 0 to {sanity.MAX_BOARD_W:,.0f} W, not {value!r}")
+                raise errors.UsageError(
+                    f"{what} must be a finite number of watts >= 0, {bound}; not {value!r}"
+                )
         return cls(float(power_w), float(err_w), "given")
 
     @classmethod
