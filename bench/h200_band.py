@@ -506,7 +506,7 @@ def _parser() -> argparse.ArgumentParser:
 def _derive(args) -> int:
     for out in (args.out, args.md):
         if out is not None:
-            records.check_writable(out, record=out is args.out)
+            records.check_writable(out, record=out is args.out, kind=DERIVATION_KIND)
     record = derivation(args.results)
     records.write_json(args.out, record)
     if args.md:
@@ -528,7 +528,7 @@ def _derive(args) -> int:
 
 def _check(args) -> int:
     if args.out is not None:
-        records.check_writable(args.out)
+        records.check_writable(args.out, kind=CHECK_KIND)
     result = checked(args.files, args.derivation)
     if args.out is not None:
         records.write_json(args.out, result)

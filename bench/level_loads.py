@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     try:
-        records.check_writable(args.out)
+        records.check_writable(args.out, kind="bench-level-loads")
         with Rig.open(None if args.simulate else args.device, simulate=args.simulate) as rig:
             levels = measure(rig, sizes, args.starts)
             board = rig.board.identity().to_dict()

@@ -32,6 +32,9 @@ import math
 import sys
 from pathlib import Path
 
+# the --json file's kind (a bench's, not one nvmeter reads)
+COMPARE_KIND = "bench-probe-compare"
+
 
 def compare(old_report, new_report, control_report=None) -> list[dict]:
     """One row per figure of either report, in the old report's order (then the new one's).
@@ -184,7 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         from nvmeter import errors, records
 
-        record = {"old": str(args.old), "new": str(args.new), "control": args.control and str(args.control)}
+        record = {
+            "kind": COMPARE_KIND,  # the kind lets a later comparison replace this file, and nothing else
+            "old": str(args.old),
+            "new": str(args.new),
+            "control": args.control and str(args.control),
+        }
         try:
             records.write_json(args.json, json.loads(json.dumps({**record, "rows": rows}, default=_plain)))
         except errors.NvmeterError as exc:
@@ -208,7 +216,7 @@ def _load(args):
 
     inputs = [p for p in (args.old, args.new, args.control) if p is not None]
     if args.json is not None:
-        records.check_writable(args.json, inputs=tuple(("compared", p) for p in inputs))
+        records.check_writable(args.json, inputs=tuple(("compared", p) for p in inputs), kind=COMPARE_KIND)
     loaded = []
     for path in inputs:
         try:

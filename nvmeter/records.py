@@ -84,13 +84,14 @@ def check_writable(path: Path, inputs: tuple = (), record: bool = True, kind: st
         path: Where a record will be written.
         inputs: Files the same command reads (``--option``, path) pairs: writing one would
             destroy it.
-        record: ``path`` takes a JSON record, so a file already there must be a JSON object (or empty);
-            False for a plot or a table.
-        kind: The record's kind, where known: a record of another kind there is not replaced.
+        record: ``path`` takes a JSON record, so a file already there must be empty or a record of
+            ``kind`` (:func:`_check_replaceable`); False for a plot or a table.
+        kind: The record's kind: only a record of this kind there is replaced (None: no file but
+            an empty one).
 
     Raises:
         UsageError: the folder is missing or not writable, the path is a folder, an input, or
-            (``record``) an existing file that is not a JSON record, or one of another ``kind``.
+            (``record``) an existing file that is not an nvmeter record of ``kind``.
 
     """
     if isinstance(path, str) and path == "":  # Path("") would be the current folder: a name was meant
@@ -131,19 +132,8 @@ def _checked_writable(path: Path, inputs: tuple, record: bool, kind: str | None)
         raise errors.UsageError(f"cannot write {path}: folder {folder} does not exist")
     if path.exists() and not path.is_file():
         raise errors.UsageError(f"{path} exists and is not a regular file; give a file name")
-    found = _found_record(path) if record and path.is_file() else True
-    if found is None:
-        # `pytest --energy-json test_model.py` (the FILE forgotten) replaced the test file, and
-        # `nvmeter run --json train.py -- python3 train.py` the command's script (an adversarial review)
-        raise errors.UsageError(
-            f"{path} exists and is not a JSON record: give a new path (or remove the file first)"
-        )
-    if kind is not None and isinstance(found, str) and found != kind:
-        # `nvmeter run --json probe.json` replaced the probe record, without a word (an adversarial review)
-        raise errors.UsageError(
-            f"{path} holds an nvmeter {found} record, and this would replace it with a {kind} record: "
-            "give a new path (or remove the file first)"
-        )
+    if record and path.is_file():
+        _check_replaceable(path, kind)
     if not os.access(folder, os.W_OK):
         raise errors.UsageError(f"cannot write {path}: folder {folder} is not writable")
     try:  # root passes os.access on read-only mounts: really try
@@ -193,22 +183,47 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _found_record(path: Path) -> str | bool | None:
-    """What lies at ``path``, read once: the nvmeter kind it names, True, or None.
+def _check_replaceable(path: Path, kind: str | None) -> None:
+    """Refuse to replace the file at ``path`` unless it is empty or a record of ``kind``, read once.
 
-    True: another record a new one may replace (an empty file, a JSON object of no nvmeter kind, a
-    bench's); None: a file that is no record.
+    A record of ``kind`` names it, or is of a format first written without one that nvmeter still
+    recognises (:attr:`nvmeter.formats.Format.unlabelled`). Any other JSON object was once
+    replaced as "a bench's record": a package.json given to --json was overwritten without a word
+    (a breaker); the bench records that had no kind now name one.
+
+    Raises:
+        UsageError: anything else lies there, in one line that says what.
     """
     if path.stat().st_size == 0:
-        return True
+        return
     try:  # the records' own reader: size-limited, and through gzip where the name says so
         found = parse_json(path, "a record")
     except errors.RecordError:
-        return None
+        found = None
+    again = "give a new path (or remove the file first)"
     if not isinstance(found, dict):
-        return None
-    kind = found.get("kind")
-    return kind if isinstance(kind, str) and kind in CURRENT else True
+        # `pytest --energy-json test_model.py` (the FILE forgotten) replaced the test file, and
+        # `nvmeter run --json train.py -- python3 train.py` the command's script (an adversarial review)
+        raise errors.UsageError(f"{path} exists and is not a JSON record: {again}")
+    theirs = _kind_of(found)
+    if theirs is not None and theirs == kind:
+        return
+    if theirs in CURRENT:
+        # `nvmeter run --json probe.json` replaced the probe record, without a word (an adversarial review)
+        raise errors.UsageError(
+            f"{path} holds an nvmeter {theirs} record, and this would replace it with "
+            f"{f'a {kind} record' if kind else 'another file'}: {again}"
+        )
+    wanted = f"nvmeter {kind} record" if kind else "nvmeter record"
+    said = formats.found_kind(found)  # "it has no `kind` field", "kind 'Deployment'"
+    raise errors.UsageError(f"{path} holds a JSON object that is no {wanted} ({said}): {again}")
+
+
+def _kind_of(data: dict) -> str | None:
+    """The kind a record names, or the kind of an unlabelled old format it is; None: neither."""
+    if "kind" in data:
+        return data["kind"] if isinstance(data["kind"], str) else None
+    return next((k for k, f in formats.FORMATS.items() if f.unlabelled and f.unlabelled(data)), None)
 
 
 # Records this process has written, so that a command ended by a signal after writing says so.

@@ -549,10 +549,10 @@ def test_the_window_s_idle_from_a_probe_with_a_count_past_int64_is_refused(tmp_p
 
 def test_an_output_link_is_written_through_and_stays_a_link(tmp_path):
     target, link = tmp_path / "target.json", tmp_path / "link.json"
-    target.write_text(json.dumps({"kind": "old"}))
+    target.write_text(json.dumps({"kind": "x", "n": 0}))
     link.symlink_to(target.name)
-    records.write_json(link, {"kind": "x"})
-    assert link.is_symlink() and json.loads(target.read_text()) == {"kind": "x"}
+    records.write_json(link, {"kind": "x", "n": 1})
+    assert link.is_symlink() and json.loads(target.read_text()) == {"kind": "x", "n": 1}
 
 
 def test_an_output_link_to_a_device_is_refused_in_one_line(tmp_path):
@@ -768,15 +768,59 @@ def test_a_packed_record_is_replaced_by_the_next_and_a_damaged_cache_file_too(tm
     assert script.read_text() == "print(1)\n"
 
 
+PACKAGE = {"name": "my-package", "version": "1.0.0"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", "--simulate", "--json", "OUT", "--", "true"),
+        ("probe", "--simulate", "--quick", "--only", "idle", "--out", "OUT"),
+    ],
+)
+def test_a_json_file_of_no_nvmeter_kind_is_not_replaced(tmp_path, args):
+    """A breaker: --json package.json replaced the package's manifest, a JSON object of no nvmeter kind."""
+    package = tmp_path / "package.json"
+    package.write_text(json.dumps(PACKAGE))
+    line = one_line_error(nvmeter(*(package if a == "OUT" else a for a in args)), 2)
+    assert line.endswith(
+        f"package.json holds a JSON object that is no nvmeter {args[0]} record (it has no `kind` field): "
+        "give a new path (or remove the file first)"
+    )
+    assert json.loads(package.read_text()) == PACKAGE
+
+
+def test_a_record_is_replaced_only_by_its_own_kind_or_when_empty(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("")
+    records.write_json(path, {"kind": "x", "n": 1})  # an empty file: any record may take it
+    records.write_json(path, {"kind": "x", "n": 2})  # the same kind: a new one replaces the old
+    assert json.loads(path.read_text())["n"] == 2
+    for theirs in ({"kind": "Deployment"}, {"kind": 3}, {"name": "notes"}):
+        path.write_text(json.dumps(theirs))
+        with pytest.raises(errors.UsageError, match=r"holds a JSON object that is no nvmeter x record"):
+            records.write_json(path, {"kind": "x"})
+        assert json.loads(path.read_text()) == theirs
+    # a format first written without a kind is still its kind's: an unlabelled ladder-h200 record
+    path.write_text(json.dumps({"schema_version": 1, "parts": {}}))
+    records.write_json(path, {**records.header("ladder-h200"), "parts": {}})
+    with pytest.raises(
+        errors.UsageError, match=r"holds an nvmeter ladder-h200 record, and this would replace"
+    ):
+        records.write_json(path, {"kind": "x"})
+
+
 def test_a_claimed_path_replaces_only_the_file_found_at_the_claim(tmp_path):
     path = tmp_path / "r.json"
     records.write_json(path, {"kind": "x", "n": 0})
-    records.write_claimed(records.claim(path), {"kind": "x", "n": 1})  # the user's own earlier record
+    records.write_claimed(
+        records.claim(path, kind="x"), {"kind": "x", "n": 1}
+    )  # the user's own earlier record
     assert json.loads(path.read_text())["n"] == 1
     for before in ("there", "free"):
         if before == "free":
             path.unlink()
-        claimed = records.claim(path)
+        claimed = records.claim(path, kind="x")
         records.write_json(path, {"kind": "x", "n": 2})  # another process, meanwhile
         with pytest.raises(
             errors.UsageError, match=r"was written by another process while this command ran"
@@ -796,7 +840,7 @@ def test_whatever_appears_at_a_claimed_path_keeps_the_record_beside_it(tmp_path,
     path = tmp_path / "r.json.gz"
     if before == "there":
         records.write_json(path, {"kind": "x", "n": 0})
-    claimed = records.claim(path)
+    claimed = records.claim(path, kind="x")
     path.unlink(missing_ok=True)
     if appears == "not json":
         path.write_text("notes\n")
@@ -817,7 +861,7 @@ def test_two_conflicts_of_one_process_keep_both_records(tmp_path):
     path = tmp_path / "r.json"
     kept = []
     for n in (1, 2):
-        claimed = records.claim(path)
+        claimed = records.claim(path, kind="x")
         records.write_json(path, {"kind": "x", "other": n})
         with pytest.raises(errors.RecordKept) as caught:
             records.write_claimed(claimed, {"kind": "x", "mine": n})

@@ -387,6 +387,19 @@ def test_the_json_path_is_checked_before_the_run(pytester, tmp_path):
     result.stderr.fnmatch_lines(["*--energy-json: cannot write*does not exist*"])
 
 
+def test_the_json_path_keeps_a_json_file_of_no_nvmeter_kind(pytester, tmp_path):
+    """A breaker: --energy-json=package.json replaced the manifest, a JSON object of no nvmeter kind."""
+    package = tmp_path / "package.json"
+    package.write_text('{"name": "my-package", "version": "1.0.0"}')
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest(f"--energy-json={package}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--energy-json: *package.json holds a JSON object that is no nvmeter pytest-energy*"]
+    )
+    assert package.read_text() == '{"name": "my-package", "version": "1.0.0"}'
+
+
 def test_the_json_path_keeps_a_record_of_another_kind(pytester, tmp_path):
     """An adversarial review: --energy-json=probe.json replaced a probe record."""
     probe = tmp_path / "probe.json"

@@ -151,7 +151,7 @@ def probe(
     from nvmeter.worker.rig import Rig
 
     # each board's file is named from OUT's: a folder has no name to extend (OUT itself is not written)
-    records.check_writable(out_path)
+    records.check_writable(out_path, record=False)
     boards = open_boards("all", simulate=simulate, sim_boards=sim_boards)
     paths = [out_path.with_name(f"{out_path.stem}-{b.identity().uuid}{out_path.suffix}") for b in boards]
     # every file checked before the first board is touched
