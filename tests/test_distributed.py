@@ -244,3 +244,24 @@ def test_ranks_that_opened_one_simulated_uuid_are_warned_that_it_is_metered_once
     assert shared_simulated([board], "vm", {("vm", uuid): (0,)}) == []
     other = SimulatedBoard(SimConfig(uuid="GPU-5157a7ed-0000-4000-8000-000000000001"))
     assert shared_simulated([other], "vm", {("vm", uuid): (0, 1)}) == []
+
+
+@pytest.mark.parametrize("local_rank", ["abc", "١", "-1", "1.0", ""])
+def test_a_local_rank_that_is_no_cuda_index_is_a_usage_error_naming_it(monkeypatch, local_rank):
+    """A breaker: LOCAL_RANK=abc raised a bare ValueError on one rank, and int() took '١' for 1."""
+    from nvmeter import errors
+    from nvmeter.meter import distributed
+
+    monkeypatch.setenv("LOCAL_RANK", local_rank)
+    with pytest.raises(errors.UsageError) as refused:
+        distributed._default_devices()
+    assert str(refused.value).startswith(f"LOCAL_RANK is {local_rank!r}, not a CUDA index (ASCII digits")
+
+
+def test_local_rank_gives_the_default_device_where_torch_has_not_chosen_one(monkeypatch):
+    from nvmeter.meter import distributed
+
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert distributed._default_devices() == [3]
+    monkeypatch.delenv("LOCAL_RANK")
+    assert distributed._default_devices() == [0]

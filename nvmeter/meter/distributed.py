@@ -43,6 +43,7 @@ from datetime import timedelta
 
 from nvmeter import errors
 from nvmeter.boards.factory import open_boards
+from nvmeter.boards.protocol import cuda_index
 from nvmeter.meter.job import JobWindow
 from nvmeter.meter.jobmeasurement import BoardPart, JobMeasurement, RankRecord
 from nvmeter.meter.sync import Sync, resolve
@@ -394,11 +395,24 @@ def shared_simulated(boards, host: str, ranks_on: Mapping[tuple[str, str], tuple
 
 
 def _default_devices():
-    """This rank's CUDA device: torch's current one once CUDA is initialised, else LOCAL_RANK."""
+    """This rank's CUDA device: torch's current one once CUDA is initialised, else LOCAL_RANK.
+
+    Raises:
+        UsageError: LOCAL_RANK is set to anything but a CUDA index in ASCII digits.
+    """
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
         return [torch.cuda.current_device()]
-    return [int(os.environ.get("LOCAL_RANK", "0"))]
+    # as --device reads an index: a bare int() raised ValueError past the ranks' shared error
+    # (one rank gone, the others left waiting) and took other scripts' digits ("١")
+    local_rank = os.environ.get("LOCAL_RANK", "0")
+    index = cuda_index(local_rank)
+    if index is None:
+        raise errors.UsageError(
+            f"LOCAL_RANK is {local_rank!r}, not a CUDA index (ASCII digits, as torchrun sets it): "
+            "set it so, or give DistributedWindow devices="
+        )
+    return [index]
 
 
 def _combine(payloads: list[Mapping], max_rel_err: float | None, gather_s: float) -> JobMeasurement:
