@@ -127,7 +127,7 @@ def next_run(out_dir: Path, target: Target, difficulty: int) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise errors.UsageError(f"cannot make the folder {out_dir}: {exc.strerror}") from exc
-    records.check_writable(out_dir / "run-000.json")
+    records.check_writable(out_dir / "run-000.json", kind="score")
     last = 0
     for path, data in folder_runs(out_dir):
         try:
