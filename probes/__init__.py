@@ -50,7 +50,7 @@ def selected(quick: bool) -> tuple:
     """The probes a run makes unless told which: those offered, less the opt-in ones.
 
     The cap-spread, run-level and coverage probes are opt-in (``--cap-spread``, ``--run-levels``,
-    ``--coverage``, or named in ``--only``): their ~30 s, ~45 s and ~10 s would take a full run past
+    ``--coverage``, or named in ``--only``): their ~30 s, ~45 s and ~20 s would take a full run past
     issue 16's 60 s.
     """
     return tuple(m for m in offered(quick) if not getattr(m, "OPT_IN", False))

@@ -24,6 +24,7 @@ coverage, turning error model 11's check on, and never widens it.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -41,7 +42,7 @@ from nvmeter.worker.rig import Rig
 NAME = "coverage"
 TITLE = "counter coverage"
 IN_QUICK = False
-# Not in a plain run (``nvmeter probe --coverage`` adds it): its ~10 s would take a full run past
+# Not in a plain run (``nvmeter probe --coverage`` adds it): its ~20 s would take a full run past
 # issue 16's minute.
 OPT_IN = True
 
@@ -52,11 +53,27 @@ BURST_S = 0.010
 # Bursts, at phases (k + 0.5) / BURSTS of the period after a step: a sensed part of a quarter
 # period holds about four of them.
 BURSTS = 16
-# The reading ends at the first step this long after the burst: the counter's delay (10-11 ms on
-# the H200, results/probe-h200.json) and the power's fall (the profiles' 60 ms tail), twice over.
-AFTER_S = 0.15
+# The reading ends at the first sharp step this long after the burst: the counter's delay (10-11 ms
+# on the H200, results/probe-h200.json) and the power's fall (the profiles' 60 ms tail), five times
+# over, so that a board whose power falls more slowly still has its burst inside (a review: 0.15 s
+# read a full counter whose power fell over 0.2 s as partial).
+AFTER_S = 0.3
+# A step whose two reads lie this close is sharp: an ordinary read is ~3 ms (results/probe-h200.json,
+# read_cost), a slow one 9-16 ms, which blurs its step by as much (a review: steps placed to +-15 ms
+# misread a 124 W idle as 131-155 W and judged full counters partial). A chosen margin.
+SHARP_S = 0.005
+# Steps polled before each burst, whose sharp ones give the polled idle.
+IDLE_STEPS = 4
+# Idle before each trial, s: the last burst's power has fallen (a board whose power fell over 0.2 s
+# read an idle still falling as the idle, and bursts as unseen), as the bursts probe's gaps.
+GAP_S = 0.5
+# A counter slower than this, s, has no period the bursts can be spread over in a probe's time
+# (and one step a second leaves few sharp steps): its coverage is not read.
+MAX_PERIOD_S = 0.3
 # A burst read under this share of its energy went unseen: a full counter's polled 10 ms bursts
-# read 0.77 at least (docs/facts.md), a partial one's unseen ones ~0. A chosen margin, not fitted.
+# read 0.77 of their mean at least (docs/facts.md), and short bursts cost more a product than the
+# long load this divides by (the H200's bursts read +23% at the median, results/probe-h200.json);
+# a partial one's unseen ones read ~0. A chosen margin, not fitted.
 UNSEEN = 0.35
 # Unseen bursts that make a counter partial: one burst alone may be a read that stalled.
 MIN_UNSEEN = 2
@@ -93,18 +110,26 @@ class Trial:
     def above_j(self) -> float:
         """The counter's energy above the polled idle across the burst, J (nan: not bracketed).
 
-        From the last step before the burst to the first :data:`AFTER_S` after it, less the mean
-        power between the steps before it and after that one (the polled idle either side).
+        From the last sharp step before the burst to the first sharp one :data:`AFTER_S` after it,
+        less the polled idle: the counter's mean power between the first and last sharp steps
+        before it (a step a slow read blurred misplaces its interval's power, a review: +-15 ms
+        read a 124 W idle as 131-155 W).
         """
         steps = self.counter.steps
-        t, e = steps.t_s, steps.energy_mj
-        before = np.flatnonzero(t <= self.run.t0_s)
-        after = np.flatnonzero(t >= self.run.t1_s + AFTER_S)
-        if len(before) < 2 or len(after) < 2:
+        t, e, sharp = steps.t_s, steps.energy_mj, steps.half_width_s <= SHARP_S
+        before = np.flatnonzero((t <= self.run.t0_s) & sharp)
+        after = np.flatnonzero((t >= self.run.t1_s + AFTER_S) & sharp)
+        if len(before) < 2 or not len(after):
             return math.nan
-        first, a, b, last = before[0], before[-1], after[0], after[-1]
-        idle_w = (e[a] - e[first] + e[last] - e[b]) / 1e3 / (t[a] - t[first] + t[last] - t[b])
+        first, a, b = before[0], before[-1], after[0]
+        idle_w = (e[a] - e[first]) / 1e3 / (t[a] - t[first])  # the counter's own mean: no step between counts
         return float((e[b] - e[a]) / 1e3 - idle_w * (t[b] - t[a]))
+
+    def period_s(self) -> float:
+        """The counter's period as the polls before the burst saw it: their steps' median gap, s."""
+        steps = self.counter.steps
+        gaps = np.diff(steps.t_s[steps.t_s <= self.run.t0_s])
+        return float(np.median(gaps)) if gaps.size else math.nan
 
     def to_dict(self) -> dict:
         """Raw JSON form."""
@@ -129,17 +154,19 @@ class Coverage:
     trials: tuple[Trial, ...]
 
     def ratios(self) -> np.ndarray:
-        """Each burst's reading over its energy, shape (BURSTS,) (nan: not bracketed)."""
+        """Each burst's reading over its energy, shape (n,) (nan: not bracketed, or no energy to read)."""
         per_j = energy_per_matmul_j(self.idle, self.reference, self.reference_run)
+        if not per_j > 0:  # a counter that never stepped through the long load (a review)
+            return np.full(len(self.trials), math.nan)
         return np.array([t.above_j() / (per_j * t.run.matmuls) for t in self.trials])
 
     def period_s(self) -> float:
-        """The counter's period as the bursts' polls saw it: their median gap between steps, s."""
-        gaps = np.concatenate([t.counter.steps.gaps_s for t in self.trials] or [np.empty(0)])
-        return float(np.median(gaps)) if gaps.size else math.nan
+        """The counter's period as the bursts' polls saw it: the median of theirs, s (nan: none)."""
+        periods = [p for t in self.trials if math.isfinite(p := t.period_s())]
+        return float(np.median(periods)) if periods else math.nan
 
     def derived(self) -> dict:
-        """The readings, how many went unseen, and the coverage (None: too few read)."""
+        """The readings, how many went unseen, and the coverage (None: too few read, or a slow counter)."""
         r = self.ratios()
         read = r[np.isfinite(r)]
         unseen = int(np.sum(read < UNSEEN))
@@ -147,7 +174,7 @@ class Coverage:
         burst_s = float(np.median(lengths)) if lengths else math.nan
         period_s = self.period_s()
         coverage = None
-        if read.size >= MIN_READ and math.isfinite(period_s):
+        if read.size >= MIN_READ and period_s <= MAX_PERIOD_S:
             coverage = 1.0
             if unseen >= MIN_UNSEEN:
                 seen = 1 - unseen / read.size
@@ -165,8 +192,13 @@ class Coverage:
         """Summary-table rows."""
         d = self.derived()
         if d["coverage"] is None:
-            bracketed = f"{d['read']} of {len(self.trials)} bursts bracketed by counter steps"
-            return [("counter coverage", f"not read: {bracketed}")]
+            why = (
+                f"a counter period of {d['period_ms']:.0f} ms, too slow to spread "
+                f"{d['burst_ms']:.0f} ms bursts over"
+                if d["period_ms"] > MAX_PERIOD_S * 1e3
+                else f"{d['read']} of {len(self.trials)} bursts read between sharp counter steps"
+            )
+            return [("counter coverage", f"not read: {why}; the family's default stands")]
         read = np.array([x for x in d["ratios"] if x is not None])
         spread = f"median {np.median(read):.2f} of their energy (range {read.min():.2f}..{read.max():.2f})"
         head = f"{d['read']} bursts of {d['burst_ms']:.0f} ms over the period: {spread}, {d['unseen']} unseen"
@@ -205,30 +237,35 @@ def lower_coverage(kept: Coverage, new: Coverage) -> Coverage:
 
 
 def run_trials(rig: Rig, worker, n: int = BURSTS) -> tuple[Trial, ...]:
-    """``n`` bursts at phases spread over the period, each with the counter polled around it."""
-    from nvmeter.boards.profile import default_profile
+    """``n`` bursts at phases spread over the period, each with the counter polled around it.
 
+    Stops after the first where the counter is slower than :data:`MAX_PERIOD_S` (or never stepped).
+    """
     count = max(1, round(BURST_S / worker.seconds_per_matmul(LOAD_N)))
-    period_s = default_profile(rig.board.identity().name).counter_period_s
     trials = []
     for k in range(n):
         rig.on_phase(f"burst {k + 1}/{n} at {(k + 0.5) / n:.0%} of the counter's period")
-        trials.append(_trial(rig, worker, count, (k + 0.5) / n, period_s))
+        trials.append(_trial(rig, worker, count, (k + 0.5) / n))
+        if not trials[-1].period_s() <= MAX_PERIOD_S:
+            break
     return tuple(trials)
 
 
-def _trial(rig: Rig, worker, count: int, phase: float, period_s: float) -> Trial:
-    """One burst ``phase`` of a period after a step, the counter polled from a step before that one."""
+def _trial(rig: Rig, worker, count: int, phase: float) -> Trial:
+    """One burst ``phase`` of a period after a step, the counter polled from IDLE_STEPS steps before."""
     board, clock = rig.board, rig.clock
-    # two steps: the first opens the idle before the burst, the second is where the phase counts from
-    before = joined(_to_step(board, clock, 3 * period_s), _to_step(board, clock, 3 * period_s))
-    lead = poll_counter(board, clock, phase * period_s)
+    clock.sleep(GAP_S)
+    before = functools.reduce(joined, (_to_step(board, clock, 2 * MAX_PERIOD_S) for _ in range(IDLE_STEPS)))
+    gaps = np.diff(before.steps.t_s)
+    period_s = float(np.median(gaps)) if gaps.size else MAX_PERIOD_S  # this board's, not its family's
+    lead = poll_counter(board, clock, phase * min(period_s, MAX_PERIOD_S))
     job = worker.matmul(LOAD_N, "random", count=count)
     during = poll_counter(board, clock, 1.0, until=job.done)
     run = job.result()
-    # past AFTER_S, two steps more: the polled idle after the burst
-    after = poll_counter(board, clock, max(0.0, run.t1_s + AFTER_S - clock.now()) + 2.5 * period_s)
-    return Trial(joined(joined(before, lead), joined(during, after)), run, phase)
+    settle = poll_counter(board, clock, max(0.0, run.t1_s + AFTER_S - clock.now()))
+    # two steps more: the first sharp one past AFTER_S ends the reading
+    after = joined(_to_step(board, clock, 2 * MAX_PERIOD_S), _to_step(board, clock, 2 * MAX_PERIOD_S))
+    return Trial(functools.reduce(joined, (before, lead, during, settle, after)), run, phase)
 
 
 def _to_step(board, clock, timeout_s: float) -> CounterSeries:

@@ -559,10 +559,11 @@ BURST_EXTRA_S = 3 * 0.0031 + 0.25 + 0.05 + 0.0005 + 0.005
 # Burst lengths (nvmeter.probes.bursts.TARGETS_S), the mean gap (GAP_S) and the calibration's
 # 28 products of ~2.7 ms, s.
 BURST_S = (0.020, 0.075)
-# The coverage probe's bursts (nvmeter.probes.coverage.BURSTS): each polls the counter to two steps
-# (1.5 periods on average), its phase (half a period), the burst, AFTER_S and 2.5 periods more.
+# The coverage probe's bursts (nvmeter.probes.coverage): each waits GAP_S, polls the counter to
+# IDLE_STEPS steps (3.5 periods on average), its phase (half a period), the burst, AFTER_S and two
+# steps more (1.5 periods).
 COVERAGE_TRIALS = 16
-COVERAGE_TRIAL_S = 4.5 * 0.1 + 0.010 + 0.15 + 0.005
+COVERAGE_TRIAL_S = 0.5 + 5.5 * 0.1 + 0.010 + 0.3 + 0.005
 BURST_GAP_S = (0.35 + 0.7) / 2
 CALIBRATE_S = 28 * 0.0027
 

@@ -24,18 +24,43 @@ def probe(seed: int, **config):
     return run_probes(Rig(board, lambda: SimWorker(board)), only=("coverage",))
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_a_counter_that_senses_all_of_each_period_reads_every_burst(seed):
-    d = probe(seed).probes["coverage"].derived()
-    assert d["read"] == coverage.BURSTS and d["unseen"] == 0 and d["coverage"] == 1.0
-    assert min(d["ratios"]) > 0.5
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"read_spike_s": 0.03},  # slow reads twice the H200's longest blur a third of the steps
+        {"tau_s": 0.2},  # a power that falls over 0.2 s
+        {"step_delay_s": 0.2},
+        {"counter_period_s": 0.2, "sensor_window_s": 0.2},  # a slower counter, its own period
+    ],
+)
+def test_a_counter_that_senses_all_of_each_period_is_read_as_full(config):
+    """A review: slow reads' blurred steps (131-155 W for a 124 W idle), a slow fall and the family's
+    period in place of the board's judged full counters partial, in 4 to 20 of 40 probes."""
+    for seed in range(4):
+        d = probe(seed, **config).probes["coverage"].derived()
+        assert d["read"] >= coverage.MIN_READ and d["coverage"] == 1.0, d
+        assert min(r for r in d["ratios"] if r is not None) > coverage.UNSEEN
+
+
+def test_a_counter_too_slow_for_the_bursts_is_not_read_and_keeps_the_family_s():
+    report = probe(0, counter_period_s=1.0, sensor_window_s=1.0)
+    record = report.probes["coverage"]
+    assert record.derived()["coverage"] is None and len(record.trials) == 1  # it stopped at once
+    assert "too slow" in record.rows()[0][1] and report.profile().counter_coverage == 1.0
+
+
+def test_a_counter_that_never_steps_is_not_read():
+    """A review: a long load that read no energy divided by zero in the rows, the profile and the loader."""
+    record = probe(0, counter_period_s=1000.0).probes["coverage"]
+    assert record.derived()["coverage"] is None and "not read" in record.rows()[0][1]
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_counter_that_senses_a_quarter_of_each_period_is_found_and_the_profile_keeps_it(seed):
     report = probe(seed, **PARTIAL)
     d = report.probes["coverage"].derived()
-    assert d["unseen"] >= 8 and 0.1 <= d["coverage"] <= 0.4
+    assert d["unseen"] >= 7 and 0.1 <= d["coverage"] <= 0.45
     assert report.profile().counter_coverage == d["coverage"]
     assert "about" in report.probes["coverage"].rows()[0][1]
 

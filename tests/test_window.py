@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -471,19 +472,26 @@ def test_the_samples_reading_covers_the_window_s_own_tail(board):
 
 
 @pytest.mark.parametrize("method", ["samples", "aligned", "plain"])
-def test_a_tail_shorter_than_the_profile_s_is_not_reliable(method):
-    # a breaker's trial: tail_s=0 read single calls -31 to -52% under method="samples", and calls whose
-    # power fell over 0.2 s -48% under any method, as reliable figures
+def test_a_window_ending_sooner_than_the_profile_s_tail_is_refused_or_holds_its_bound(method):
+    """A breaker: tail_s=0 read single calls -31 to -52% under method="samples", reliable. Error model
+    15 refuses a window that ended sooner after the work than the profile's tail; an aligned end polls
+    on to a step that may come late enough, and then holds its bound (a review)."""
     slow = SimulatedBoard(SimConfig(seed=7, tau_s=0.2))
     slow.set_context(True)
     slow.clock.sleep(1.0)
-    for board, seconds, calls in ((context_board(7), 0.02, 1), (slow, 0.4, 10)):
+    refused = 0
+    for board, seconds, calls in [(context_board(seed), 0.02, 1) for seed in range(6)] + [(slow, 0.4, 10)]:
         result, truth = run_block(board, seconds, calls=calls, method=method, tail_s=0.0)
-        assert not result.reliable, (result, truth)
-        assert "waited 0 s after the work" in result.reason and "tail_s" in result.reason
-        tail_s = EnergyWindow(board).profile.tail_s
-        kept, _ = run_block(board, seconds, calls=calls, method=method, tail_s=tail_s)
-        assert "tail_s" not in (kept.reason or "")
+        if "sooner than" in (result.reason or ""):
+            refused += 1
+            assert not result.reliable and "leave tail_s at its default" in result.reason
+            assert replace(result, model_version=14).reason != result.reason  # model 14 read it as it did
+        else:
+            assert not result.reliable or abs(result.per_call_mj - truth) <= result.per_call_mj_err, result
+        kept, _ = run_block(board, seconds, calls=calls, method=method)
+        assert "sooner than" not in (kept.reason or "")
+    if method == "samples":  # the tail asked for is where its energy ends
+        assert refused == 7
 
 
 def _block(board, seconds: float) -> int:

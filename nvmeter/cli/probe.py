@@ -110,7 +110,7 @@ def probe(
         bool,
         bool_flag(
             "--coverage",
-            help="Also run the coverage probe: ~10 s of 10 ms bursts at phases over the counter's period, "
+            help="Also run the coverage probe: ~20 s of 10 ms bursts at phases over the counter's period, "
             "which find a counter that senses only part of each period (where one does, every window "
             "is checked against the power samples).",
         ),

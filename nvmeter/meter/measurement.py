@@ -382,16 +382,18 @@ class Measurement:
     def _coverage_reason(self) -> str | None:
         """Model 11: a counter the samples contradict, or one of partial coverage they cannot check.
 
-        A counter of full coverage is held only to :data:`COUNTER_SAMPLES_FULL_REL`: there a short
-        burst's ~20 ms samples, not the counter, are what misread it (bin means by the burst's place
-        in the period: samples 0.57-1.57 of the bursts' mean, counter 0.87-1.21, on an H200:
-        results/enclose/call40-785c1db-h200-unpolled-10ms.txt).
+        A counter of full coverage is held only to the model's ``full_counter_rel`` (from model 15):
+        there a short burst's ~20 ms samples, not the counter, are what misread it (bin means by the
+        burst's place in the period: samples 0.57-1.57 of the bursts' mean, counter 0.87-1.21, on an
+        H200: results/enclose/call40-785c1db-h200-unpolled-10ms.txt).
         """
         if not self.model.counter_checked or self.method == "samples":
             return None
         full = self.profile.counter_coverage >= 1
+        limit = self.model.full_counter_rel if full else COUNTER_SAMPLES_DISAGREE_REL
+        if not limit:
+            return None
         share = self.counter_samples_share
-        limit = COUNTER_SAMPLES_FULL_REL if full else COUNTER_SAMPLES_DISAGREE_REL
         if share is not None and abs(share) > limit:
             why = (
                 f"{self.profile.source} takes its counter to sense all of each period, and no board that "
@@ -1443,13 +1445,6 @@ RATIO_MAX_GAP_SPACINGS = 3.0
 # each 100 ms reads +96% (docs/window-log.md). Only a counter of partial coverage is held to it: on a
 # full one, short bursts' samples misread by more (a code review, 2026-12-06).
 COUNTER_SAMPLES_DISAGREE_REL = 0.2
-# A counter of full coverage is held to a disagreement of 4 to 1 (the gap 75% of the larger reading):
-# eleven times the committed windows' largest (6.96%, above), and past the H200's worst bin of 10 ms
-# bursts (samples 1.57 of their mean where the counter read 0.87: a gap of 45%). A board taken to be
-# of full coverage whose counter senses 25 ms of 100 ms read period-locked calls -58 to -101% as
-# reliable figures (a breaker on the simulated board, 2026-12-07); past this, 6 of those 8 windows
-# are refused. The probe does not yet measure the coverage: its remedy.
-COUNTER_SAMPLES_FULL_REL = 0.75
 # Under this mean power above idle the share means nothing: the edges' timing leaves a gap of up to
 # 0.45 J (SD 0.18 J) between the steps of 60 simulated 0.3 s windows at idle, spans of 0.39-0.40 s:
 # 22% of 5 W above idle there, 6% of 20 W (a code review); launch-bound work draws ~0 W above idle.

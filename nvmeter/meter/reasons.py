@@ -115,21 +115,25 @@ def _given(m) -> str | None:
 
 
 def _short_tail(m) -> str | None:
-    """A window whose energy runs past the work's end, waiting less than its profile's tail after it.
+    """A window whose energy runs past the work's end, ending sooner after it than its profile's tail.
 
-    The profile's ``tail_s`` is the counter's step delay and the power's fall to idle: a shorter one
-    loses the work's trailing energy, and the samples past it that tell a board running on. With
-    ``tail_s=0`` single 20 ms calls at 550 W on the simulated H200 read -31 to -52% under
-    method='samples' (7 of 8 outside their bounds), and calls whose power fell over 0.2 s -48% under
-    any method, all reliable (a breaker's trial, 2026-12-07). No committed window waited less.
+    Error model 15. The profile's ``tail_s`` is the counter's step delay and the power's fall to
+    idle: an end sooner loses the work's trailing energy, and the samples past it that tell a board
+    running on. With ``tail_s=0`` single 20 ms calls at 550 W on the simulated H200 read -31 to -52%
+    under method='samples', 7 of 8 outside their bounds and reliable (a breaker's trial,
+    2026-12-07). An aligned or plain end polls on to the counter's next step, which may come late
+    enough: that step, not the tail asked for, is what counts (a review: aligned windows with
+    ``tail_s=0`` held their bounds). No committed window ended sooner.
     """
-    if m.end_found_in_work or m.tail_s >= m.profile.tail_s - TAIL_SLACK_S:
+    if not m.model.tail_checked or m.end_found_in_work:
+        return None
+    waited_s = m.tail_s if m.method == "samples" else m.window_t1_s - m.work_t1_s
+    if waited_s >= m.profile.tail_s - TAIL_SLACK_S:
         return None
     return (
-        f"the window waited {m.tail_s:g} s after the work, less than the {m.profile.tail_s:g} s its board's "
-        f"power takes to fall and its counter to follow ({m.profile.source}): the work's trailing energy "
-        "is not counted; leave tail_s at its default or longer, or end the window inside the run of calls "
-        "(exit='return')"
+        f"the window ended {waited_s * 1e3:.0f} ms after the work, sooner than the {m.profile.tail_s:g} s "
+        f"its board's power takes to fall and its counter to follow ({m.profile.source}): the work's "
+        f"trailing energy is not counted; leave tail_s at its default ({m.profile.tail_s:g} s) or longer"
     )
 
 
