@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from accuracy import analysis
 
-from nvmeter import errors
+from nvmeter import errors, records
 
 MODELS = (13, 14)
 
@@ -95,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shifts", default="-8,8,20,40", help="W, comma-separated")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    if args.out is not None:  # writable, and none of the records read (a breaker: --out took any file)
+        try:
+            records.check_writable(args.out, tuple(("input", p) for p in args.paths), record=False)
+        except errors.UsageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     shifts = tuple(float(s) for s in args.shifts.split(","))
     summary = scan(args.paths or committed(), shifts)
     print(table(summary))

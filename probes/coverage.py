@@ -77,6 +77,9 @@ MAX_PERIOD_S = 0.3
 UNSEEN = 0.35
 # Unseen bursts that make a counter partial: one burst alone may be a read that stalled.
 MIN_UNSEEN = 2
+# Bursts after which the probe stops where none could be read between sharp steps (a breaker: all
+# sixteen ran on a board whose every read was slow).
+NO_READ_STOP = 4
 # Fewest bursts read for a figure.
 MIN_READ = BURSTS // 2
 # The lowest coverage the probe states: a few bursts seen at random still say "some".
@@ -239,7 +242,8 @@ def lower_coverage(kept: Coverage, new: Coverage) -> Coverage:
 def run_trials(rig: Rig, worker, n: int = BURSTS) -> tuple[Trial, ...]:
     """``n`` bursts at phases spread over the period, each with the counter polled around it.
 
-    Stops after the first where the counter is slower than :data:`MAX_PERIOD_S` (or never stepped).
+    Stops after the first where the counter is slower than :data:`MAX_PERIOD_S` (or never stepped),
+    and after :data:`NO_READ_STOP` where none could be read.
     """
     count = max(1, round(BURST_S / worker.seconds_per_matmul(LOAD_N)))
     trials = []
@@ -248,6 +252,8 @@ def run_trials(rig: Rig, worker, n: int = BURSTS) -> tuple[Trial, ...]:
         trials.append(_trial(rig, worker, count, (k + 0.5) / n))
         if not trials[-1].period_s() <= MAX_PERIOD_S:
             break
+        if k + 1 == NO_READ_STOP and all(math.isnan(t.above_j()) for t in trials):
+            break  # no sharp steps to read between (every read slow): the rest would read none either
     return tuple(trials)
 
 

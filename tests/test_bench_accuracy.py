@@ -1328,3 +1328,20 @@ def test_model_14_holds_single_calls_of_a_real_board_given_an_idle_off_its_own()
     low, high = rows[-40.0], rows[8.0]
     assert low["m13_missed"] >= 5 and low.get("m14_missed", 0) == 0
     assert high.get("m14_missed", 0) == 0 and high.get("m14_held", 0) == 0 and high["m14_refused"] >= 11
+
+
+def test_a_bench_output_that_is_one_of_its_inputs_is_refused_and_the_input_kept(tmp_path, capsys):
+    """A breaker: ``fit wa.json --json wa.json`` replaced the bench record with its constants, and
+    below_idle.py and given_idle_shift.py wrote --out over any file."""
+    import subprocess
+
+    record = tmp_path / "wa.json"
+    record.write_bytes((ROOT / "results" / "window-accuracy-h200.json").read_bytes())
+    before = record.read_bytes()
+    assert cli.main(["fit", str(record), "--json", str(record)]) == 2
+    assert "is the input file this command reads" in capsys.readouterr().err and record.read_bytes() == before
+    for script in ("below_idle.py", "given_idle_shift.py"):
+        run = [sys.executable, str(ROOT / "bench" / script), str(record), "--out", str(record)]
+        result = subprocess.run(run, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2 and "is the input file" in result.stderr
+        assert "Traceback" not in result.stderr and record.read_bytes() == before

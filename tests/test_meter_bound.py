@@ -1159,6 +1159,24 @@ def test_a_partial_counter_on_a_board_taken_as_full_is_refused_where_the_samples
     assert refused >= 3
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_call_shorter_than_a_sample_spacing_on_a_slowly_falling_board_is_refused(seed):
+    """A breaker: a single 20 ms call on a board whose power fell over 0.2 s read -70% as a reliable
+    figure with the default tail: no sample lay inside the work, so the check that the board ran on
+    past the tail had nothing to compare with. Model 15 reads the samples that cover the work."""
+    board = SimulatedBoard(SimConfig(seed=seed, tau_s=0.2))
+    board.set_context(True)
+    board.clock.sleep(3.0 + 0.013 * seed)
+    with EnergyWindow(board, sync="none") as w:
+        board.set_load(550.0)
+        board.clock.sleep(0.02)
+        board.set_load(0.0)
+        w.call()
+    m = w.result
+    assert not m.reliable and "still drew" in m.reason
+    assert replace(m, model_version=14).reliable  # model 14's reading, as its records keep it
+
+
 def test_a_counter_of_full_coverage_keeps_its_bound_and_passes_the_check():
     board = make_board()
     with EnergyWindow(board, sync="none") as w:

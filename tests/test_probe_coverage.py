@@ -141,3 +141,9 @@ def test_the_cli_runs_it_on_request_and_shows_its_row(tmp_path):
     quick_run = [*run[:-2], "--quick", "--out", str(tmp_path / "q.json")]
     quick = subprocess.run(quick_run, capture_output=True, text=True, timeout=120)
     assert quick.returncode == 2 and "--quick skips the coverage probe" in quick.stderr
+
+
+def test_a_counter_whose_every_read_is_slow_is_not_read_and_the_probe_stops_early():
+    record = probe(0, read_spike_p=1.0).probes["coverage"]  # no step is sharp
+    assert record.derived()["coverage"] is None and len(record.trials) == coverage.NO_READ_STOP
+    assert "0 of 4 bursts read between sharp counter steps" in record.rows()[0][1]

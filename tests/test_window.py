@@ -463,6 +463,15 @@ def test_measure_refuses_bad_durations(board, kwargs):
         measure(lambda: None, device=board, sync="none", **kwargs)
 
 
+def test_measure_takes_numpy_numbers(board):
+    """A breaker: np.int64(1) and np.float32(0.05) were refused as if out of range."""
+    m = measure(
+        lambda: _block(board, 0.04), device=board, sync="none", min_window_s=np.int64(1),
+        target_rel_err=np.float32(0.05), warmup_s=np.float64(0.5),
+    )  # fmt: skip
+    assert m.reliable, m.reason
+
+
 def test_the_samples_reading_covers_the_window_s_own_tail(board):
     result, _ = run_block(board, 0.05, calls=1, method="samples", tail_s=0.15)
     assert result.tail_s == 0.15
@@ -604,7 +613,7 @@ def test_a_run_cut_at_max_window_s_says_so_at_its_stop(board):
         progress=told.append, profile=LEVEL_GIVEN,
     )  # fmt: skip
     (stop,) = [p for p in told if p.phase == "stop"]
-    assert stop.stopped == "max_window_s" and str(stop).endswith(": at max_window_s")
+    assert stop.stopped == "max_window_s" and ": at max_window_s; " in str(stop)
 
 
 def test_measure_refuses_sub_windows_under_two_counter_periods(board):
@@ -801,9 +810,7 @@ def test_measure_stops_early_on_calls_that_draw_nothing_above_idle_and_says_why(
     assert not m.reliable and "the idle's own bound" in m.reason and "at any run length" in m.reason
     # the stop says why: it had read "no estimate yet ...: at max_window_s" (a review, 2026-12-07)
     (stop,) = [p for p in told if p.phase == "stop"]
-    assert stop.stopped == "unreachable" and str(stop).endswith(
-        "the target is out of reach at any run length"
-    )
+    assert stop.stopped == "unreachable" and ": the target is out of reach at any run length; " in str(stop)
     # the idle's bound alone exceeds 2% of any figure the run could read: it stopped at its
     # fewest sub-windows (without the rule it ran all 30 s to the same verdict)
     assert m.work_s < 5

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from accuracy import kinds as kinds_mod
-from nvmeter import errors
+from nvmeter import errors, records
 
 
 def _names(text: str, known, what: str) -> tuple[str, ...]:
@@ -416,6 +416,11 @@ def main(argv: list[str] | None = None) -> int:
     except (errors.NvmeterError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    try:
+        _check_outputs(args)
+    except errors.NvmeterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     reads = {"analyze": _analyze, "fit": _fit}
     if args.cmd in reads:
         try:
@@ -433,6 +438,19 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
     print(fitcheck.report(result))
     return 0 if result["all_hold"] else 1
+
+
+def _check_outputs(args) -> None:
+    """``--json`` and ``--markdown``: writable, and none of the files the command reads.
+
+    ``fit wa.json --json wa.json`` replaced the bench record with its constants (a breaker, 2026-12-07).
+    """
+    inputs = [getattr(args, "file", None), getattr(args, "constants", None)]
+    inputs += list(getattr(args, "files", None) or []) + list(getattr(args, "pool_except", None) or [])
+    read = tuple(("input", Path(p)) for p in inputs if p is not None)
+    for out in (getattr(args, "json", None), getattr(args, "markdown", None)):
+        if out is not None:
+            records.check_writable(out, read, record=False)
 
 
 def _one_line(exc: Exception) -> str:

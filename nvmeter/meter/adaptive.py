@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import numbers
 import statistics
 import time
 import warnings
@@ -322,7 +323,8 @@ def _check_callable(fn, name: str) -> None:
 
 
 def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    # numbers.Real takes numpy's scalars too: np.int64(1) read as out of range (a breaker)
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _check_arguments(min_window_s, target_rel_err, max_window_s, warmup_s, min_windows, settle) -> None:

@@ -292,7 +292,7 @@ History:
        pooled-h200-model14-defaults.md; its first version had widened one single bf16 call's
        bound at an H100's cap, +-33.7% to +-37.8%). So what it holds was checked on the simulated
        board alone (tests/test_local_idle.py); no committed window had a given idle off its board's.
-   15: model 14, with two readings that no board we measured makes refused (the bound is
+   15: model 14, with three readings that no board we measured makes refused (the bound is
        model 14's). A window whose end came sooner after the work than the profile's tail
        (``tail_checked``: the end step, or for ``method="samples"`` the tail asked for) lost
        the work's trailing energy and the samples that tell a board running on: ``tail_s=0``
@@ -301,7 +301,11 @@ History:
        sense all of each counter period is held to its samples at 2 to 1 above idle
        (``full_counter_rel``): a board named H200 whose counter sensed 25 ms of each 100 ms
        read calls locked to the period -58 to -101% and +39 to +223% as reliable figures (a
-       breaker and a review, 2026-12-07). Committed windows: none ended sooner than its tail,
+       breaker and a review, 2026-12-07). And work shorter than a sample spacing is checked for a
+       board running on past the tail by the samples that cover it (none lay inside it, so a
+       single 20 ms call on a board whose power fell over 0.2 s read -70%, reliable: a breaker;
+       with a fall of 50 ms, nine times the H200's, such calls are refused where they had held).
+       Committed windows: none ended sooner than its tail,
        none comes within a seventh of that disagreement (6.96% at most,
        results/enclose/samples-counter-ratio.txt), so no figure or verdict of results/ moves.
        What it cannot see (a disagreement under 2 to 1, windows too short to compare) the
