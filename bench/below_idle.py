@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accuracy import analysis
+from accuracy import analysis, cli
 
-from nvmeter import errors, records
+from nvmeter import errors
 from nvmeter.meter import measurement as mm
 
 LENGTHS_S = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.3)
@@ -86,12 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    if args.out is not None:  # writable, and none of the records read (a breaker: --out took any file)
-        try:
-            records.check_writable(args.out, tuple(("input", p) for p in args.paths), record=False)
-        except errors.UsageError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    try:
+        cli.check_outputs([args.out], args.paths)  # a breaker: --out took any file, an input too
+    except errors.UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     summary = scan(args.paths or committed())
     print(table(summary))
     if args.out:

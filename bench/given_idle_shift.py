@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accuracy import analysis
+from accuracy import analysis, cli
 
-from nvmeter import errors, records
+from nvmeter import errors
 
 MODELS = (13, 14)
 
@@ -95,12 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shifts", default="-8,8,20,40", help="W, comma-separated")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    if args.out is not None:  # writable, and none of the records read (a breaker: --out took any file)
-        try:
-            records.check_writable(args.out, tuple(("input", p) for p in args.paths), record=False)
-        except errors.UsageError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    try:
+        cli.check_outputs([args.out], args.paths)  # a breaker: --out took any file, an input too
+    except errors.UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     shifts = tuple(float(s) for s in args.shifts.split(","))
     summary = scan(args.paths or committed(), shifts)
     print(table(summary))

@@ -31,9 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nvmeter import errors
-from nvmeter.meter import polling
 from nvmeter.meter.series import CounterSeries, poll_counter
-from nvmeter.meter.span import AlignedSpan, joined
+from nvmeter.meter.span import AlignedSpan, aligned_edge, joined
 from nvmeter.probes import schedule
 from nvmeter.probes.bursts import energy_per_matmul_j
 from nvmeter.worker.protocol import MatmulRun
@@ -60,7 +59,10 @@ BURSTS = 16
 AFTER_S = 0.3
 # A step whose two reads lie this close is sharp: an ordinary read is ~3 ms (results/probe-h200.json,
 # read_cost), a slow one 9-16 ms, which blurs its step by as much (a review: steps placed to +-15 ms
-# misread a 124 W idle as 131-155 W and judged full counters partial). A chosen margin.
+# misread a 124 W idle as 131-155 W and judged full counters partial). Absolute, not the windows'
+# SHARP_READS of the series' median read: the error that matters is the idle's power times the blur
+# against a ~5 J burst, and where half the reads were 50 ms slow, sharp by the median read misjudged
+# a full counter as covering 67% of each period (one simulated probe). A chosen margin.
 SHARP_S = 0.005
 # Steps polled before each burst, whose sharp ones give the polled idle.
 IDLE_STEPS = 4
@@ -72,7 +74,8 @@ GAP_S = 0.5
 MAX_PERIOD_S = 0.3
 # A burst read under this share of its energy went unseen: a full counter's polled 10 ms bursts
 # read 0.77 of their mean at least (docs/facts.md), and short bursts cost more a product than the
-# long load this divides by (the H200's bursts read +23% at the median, results/probe-h200.json);
+# long load this divides by (the H200's 19 ms bursts read +33% at the median with a 0.25 s tail,
+# results/probe-h200.json; an H100's 11 ms ones here 1.17, results/probe-coverage-h100-5a56942e.json);
 # a partial one's unseen ones read ~0. A chosen margin, not fitted.
 UNSEEN = 0.35
 # Unseen bursts that make a counter partial: one burst alone may be a read that stalled.
@@ -113,10 +116,10 @@ class Trial:
     def above_j(self) -> float:
         """The counter's energy above the polled idle across the burst, J (nan: not bracketed).
 
-        From the last sharp step before the burst to the first sharp one :data:`AFTER_S` after it,
-        less the polled idle: the counter's mean power between the first and last sharp steps
-        before it (a step a slow read blurred misplaces its interval's power, a review: +-15 ms
-        read a 124 W idle as 131-155 W).
+        From the last sharp step (:data:`SHARP_S`) before the burst to the first sharp one
+        :data:`AFTER_S` after it, less the polled idle: the counter's mean power between the first
+        and last sharp steps before it (a step a slow read blurred misplaces its interval's power, a
+        review: +-15 ms read a 124 W idle as 131-155 W).
         """
         steps = self.counter.steps
         t, e, sharp = steps.t_s, steps.energy_mj, steps.half_width_s <= SHARP_S
@@ -130,9 +133,8 @@ class Trial:
 
     def period_s(self) -> float:
         """The counter's period as the polls before the burst saw it: their steps' median gap, s."""
-        steps = self.counter.steps
-        gaps = np.diff(steps.t_s[steps.t_s <= self.run.t0_s])
-        return float(np.median(gaps)) if gaps.size else math.nan
+        t_s = self.counter.steps.t_s
+        return _median_gap_s(t_s[t_s <= self.run.t0_s])
 
     def to_dict(self) -> dict:
         """Raw JSON form."""
@@ -229,6 +231,17 @@ class Coverage:
         )
 
 
+def expected_s(period_s: float = 0.1) -> float:
+    """How long the bursts take on a counter of ``period_s`` (Hopper's ~0.1 s), s.
+
+    Each waits :data:`GAP_S`, polls to :data:`IDLE_STEPS` steps (the first half a period away on
+    average), waits its phase (half a period on average), runs the burst, :data:`AFTER_S` and two
+    steps more (1.5 periods), with ~5 ms of request and synchronisation (as the bursts probe's).
+    """
+    periods = (IDLE_STEPS - 0.5) + 0.5 + 1.5
+    return BURSTS * (GAP_S + periods * period_s + BURST_S + AFTER_S + 0.005)
+
+
 def lower_coverage(kept: Coverage, new: Coverage) -> Coverage:
     """Of two probes of one board, the one whose coverage is lower (on a tie, or neither: the new one).
 
@@ -261,29 +274,23 @@ def _trial(rig: Rig, worker, count: int, phase: float) -> Trial:
     """One burst ``phase`` of a period after a step, the counter polled from IDLE_STEPS steps before."""
     board, clock = rig.board, rig.clock
     clock.sleep(GAP_S)
-    before = functools.reduce(joined, (_to_step(board, clock, 2 * MAX_PERIOD_S) for _ in range(IDLE_STEPS)))
-    gaps = np.diff(before.steps.t_s)
-    period_s = float(np.median(gaps)) if gaps.size else MAX_PERIOD_S  # this board's, not its family's
-    lead = poll_counter(board, clock, phase * min(period_s, MAX_PERIOD_S))
+    edges = (aligned_edge(board, clock, 2 * MAX_PERIOD_S) for _ in range(IDLE_STEPS))
+    before = functools.reduce(joined, edges)
+    period_s = _median_gap_s(before.steps.t_s)  # this board's, not its family's
+    # a counter slower than MAX_PERIOD_S (or one that never stepped) ends the probe after this burst
+    lead = poll_counter(board, clock, phase * period_s if period_s <= MAX_PERIOD_S else 0.0)
     job = worker.matmul(LOAD_N, "random", count=count)
     during = poll_counter(board, clock, 1.0, until=job.done)
     run = job.result()
     settle = poll_counter(board, clock, max(0.0, run.t1_s + AFTER_S - clock.now()))
     # two steps more: the first sharp one past AFTER_S ends the reading
-    after = joined(_to_step(board, clock, 2 * MAX_PERIOD_S), _to_step(board, clock, 2 * MAX_PERIOD_S))
+    after = joined(aligned_edge(board, clock, 2 * MAX_PERIOD_S), aligned_edge(board, clock, 2 * MAX_PERIOD_S))
     return Trial(functools.reduce(joined, (before, lead, during, settle, after)), run, phase)
 
 
-def _to_step(board, clock, timeout_s: float) -> CounterSeries:
-    """The counter read back to back until it steps (or ``timeout_s`` passes)."""
-    t0s, t1s, values = [], [], []
-    end_s = clock.now() + timeout_s
-    while clock.now() < end_s and (not values or values[-1] == values[0]):
-        t0, t1, value = polling.read_energy(board, clock)
-        t0s.append(t0)
-        t1s.append(t1)
-        values.append(value)
-    return CounterSeries(tuple(t0s), tuple(t1s), tuple(values))
+def _median_gap_s(t_s: np.ndarray) -> float:
+    """The median gap between steps at ``t_s``, s (nan: under two steps)."""
+    return float(np.median(np.diff(t_s))) if len(t_s) > 1 else math.nan
 
 
 def assemble(m: dict, quick: bool) -> Coverage:

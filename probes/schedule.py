@@ -559,11 +559,6 @@ BURST_EXTRA_S = 3 * 0.0031 + 0.25 + 0.05 + 0.0005 + 0.005
 # Burst lengths (nvmeter.probes.bursts.TARGETS_S), the mean gap (GAP_S) and the calibration's
 # 28 products of ~2.7 ms, s.
 BURST_S = (0.020, 0.075)
-# The coverage probe's bursts (nvmeter.probes.coverage): each waits GAP_S, polls the counter to
-# IDLE_STEPS steps (3.5 periods on average), its phase (half a period), the burst, AFTER_S and two
-# steps more (1.5 periods).
-COVERAGE_TRIALS = 16
-COVERAGE_TRIAL_S = 0.5 + 5.5 * 0.1 + 0.010 + 0.3 + 0.005
 BURST_GAP_S = (0.35 + 0.7) / 2
 CALIBRATE_S = 28 * 0.0027
 
@@ -577,6 +572,7 @@ def expected_s(quick: bool, needs: set[str], plan_: Plan | None = None) -> float
     (:data:`~nvmeter.worker.simulated.REAL_START_S`) those have not covered. The CLI's own start
     and the record's writing are not included.
     """
+    from nvmeter.probes import coverage  # it reads LOAD_N from here
     from nvmeter.worker.simulated import REAL_CONTEXT_S, REAL_START_S
 
     p = plan_ or plan(quick)
@@ -596,7 +592,7 @@ def expected_s(quick: bool, needs: set[str], plan_: Plan | None = None) -> float
         "random": p.load_lead_s + poll + p.load_s + span,
         "idle_after": p.after_load_s + p.between_s + span,
         "bursts": CALIBRATE_S + p.bursts * sum(BURST_GAP_S + b + BURST_EXTRA_S for b in BURST_S),
-        "coverage_bursts": p.after_load_s + COVERAGE_TRIALS * COVERAGE_TRIAL_S,
+        "coverage_bursts": p.after_load_s + coverage.expected_s(),
         "step": sum(step_s),
         "context_poll": cadence_s,
         "cap_load": cap_load(p).seconds(p.after_load_s),

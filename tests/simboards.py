@@ -17,15 +17,17 @@ def context_board(seed: int) -> SimulatedBoard:
     return board
 
 
-def pulsed_window(board: SimulatedBoard, load_w: float, on_s: float, off_s: float, calls: int):
+def pulsed_window(board: SimulatedBoard, load_w: float, on_s: float, off_s: float, calls: int, **window):
     """A window (no sync) of ``calls`` calls: ``load_w`` above idle for ``on_s``, then idle for ``off_s``.
+
+    ``window``: more of EnergyWindow's keywords (``profile=``, ``idle=``, ...).
 
     Returns:
         The window's Measurement.
     """
     from nvmeter.meter.window import EnergyWindow
 
-    with EnergyWindow(board, sync="none") as w:
+    with EnergyWindow(board, sync="none", **window) as w:
         for _ in range(calls):
             board.set_load(load_w)
             board.clock.sleep(on_s)

@@ -1167,12 +1167,7 @@ def test_a_call_shorter_than_a_sample_spacing_on_a_slowly_falling_board_is_refus
     board = SimulatedBoard(SimConfig(seed=seed, tau_s=0.2))
     board.set_context(True)
     board.clock.sleep(3.0 + 0.013 * seed)
-    with EnergyWindow(board, sync="none") as w:
-        board.set_load(550.0)
-        board.clock.sleep(0.02)
-        board.set_load(0.0)
-        w.call()
-    m = w.result
+    m = pulsed_window(board, 550.0, 0.02, 0.0, 1)
     assert not m.reliable and "still drew" in m.reason
     assert replace(m, model_version=14).reliable  # model 14's reading, as its records keep it
 

@@ -6,11 +6,11 @@ import sys
 from dataclasses import replace
 
 import pytest
+from simboards import pulsed_window
 
 from nvmeter import errors, records
 from nvmeter.boards import profile as profiles
 from nvmeter.boards.simulated import SimConfig, SimulatedBoard
-from nvmeter.meter.window import EnergyWindow
 from nvmeter.probes import coverage
 from nvmeter.probes.report import for_cache, load_report, run_probes
 from nvmeter.worker.rig import Rig
@@ -74,16 +74,9 @@ def test_a_board_the_probe_found_partial_refuses_the_single_calls_it_read_as_not
         board = SimulatedBoard(SimConfig(seed=seed, **PARTIAL))
         board.set_context(True)
         board.clock.sleep(3.0 + 0.0137 * seed)
-        results = []
-        for given in (None, profile):
-            with EnergyWindow(board, sync="none", profile=given) as w:
-                board.set_load(550.0)
-                board.clock.sleep(0.02)
-                board.set_load(0.0)
-                w.call()
-            results.append(w.result)
-            board.clock.sleep(1.0)
-        family, probed = results
+        family = pulsed_window(board, 550.0, 0.02, 0.0, 1)
+        board.clock.sleep(1.0)
+        probed = pulsed_window(board, 550.0, 0.02, 0.0, 1, profile=profile)
         assert family.profile.counter_coverage == 1.0 and probed.profile.counter_coverage < 1
         assert not probed.reliable, probed
 

@@ -441,14 +441,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_outputs(args) -> None:
-    """``--json`` and ``--markdown``: writable, and none of the files the command reads.
-
-    ``fit wa.json --json wa.json`` replaced the bench record with its constants (a breaker, 2026-12-07).
-    """
+    """``--json`` and ``--markdown``: writable, and none of the files the command reads."""
     inputs = [getattr(args, "file", None), getattr(args, "constants", None)]
     inputs += list(getattr(args, "files", None) or []) + list(getattr(args, "pool_except", None) or [])
+    check_outputs([getattr(args, "json", None), getattr(args, "markdown", None)], inputs)
+
+
+def check_outputs(outputs: list, inputs: list) -> None:
+    """Each of ``outputs`` (None: not asked for) writable, and none of ``inputs``, the files read.
+
+    ``fit wa.json --json wa.json`` replaced the bench record with its constants (a breaker, 2026-12-07).
+
+    Raises:
+        UsageError: as :func:`nvmeter.records.check_writable` (a table or summary, not a record).
+    """
     read = tuple(("input", Path(p)) for p in inputs if p is not None)
-    for out in (getattr(args, "json", None), getattr(args, "markdown", None)):
+    for out in outputs:
         if out is not None:
             records.check_writable(out, read, record=False)
 

@@ -304,7 +304,7 @@ History:
        breaker and a review, 2026-12-07). And work shorter than a sample spacing is checked for a
        board running on past the tail by the samples that cover it (none lay inside it, so a
        single 20 ms call on a board whose power fell over 0.2 s read -70%, reliable: a breaker;
-       with a fall of 50 ms, nine times the H200's, such calls are refused where they had held).
+       with a fall of 50 ms, nine times the simulated H200's, such calls are refused where they had held).
        Committed windows: none ended sooner than its tail,
        none comes within a seventh of that disagreement (6.96% at most,
        results/enclose/samples-counter-ratio.txt), so no figure or verdict of results/ moves.

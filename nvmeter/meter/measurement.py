@@ -269,10 +269,15 @@ class Measurement:
         return [s for s in self.samples if t_first - look_s <= s.t_s <= t_first]
 
     @functools.cached_property
-    def _work_samples_w(self) -> list[float]:
-        """The samples of the calls (those whose ~20 ms reaches into the work), W."""
+    def _work_samples(self) -> list[PowerSample]:
+        """The samples of the calls: those whose ~20 ms reaches into the work (a sample's time ends it)."""
         t1_s = self.work_t1_s + self.profile.sample_spacing_s
-        return [s.power_w for s in self.samples if self.work_t0_s <= s.t_s <= t1_s]
+        return [s for s in self.samples if self.work_t0_s <= s.t_s <= t1_s]
+
+    @property
+    def _work_samples_w(self) -> list[float]:
+        """:attr:`_work_samples`' powers, W."""
+        return [s.power_w for s in self._work_samples]
 
     @property
     def idle_artefact_w(self) -> float | None:
@@ -760,10 +765,10 @@ class Measurement:
         idle_w = self.sampled_idle_w
         inside = [x for x in self.samples if t0 + spacing <= x.t_s <= t1]
         if not inside and self.model.tail_checked:
-            # model 15: work shorter than a spacing, read by the samples that cover it (a sample's time
-            # ends its interval); without them a single 20 ms call whose power fell over 0.2 s went
-            # unchecked and read -70%, reliable (a breaker, 2026-12-07)
-            inside = [x for x in self.samples if t0 < x.t_s <= t1 + spacing]
+            # model 15: work shorter than a spacing, read by the samples that cover it; without them a
+            # single 20 ms call whose power fell over 0.2 s went unchecked and read -70%, reliable
+            # (a breaker, 2026-12-07)
+            inside = self._work_samples
         after = [x.power_w for x in self.samples if x.t_s >= t1 + self.profile.tail_s]
         if not inside or not after:
             return None

@@ -127,7 +127,7 @@ def _short_tail(m) -> str | None:
     """
     if not m.model.tail_checked or m.end_found_in_work:
         return None
-    waited_s = m.tail_s if m.method == "samples" else m.window_t1_s - m.work_t1_s
+    waited_s = m.window_t1_s - m.work_t1_s  # method="samples" ends at the tail asked for
     if waited_s >= m.profile.tail_s - TAIL_SLACK_S:
         return None
     return (
